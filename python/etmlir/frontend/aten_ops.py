@@ -1,0 +1,146 @@
+"""Which PyTorch operator a torch-dialect op is, and what its operands mean.
+
+torch-mlir names ops after their ATen schema: `torch.aten.add.Tensor` is
+`aten::add.Tensor`, `torch.aten.relu` is `aten::relu` (the default overload),
+`torch.prims.convert_element_type` is `prims::convert_element_type`, and ops
+without a generated definition import as `torch.operator "aten.foo.bar"`.
+Operands follow the schema's argument order, one operand per argument, so a
+schema is enough to read an op's arguments back as Python values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+import torch
+from torch_mlir import ir
+from torch_mlir.extras import fx_importer
+
+_VTENSOR_RE = re.compile(r"^!torch\.vtensor<\[([^\]]*)\],(.+)>$")
+
+MLIR_DTYPE_TO_TORCH: dict[str, torch.dtype] = {
+    asm: dtype for dtype, asm in fx_importer.TORCH_DTYPE_TO_MLIR_TYPE_ASM.items()
+}
+_INT_TO_DTYPE = {v: k for k, v in fx_importer.TORCH_DTYPE_TO_INT.items()}
+_INT_TO_MEMORY_FORMAT = {v: k for k, v in fx_importer.TORCH_MEMORY_FORMAT_TO_INT.items()}
+_INT_TO_LAYOUT = {v: k for k, v in fx_importer.TORCH_LAYOUT_TO_INT.items()}
+
+
+def canonical_op_name(name: str) -> str:
+    """Normalize `aten::add.Tensor`, `torch.aten.add.Tensor`, `aten.relu` to `aten.add.Tensor` / `aten.relu.default`."""
+    name = name.strip().replace("::", ".")
+    if name.startswith("torch."):
+        name = name[len("torch."):]
+    parts = name.split(".")
+    if len(parts) == 2:
+        parts.append("default")
+    return ".".join(parts)
+
+
+def op_overload_name(op: ir.Operation) -> str | None:
+    """`aten.add.Tensor` for a torch-dialect op that stands for a PyTorch operator, else None."""
+    if op.name == "torch.operator":
+        return canonical_op_name(ir.StringAttr(op.attributes["name"]).value)
+    for namespace in ("torch.aten.", "torch.prims."):
+        if op.name.startswith(namespace):
+            return canonical_op_name(op.name)
+    return None
+
+
+def lookup_overload(name: str) -> torch._ops.OpOverload | None:
+    """The PyTorch OpOverload for `aten.add.Tensor`, or None if PyTorch has no such operator."""
+    namespace, packet, overload = canonical_op_name(name).split(".", 2)
+    try:
+        return getattr(getattr(getattr(torch.ops, namespace), packet), overload)
+    except (AttributeError, RuntimeError):
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorType:
+    """A `!torch.vtensor<[2,?],f32>`: sizes with None for dynamic dims."""
+
+    sizes: tuple[int | None, ...]
+    dtype: torch.dtype
+
+
+def parse_vtensor_type(t: ir.Type) -> TensorType | None:
+    match = _VTENSOR_RE.match(str(t))
+    if not match:
+        return None
+    dims, dtype_asm = match.groups()
+    dtype = MLIR_DTYPE_TO_TORCH.get(dtype_asm)
+    if dtype is None:
+        return None
+    sizes = tuple(None if d.strip() == "?" else int(d) for d in dims.split(",") if d.strip())
+    return TensorType(sizes, dtype)
+
+
+def is_tensor_type(t: ir.Type) -> bool:
+    text = str(t)
+    return text.startswith("!torch.vtensor") or text.startswith("!torch.tensor") or (
+        text.startswith("!torch.list<") and "tensor" in text)
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeValue:
+    """An operand whose value is only known when the program runs (a tensor or a symbolic int)."""
+
+    value: ir.Value
+    tensor: TensorType | None  # None for a !torch.int
+
+
+class UndecodableOperand(Exception):
+    """An operand that cannot be turned into a Python value (the message says which and why)."""
+
+
+def decode_operand(value: ir.Value, arg_type: torch.Type) -> Any:
+    """A Python value for one operand: constants become Python objects, run-time values `RuntimeValue`s."""
+    type_text = str(value.type)
+    if type_text.startswith("!torch.vtensor"):
+        tensor = parse_vtensor_type(value.type)
+        if tensor is None:
+            raise UndecodableOperand(f"tensor type {type_text} has no rank or an unsupported dtype")
+        return RuntimeValue(value, tensor)
+    owner = value.owner
+    producer = owner.name if isinstance(owner, (ir.Operation, ir.OpView)) else None
+    inner = _unwrap_optional(arg_type)
+    if producer == "torch.constant.none":
+        return None
+    if producer in ("torch.constant.int", "torch.constant.float", "torch.constant.bool",
+                    "torch.constant.str", "torch.constant.number", "torch.constant.device"):
+        return _typed_constant(_attribute_value(owner.attributes["value"]), inner, producer)
+    if producer == "torch.prim.ListConstruct":
+        element_type = inner.getElementType() if isinstance(inner, torch.ListType) else inner
+        return [decode_operand(v, element_type) for v in owner.operands]
+    if type_text == "!torch.int":
+        return RuntimeValue(value, None)
+    where = f"computed by '{producer}'" if producer else "a block argument"
+    raise UndecodableOperand(f"operand of type {type_text} is {where}, not a constant")
+
+
+def _unwrap_optional(arg_type: torch.Type) -> torch.Type:
+    return arg_type.getElementType() if isinstance(arg_type, torch.OptionalType) else arg_type
+
+
+def _attribute_value(attr: ir.Attribute) -> Any:
+    if isinstance(attr, (ir.BoolAttr, ir.IntegerAttr, ir.FloatAttr, ir.StringAttr)):
+        return attr.value
+    raise UndecodableOperand(f"unsupported constant attribute {attr}")
+
+
+def _typed_constant(raw: Any, arg_type: torch.Type, producer: str) -> Any:
+    """Constants are ints on the wire; the schema says when an int is a dtype, layout or memory format."""
+    if producer == "torch.constant.device":
+        return torch.device(raw)
+    kind = arg_type.kind() if hasattr(arg_type, "kind") else ""
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        if kind == "ScalarTypeType" or str(arg_type) == "ScalarType":
+            return _INT_TO_DTYPE[raw]
+        if str(arg_type) == "MemoryFormat":
+            return _INT_TO_MEMORY_FORMAT[raw]
+        if str(arg_type) == "Layout":
+            return _INT_TO_LAYOUT[raw]
+    return raw

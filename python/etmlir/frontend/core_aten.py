@@ -1,0 +1,76 @@
+"""The Core ATen contract: which torch-dialect ops may appear after `et-decompose-to-core-aten`.
+
+An op is Core ATen when it is
+  * a PyTorch operator tagged `torch.Tag.core` (read from the installed
+    PyTorch, so the set always matches the pinned version: 192 overloads in
+    torch 2.13.0), or one a backend asked to keep (`keep=`);
+  * one of the size queries PyTorch's own core decomposition leaves in an
+    exported graph; torch-mlir imports `aten.sym_size.int` as
+    `torch.aten.size.int`, so the alias table maps it back;
+  * scalar arithmetic on symbolic sizes (`torch.aten.mul.int`,
+    `torch.aten.Int.bool`, ...): ops with no tensor operand or result, which
+    torch.export keeps as Python `operator.*` calls on SymInts;
+  * structure, not computation: constants, list construction, weight
+    literals, symbolic-shape bookkeeping, functions and modules.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch_mlir import ir
+
+from etmlir.frontend.aten_ops import canonical_op_name, is_tensor_type, op_overload_name
+
+STRUCTURAL_OPS = frozenset({
+    "builtin.module", "func.func", "func.return", "func.call",
+    "torch.constant.int", "torch.constant.float", "torch.constant.bool", "torch.constant.str",
+    "torch.constant.none", "torch.constant.number", "torch.constant.device",
+    "torch.prim.ListConstruct", "torch.prim.ListUnpack", "torch.prim.TupleConstruct",
+    "torch.prim.TupleUnpack", "torch.vtensor.literal", "torch.symbolic_int",
+    "torch.bind_symbolic_shape", "torch.tensor_static_info_cast", "torch.derefine",
+    "torch.runtime.assert",
+})
+
+# torch-mlir spelling -> the Core ATen overload it stands for.
+SIZE_QUERY_ALIASES = {
+    "aten.size.int": "aten.sym_size.int",
+    "aten.numel.default": "aten.sym_numel.default",
+    "aten.stride.int": "aten.sym_stride.int",
+}
+
+
+@functools.cache
+def core_aten_overloads() -> frozenset[str]:
+    """Names (`aten.add.Tensor`) of every overload the installed PyTorch tags `core`."""
+    names = set()
+    for packet_name in torch.ops.aten:
+        packet = getattr(torch.ops.aten, packet_name)
+        for overload in packet.overloads():
+            if torch.Tag.core in getattr(packet, overload).tags:
+                names.add(f"aten.{packet_name}.{overload}")
+    return frozenset(names)
+
+
+def normalize_keep(keep: list[str] | tuple[str, ...]) -> frozenset[str]:
+    return frozenset(canonical_op_name(k) for k in keep)
+
+
+def is_scalar_only(op: ir.Operation) -> bool:
+    return not any(is_tensor_type(v.type) for v in list(op.operands) + list(op.results))
+
+
+def is_core_aten(op: ir.Operation, keep: frozenset[str] = frozenset()) -> bool:
+    """True if `op` may appear in a Core ATen module (see the module docstring)."""
+    if op.name in STRUCTURAL_OPS:
+        return True
+    overload = op_overload_name(op)
+    if overload is None:
+        return False
+    if overload in keep:
+        return True
+    overload = SIZE_QUERY_ALIASES.get(overload, overload)
+    if overload in core_aten_overloads():
+        return True
+    return op.name.startswith("torch.aten.") and is_scalar_only(op)

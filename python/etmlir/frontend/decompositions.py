@@ -1,0 +1,147 @@
+"""Trace PyTorch's decomposition of one ATen op, for the operand types at one call site.
+
+`et-decompose-to-core-aten` calls `trace_decomposition` for each non-core op:
+the op's tensor operands become fake tensors (no memory is allocated; `?`
+dims become symbolic sizes), its constant operands become Python values, and
+`make_fx` runs the op under PyTorch's core decomposition table. The resulting
+FX graph contains only ops the table leaves, and is imported with
+torch-mlir's FX importer as a function whose arguments are the op's run-time
+operands in order.
+
+A decomposition may branch on a symbolic size (`if x.size(0) == 1`), which
+would make the traced graph valid only for sizes like the trace's hint. Every
+guard PyTorch records on a symbolic size is checked against sample sizes
+across the dim's range; a guard that fails for any of them is reported as a
+specialization, never silently accepted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import sympy
+import torch
+from torch._dynamo.source import ConstantSource
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+from etmlir.frontend.aten_ops import RuntimeValue
+
+# Size used to trace a dynamic dim, and the sizes every recorded guard must also hold for.
+_TRACE_HINT = 8
+_GUARD_SAMPLES = (2, 3, 5, 8, 17, 64, 255, 4096)
+
+# Ops PyTorch's table has no entry for but that have an exact core spelling.
+_SUBSTITUTES = {
+    # The FX importer emits prims.convert_element_type for bool literals.
+    "prims.convert_element_type.default":
+        lambda x, dtype: torch.ops.aten._to_copy.default(x, dtype=dtype),
+}
+
+
+class DecompositionError(Exception):
+    """The op cannot be decomposed at this call site; the message says why."""
+
+
+@dataclasses.dataclass
+class TracedDecomposition:
+    graph_module: torch.fx.GraphModule
+    inputs: list[RuntimeValue]  # placeholder order
+
+
+@functools.cache
+def _base_table() -> dict:
+    return dict(torch.export.default_decompositions().items())
+
+
+def decomposition_table(keep: frozenset[str]) -> dict:
+    """PyTorch's core decomposition table minus the ops a backend wants kept."""
+    return {op: fn for op, fn in _base_table().items() if _overload_name(op) not in keep}
+
+
+def _overload_name(op: Any) -> str:
+    return str(op) if "." in str(op).split("aten.", 1)[-1] else f"{op}.default"
+
+
+def trace_decomposition(overload_name: str, overload: torch._ops.OpOverload, args: list[Any],
+                        kwargs: dict[str, Any], table: dict) -> TracedDecomposition:
+    shape_env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=shape_env)
+    inputs: list[RuntimeValue] = []
+    placeholders: list[Any] = []
+    symbols: list[sympy.Symbol] = []
+
+    def new_symint() -> torch.SymInt:
+        source = ConstantSource(f"etmlir_dim{len(symbols)}")
+        symbol = shape_env.create_symbol(_TRACE_HINT, source)
+        symbols.append(symbol)
+        return shape_env.create_symintnode(symbol, hint=_TRACE_HINT, source=source)
+
+    def materialize(value: Any) -> Any:
+        if isinstance(value, RuntimeValue):
+            if value.tensor is None:
+                fake: Any = new_symint()
+            else:
+                sizes = [new_symint() if d is None else d for d in value.tensor.sizes]
+                with mode:
+                    fake = torch.empty(sizes, dtype=value.tensor.dtype, device="cpu")
+            inputs.append(value)
+            placeholders.append(fake)
+            return fake
+        if isinstance(value, list):
+            return [materialize(v) for v in value]
+        return value
+
+    call_args = [materialize(a) for a in args]
+    call_kwargs = {k: materialize(v) for k, v in kwargs.items()}
+    n_args = len(call_args)
+    target = _SUBSTITUTES.get(overload_name, overload)
+
+    def fn(*flat: Any) -> Any:
+        # make_fx traces a function of placeholders; rebuild the call from them in order.
+        it = iter(flat)
+
+        def rebuild(value: Any) -> Any:
+            if isinstance(value, list):
+                return [rebuild(v) for v in value]
+            return next(it) if _is_placeholder(value) else value
+
+        rebuilt_args = [rebuild(a) for a in call_args[:n_args]]
+        rebuilt_kwargs = {k: rebuild(v) for k, v in call_kwargs.items()}
+        return target(*rebuilt_args, **rebuilt_kwargs)
+
+    try:
+        with mode:
+            gm = make_fx(fn, decomposition_table=table, tracing_mode="symbolic",
+                         _allow_non_fake_inputs=True)(*placeholders)
+    except Exception as exc:  # PyTorch's error text names the problem; keep it
+        raise DecompositionError(f"tracing its decomposition failed: {type(exc).__name__}: "
+                                 f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
+    _check_no_specialization(shape_env, symbols)
+    return TracedDecomposition(gm, inputs)
+
+
+def _is_placeholder(value: Any) -> bool:
+    return isinstance(value, (torch.Tensor, torch.SymInt))
+
+
+def _check_no_specialization(shape_env: ShapeEnv, symbols: list[sympy.Symbol]) -> None:
+    if not symbols:
+        return
+    guards = [g.expr for g in shape_env.guards] + list(shape_env.replacements.items())
+    for guard in guards:
+        if isinstance(guard, tuple):  # a replacement s -> expr pins a symbol
+            symbol, expr = guard
+            if symbol in symbols:
+                raise DecompositionError(f"its decomposition pins dynamic size {symbol} to {expr}")
+            continue
+        free = [s for s in guard.free_symbols if s in symbols]
+        if not free:
+            continue
+        for sample in _GUARD_SAMPLES:
+            if not bool(guard.subs({s: sample for s in free})):
+                raise DecompositionError(
+                    f"its decomposition only holds when {guard} (false for a dynamic size of {sample})")

