@@ -27,6 +27,7 @@ holds for some dynamic sizes) is an error naming the op and its location.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch.fx
@@ -51,9 +52,20 @@ _MAX_ROUNDS = 8
 def decompose_to_core_aten(module: ir.Operation, *, keep: list[str]) -> None:
     """et-decompose-to-core-aten: rewrite non-Core-ATen ops into Core ATen ops (PyTorch's decompositions)."""
     keep_set = normalize_keep(keep)
-    splicer = _Splicer(module.context, decomposition_table(keep_set))
+    decompose_ops(module, lambda op: not is_core_aten(op, keep_set), decomposition_table(keep_set),
+                  goal="Core ATen")
+
+
+def decompose_ops(module: ir.Operation, should_decompose: Callable[[ir.Operation], bool], table: dict,
+                  goal: str) -> None:
+    """Replace every ATen op for which `should_decompose` holds by its decomposition from `table`.
+
+    Repeats until no such op is left (a decomposition may produce more); emits
+    an error per op it cannot decompose and raises PassFailure.
+    """
+    splicer = _Splicer(module.context, table)
     for _ in range(_MAX_ROUNDS):
-        pending = _non_core_ops(module, keep_set)
+        pending = _ops_matching(module, should_decompose)
         if not pending:
             return
         failed = 0
@@ -61,20 +73,20 @@ def decompose_to_core_aten(module: ir.Operation, *, keep: list[str]) -> None:
             try:
                 splicer.replace(op)
             except DecompositionError as exc:
-                emit_error(op, f"cannot decompose '{op_overload_name(op)}' to Core ATen: {exc}")
+                emit_error(op, f"cannot decompose '{op_overload_name(op)}' to {goal}: {exc}")
                 failed += 1
         if failed:
             raise PassFailure()
-    for op in _non_core_ops(module, keep_set):
-        emit_error(op, f"'{op_overload_name(op)}' is still not Core ATen after {_MAX_ROUNDS} rounds")
+    for op in _ops_matching(module, should_decompose):
+        emit_error(op, f"'{op_overload_name(op)}' is still not {goal} after {_MAX_ROUNDS} rounds")
     raise PassFailure()
 
 
-def _non_core_ops(module: ir.Operation, keep: frozenset[str]) -> list[ir.Operation]:
+def _ops_matching(module: ir.Operation, predicate: Callable[[ir.Operation], bool]) -> list[ir.Operation]:
     found: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op_overload_name(op) is not None and not is_core_aten(op, keep):
+        if op_overload_name(op) is not None and predicate(op):
             found.append(op)
         return ir.WalkResult.ADVANCE
 

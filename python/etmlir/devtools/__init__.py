@@ -1,0 +1,1 @@
+"""Developer tools: reference evaluation, reports and inspectors."""

@@ -1,0 +1,121 @@
+"""Run a torch-dialect module on the CPU through torch-mlir's linalg lowering and MLIR's JIT.
+
+This is the honest evaluator tests use to check a module (for example the
+output of `et-decompose-to-core-aten`) against PyTorch eager: it shares no
+code with PyTorch's kernels. The module is cloned, lowered
+
+    torch (ATen / Core ATen)
+        -> PyTorch's reference decompositions for the few core ops torch-mlir cannot lower
+        -> torch backend contract -> linalg on tensors
+        -> one-shot bufferization -> loops -> LLVM -> ExecutionEngine
+
+and called through the C interface. The function returns its single result
+as a memref the callee allocates, so output shapes come from the compiled
+code, never from the caller's expectations. Loops are naive: this is for
+correctness, not speed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+
+import numpy as np
+import torch._decomp
+from torch_mlir import ir
+from torch_mlir.execution_engine import ExecutionEngine
+from torch_mlir.passmanager import PassManager
+from torch_mlir.runtime.np_to_memref import (
+    get_ranked_memref_descriptor, make_nd_memref_descriptor, ranked_memref_to_numpy)
+
+# Core ATen ops torch-mlir's linalg lowering rejects; PyTorch's decomposition registry
+# (the Python reference implementations, not the eager kernels) rewrites them first.
+_UNLOWERABLE = ("aten._native_batch_norm_legit_no_training.default", "aten.upsample_bilinear2d.vec",
+                "aten._unsafe_index.Tensor", "aten._native_batch_norm_legit.default")
+
+_TO_LINALG = (
+    "builtin.module(func.func(torch-match-quantized-custom-ops),"
+    "torchdynamo-export-to-torch-backend-pipeline,"
+    "torch-backend-to-linalg-on-tensors-backend-pipeline)"
+)
+_TO_LLVM = (
+    "builtin.module(one-shot-bufferize{bufferize-function-boundaries=1 "
+    "function-boundary-type-conversion=identity-layout-map},"
+    "canonicalize,cse,func.func(refback-munge-memref-copy),"
+    "func.func(convert-linalg-to-loops,refback-expand-ops-for-llvm),"
+    "expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-vector-to-llvm,"
+    "finalize-memref-to-llvm,convert-math-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,"
+    "convert-cf-to-llvm,convert-func-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts)"
+)
+
+_CTYPE_OF = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double,
+             np.dtype(np.int64): ctypes.c_int64, np.dtype(np.int32): ctypes.c_int32,
+             np.dtype(np.bool_): ctypes.c_bool}
+
+
+class ReferenceRunner:
+    """A compiled torch-dialect function, callable on numpy arrays."""
+
+    def __init__(self, module: ir.Module, func_name: str = "main", opt_level: int = 2) -> None:
+        with module.context:
+            clone = _clone(module)
+            _decompose_unlowerable(clone)
+            PassManager.parse(_TO_LINALG).run(clone.operation)
+            func = _find_func(clone, func_name)
+            result_types = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value).results
+            if len(result_types) != 1:
+                raise ValueError(f"@{func_name} returns {len(result_types)} values; the runner supports one")
+            result_type = ir.RankedTensorType(result_types[0])
+            self._result_rank = result_type.rank
+            self._result_dtype = _numpy_dtype(result_type.element_type)
+            func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+            PassManager.parse(_TO_LLVM).run(clone.operation)
+            self._engine = ExecutionEngine(clone, opt_level=opt_level)
+            self._module = clone  # the engine's code references the module's constants
+        self._name = func_name
+
+    def __call__(self, *inputs: np.ndarray) -> np.ndarray:
+        arrays = [np.ascontiguousarray(a) for a in inputs]
+        result = make_nd_memref_descriptor(self._result_rank, _CTYPE_OF[np.dtype(self._result_dtype)])()
+        args = [ctypes.pointer(ctypes.pointer(result))]
+        args += [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in arrays]
+        self._engine.invoke(self._name, *args)
+        # Copy out: the result buffer belongs to the compiled code and is never freed or reused.
+        return np.array(ranked_memref_to_numpy([result]), copy=True)
+
+
+def run_reference(module: ir.Module, inputs: Sequence[np.ndarray], func_name: str = "main") -> np.ndarray:
+    """Compile `module` and call `func_name` once on `inputs`."""
+    return ReferenceRunner(module, func_name)(*inputs)
+
+
+def _clone(module: ir.Module) -> ir.Module:
+    """A copy of `module`'s body; dense_resource weights stay references to the same buffers."""
+    clone = ir.Module.create(loc=module.operation.location)
+    for op in module.body.operations:
+        op.operation.clone(ip=ir.InsertionPoint(clone.body))
+    return clone
+
+
+def _decompose_unlowerable(module: ir.Module) -> None:
+    from etmlir.frontend.aten_ops import lookup_overload, op_overload_name
+    from etmlir.passes.decompose_to_core_aten import decompose_ops
+
+    table = {lookup_overload(n): torch._decomp.decomposition_table[lookup_overload(n)] for n in _UNLOWERABLE}
+    decompose_ops(module.operation, lambda op: op_overload_name(op) in _UNLOWERABLE, table,
+                  goal="ops torch-mlir can lower")
+
+
+def _find_func(module: ir.Module, name: str) -> ir.Operation:
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == name:
+            return op.operation
+    raise ValueError(f"no function @{name} in the module")
+
+
+def _numpy_dtype(element_type: ir.Type) -> type:
+    text = str(element_type)
+    table = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "i32": np.int32, "i1": np.bool_}
+    if text not in table:
+        raise ValueError(f"the reference runner does not return {text} results")
+    return table[text]
