@@ -11,6 +11,7 @@ schema is enough to read an op's arguments back as Python values.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Any
 
@@ -96,8 +97,25 @@ class UndecodableOperand(Exception):
     """An operand that cannot be turned into a Python value (the message says which and why)."""
 
 
-def decode_operand(value: ir.Value, arg_type: torch.Type) -> Any:
-    """A Python value for one operand: constants become Python objects, run-time values `RuntimeValue`s."""
+@functools.cache
+def declared_argument_types(overload: torch._ops.OpOverload) -> tuple[str, ...]:
+    """Argument types as the schema declares them (`SymInt[]`, `Scalar`, `int`), in operand order.
+
+    `torch.FunctionSchema` reports `SymInt` as `int`; only the declared text
+    says whether an argument may be a symbolic size.
+    """
+    from torchgen.model import FunctionSchema
+
+    parsed = FunctionSchema.parse(str(overload._schema).split("::", 1)[1])
+    return tuple(str(a.type) for a in parsed.arguments.flat_all)
+
+
+def decode_operand(value: ir.Value, arg_type: torch.Type, declared: str) -> Any:
+    """A Python value for one operand: constants become Python objects, run-time values `RuntimeValue`s.
+
+    `declared` is the schema's spelling of the argument type: a run-time
+    `!torch.int` is accepted only where it says `SymInt` or `Scalar`.
+    """
     type_text = str(value.type)
     if type_text.startswith("!torch.vtensor"):
         tensor = parse_vtensor_type(value.type)
@@ -114,8 +132,8 @@ def decode_operand(value: ir.Value, arg_type: torch.Type) -> Any:
         return _typed_constant(_attribute_value(owner.attributes["value"]), inner, producer)
     if producer == "torch.prim.ListConstruct":
         element_type = inner.getElementType() if isinstance(inner, torch.ListType) else inner
-        return [decode_operand(v, element_type) for v in owner.operands]
-    if type_text == "!torch.int":
+        return [decode_operand(v, element_type, declared) for v in owner.operands]
+    if type_text == "!torch.int" and ("SymInt" in declared or declared.startswith("Scalar")):
         return RuntimeValue(value, None)
     where = f"computed by '{producer}'" if producer else "a block argument"
     raise UndecodableOperand(f"operand of type {type_text} is {where}, not a constant")

@@ -35,7 +35,7 @@ from torch_mlir import ir
 from torch_mlir.extras.fx_importer import FxImporter
 
 from etmlir.frontend.aten_ops import (
-    RuntimeValue, UndecodableOperand, decode_operand, lookup_overload, op_overload_name,
+    RuntimeValue, UndecodableOperand, declared_argument_types, decode_operand, lookup_overload, op_overload_name,
     parse_vtensor_type)
 from etmlir.frontend.core_aten import is_core_aten, normalize_keep
 from etmlir.frontend.decompositions import (
@@ -134,9 +134,9 @@ def _decode_call(op: ir.Operation, overload: Any) -> tuple[list[Any], dict[str, 
             f"it has {len(operands)} operands but the schema '{schema}' has {len(schema.arguments)} arguments")
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
-    for argument, value in zip(schema.arguments, operands):
+    for argument, declared, value in zip(schema.arguments, declared_argument_types(overload), operands):
         try:
-            decoded = decode_operand(value, argument.type)
+            decoded = decode_operand(value, argument.type, declared)
         except UndecodableOperand as exc:
             raise DecompositionError(f"argument '{argument.name}': {exc}") from None
         if argument.kwarg_only:
