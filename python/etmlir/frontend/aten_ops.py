@@ -99,15 +99,39 @@ class UndecodableOperand(Exception):
 
 @functools.cache
 def declared_argument_types(overload: torch._ops.OpOverload) -> tuple[str, ...]:
-    """Argument types as the schema declares them (`SymInt[]`, `Scalar`, `int`), in operand order.
+    """Argument types as the schema text declares them (`SymInt[]`, `Scalar`, `int`), in operand order.
 
     `torch.FunctionSchema` reports `SymInt` as `int`; only the declared text
     says whether an argument may be a symbolic size.
     """
-    from torchgen.model import FunctionSchema
+    text = str(overload._schema)
+    args_text = text[text.index("(") + 1: text.rindex(") ->")]
+    types = []
+    for part in _split_schema_args(args_text):
+        if part == "*":
+            continue
+        declaration = part.split("=", 1)[0].strip()
+        types.append(declaration.rsplit(" ", 1)[0])
+    if len(types) != len(overload._schema.arguments):
+        raise ValueError(f"could not read the argument types of '{text}'")
+    return tuple(types)
 
-    parsed = FunctionSchema.parse(str(overload._schema).split("::", 1)[1])
-    return tuple(str(a.type) for a in parsed.arguments.flat_all)
+
+def _split_schema_args(text: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        parts.append(current.strip())
+    return parts
 
 
 def decode_operand(value: ir.Value, arg_type: torch.Type, declared: str) -> Any:
