@@ -18,8 +18,6 @@ correctness, not speed.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
-
 import numpy as np
 import torch._decomp
 from torch_mlir import ir
@@ -27,6 +25,9 @@ from torch_mlir.execution_engine import ExecutionEngine
 from torch_mlir.passmanager import PassManager
 from torch_mlir.runtime.np_to_memref import (
     get_ranked_memref_descriptor, make_nd_memref_descriptor, ranked_memref_to_numpy)
+
+from etmlir.frontend.aten_ops import lookup_overload, op_overload_name
+from etmlir.passes.decompose_to_core_aten import decompose_ops
 
 # Core ATen ops torch-mlir's linalg lowering rejects; PyTorch's decomposition registry
 # (the Python reference implementations, not the eager kernels) rewrites them first.
@@ -48,9 +49,9 @@ _TO_LLVM = (
     "convert-cf-to-llvm,convert-func-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts)"
 )
 
-_CTYPE_OF = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double,
-             np.dtype(np.int64): ctypes.c_int64, np.dtype(np.int32): ctypes.c_int32,
-             np.dtype(np.bool_): ctypes.c_bool}
+# Result element type -> the ctype of its memref descriptor.
+_RESULT_CTYPES = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i64": ctypes.c_int64,
+                  "i32": ctypes.c_int32, "i1": ctypes.c_bool}
 
 
 class ReferenceRunner:
@@ -66,8 +67,11 @@ class ReferenceRunner:
             if len(result_types) != 1:
                 raise ValueError(f"@{func_name} returns {len(result_types)} values; the runner supports one")
             result_type = ir.RankedTensorType(result_types[0])
+            element = str(result_type.element_type)
+            if element not in _RESULT_CTYPES:
+                raise ValueError(f"the reference runner does not return {element} results")
             self._result_rank = result_type.rank
-            self._result_dtype = _numpy_dtype(result_type.element_type)
+            self._result_ctype = _RESULT_CTYPES[element]
             func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
             PassManager.parse(_TO_LLVM).run(clone.operation)
             self._engine = ExecutionEngine(clone, opt_level=opt_level)
@@ -76,17 +80,12 @@ class ReferenceRunner:
 
     def __call__(self, *inputs: np.ndarray) -> np.ndarray:
         arrays = [np.ascontiguousarray(a) for a in inputs]
-        result = make_nd_memref_descriptor(self._result_rank, _CTYPE_OF[np.dtype(self._result_dtype)])()
+        result = make_nd_memref_descriptor(self._result_rank, self._result_ctype)()
         args = [ctypes.pointer(ctypes.pointer(result))]
         args += [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in arrays]
         self._engine.invoke(self._name, *args)
         # Copy out: the result buffer belongs to the compiled code and is never freed or reused.
         return np.array(ranked_memref_to_numpy([result]), copy=True)
-
-
-def run_reference(module: ir.Module, inputs: Sequence[np.ndarray], func_name: str = "main") -> np.ndarray:
-    """Compile `module` and call `func_name` once on `inputs`."""
-    return ReferenceRunner(module, func_name)(*inputs)
 
 
 def _clone(module: ir.Module) -> ir.Module:
@@ -98,10 +97,8 @@ def _clone(module: ir.Module) -> ir.Module:
 
 
 def _decompose_unlowerable(module: ir.Module) -> None:
-    from etmlir.frontend.aten_ops import lookup_overload, op_overload_name
-    from etmlir.passes.decompose_to_core_aten import decompose_ops
-
-    table = {lookup_overload(n): torch._decomp.decomposition_table[lookup_overload(n)] for n in _UNLOWERABLE}
+    overloads = [lookup_overload(name) for name in _UNLOWERABLE]
+    table = {op: torch._decomp.decomposition_table[op] for op in overloads}
     decompose_ops(module.operation, lambda op: op_overload_name(op) in _UNLOWERABLE, table,
                   goal="ops torch-mlir can lower")
 
@@ -112,10 +109,3 @@ def _find_func(module: ir.Module, name: str) -> ir.Operation:
             return op.operation
     raise ValueError(f"no function @{name} in the module")
 
-
-def _numpy_dtype(element_type: ir.Type) -> type:
-    text = str(element_type)
-    table = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "i32": np.int32, "i1": np.bool_}
-    if text not in table:
-        raise ValueError(f"the reference runner does not return {text} results")
-    return table[text]

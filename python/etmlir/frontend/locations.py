@@ -22,8 +22,8 @@ _FILE_LOC_RE = re.compile(r'"([^"]+)":(\d+):(\d+)')
 _LIBRARY_DIRS = tuple(os.path.realpath(p) + os.sep for m in (torch, torch_mlir) for p in m.__path__)
 
 
-def file_locations(location: ir.Location) -> list[tuple[str, int, int]]:
-    """Every `file:line:col` inside a (possibly callsite or fused) location."""
+def file_locations(location: ir.Location | str) -> list[tuple[str, int, int]]:
+    """Every `file:line:col` inside a (possibly callsite or fused) location, or its printed form."""
     return [(f, int(line), int(col)) for f, line, col in _FILE_LOC_RE.findall(str(location))]
 
 

@@ -40,8 +40,7 @@ class Diagnostic:
 
 
 def from_mlir(severity: object, location: ir.Location | str, message: str) -> Diagnostic:
-    files = file_locations(location) if isinstance(location, ir.Location) else \
-        [(f, int(a), int(b)) for f, a, b in re.findall(r'"([^"]+)":(\d+):(\d+)', location)]
+    files = file_locations(location)
     kind = _SEVERITY.get(str(severity), "error")
     if not files:
         return Diagnostic(kind, message, None)

@@ -57,8 +57,9 @@ def _list_passes() -> str:
     return "\n".join(lines)
 
 
-def _pass_flags(extra: Sequence[str], context: ir.Context) -> list[PipelineElement]:
+def _pass_flags(extra: Sequence[str]) -> list[PipelineElement]:
     """Turn leftover `--name[=options]` arguments into pipeline elements, in command-line order."""
+    context = new_context()  # only to ask MLIR whether an upstream pass of that name exists
     elements = []
     for arg in extra:
         if not arg.startswith("--"):
@@ -90,13 +91,12 @@ def _chunks(text: str, split: bool) -> list[tuple[str, int]]:
 
 
 def _process_chunk(chunk: str, first_line: int, args: argparse.Namespace, input_name: str,
-                   pipeline_text: str | None, flag_args: Sequence[str]) -> tuple[str | None, list[str]]:
+                   elements: Sequence[PipelineElement]) -> tuple[str | None, list[str]]:
     """Parse and transform one chunk: (output text or None on failure, problems to print)."""
     context = new_context()
     collector = diagnostics.Collector(context)
     output = None
     try:
-        elements = parse_pipeline(pipeline_text) if pipeline_text else _pass_flags(flag_args, context)
         with context:
             # Pad so the parser's line numbers are the original file's.
             module = ir.Module.parse("\n" * (first_line - 1) + chunk)
@@ -137,8 +137,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     outputs, failed = [], False
     try:
+        elements = parse_pipeline(args.pass_pipeline) if args.pass_pipeline else _pass_flags(extra)
         for chunk, first_line in _chunks(text, args.split_input_file):
-            output, problems = _process_chunk(chunk, first_line, args, input_name, args.pass_pipeline, extra)
+            output, problems = _process_chunk(chunk, first_line, args, input_name, elements)
             for problem in problems:
                 print(problem, file=sys.stderr)
             failed |= bool(problems) if args.verify_diagnostics else output is None
