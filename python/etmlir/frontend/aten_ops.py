@@ -104,7 +104,12 @@ def declared_argument_types(overload: torch._ops.OpOverload) -> tuple[str, ...]:
     `torch.FunctionSchema` reports `SymInt` as `int`; only the declared text
     says whether an argument may be a symbolic size.
     """
-    text = str(overload._schema)
+    return schema_argument_types(overload._schema)
+
+
+def schema_argument_types(schema: torch.FunctionSchema) -> tuple[str, ...]:
+    """`declared_argument_types` for a schema (also one that is not a registered operator)."""
+    text = str(schema)
     args_text = text[text.index("(") + 1: text.rindex(") ->")]
     types = []
     for part in _split_schema_args(args_text):
@@ -112,7 +117,7 @@ def declared_argument_types(overload: torch._ops.OpOverload) -> tuple[str, ...]:
             continue
         declaration = part.split("=", 1)[0].strip()
         types.append(declaration.rsplit(" ", 1)[0])
-    if len(types) != len(overload._schema.arguments):
+    if len(types) != len(schema.arguments):
         raise ValueError(f"could not read the argument types of '{text}'")
     return tuple(types)
 
