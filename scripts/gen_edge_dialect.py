@@ -36,6 +36,7 @@ import torch
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.opinfo.core import BinaryUfuncInfo
 
+from etmlir.dialects.edge import EDGE_ELEMENT_TYPES
 from etmlir.frontend.aten_ops import lookup_overload, schema_argument_types
 from etmlir.frontend.core_aten import core_aten_overloads
 
@@ -44,13 +45,8 @@ OUT_DIR = ROOT / "dialects" / "edge"
 IRDL_PATH = OUT_DIR / "edge.irdl.mlir"
 JSON_PATH = OUT_DIR / "edge_ops.json"
 
-# torch dtype -> the element type an edge tensor uses. Signed integers are
-# signless (as upstream dialects expect); uint8 keeps its signedness.
-DTYPES = {
-    torch.bool: "i1", torch.uint8: "ui8", torch.int8: "i8", torch.int16: "i16", torch.int32: "i32",
-    torch.int64: "i64", torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32",
-    torch.float64: "f64", torch.complex64: "complex<f32>", torch.complex128: "complex<f64>",
-}
+# torch dtype -> the element type an edge tensor uses (one table, shared with the dialect loader).
+DTYPES = {getattr(torch, name): element for name, element in EDGE_ELEMENT_TYPES.items()}
 ALL_DTYPES = sorted(set(DTYPES.values()))
 # 0-d tensors that stand for a Python scalar: bool, int and float scalars.
 SCALAR_DTYPES = ["f64", "i1", "i64"]

@@ -34,6 +34,14 @@ from typing import Any
 from torch_mlir import ir
 from torch_mlir.dialects import irdl
 
+# torch dtype name -> the element type of an edge tensor. Signed integers are signless (as
+# upstream dialects expect); uint8 keeps its signedness so it stays distinct from int8.
+EDGE_ELEMENT_TYPES = {
+    "bool": "i1", "uint8": "ui8", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
+    "complex64": "complex<f32>", "complex128": "complex<f64>",
+}
+
 # The SymInt placeholder for a value known only at run time (MLIR's dynamic size).
 DYNAMIC = -9223372036854775808
 

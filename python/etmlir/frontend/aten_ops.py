@@ -158,7 +158,7 @@ def decode_operand(value: ir.Value, arg_type: torch.Type, declared: str) -> Any:
         return None
     if producer in ("torch.constant.int", "torch.constant.float", "torch.constant.bool",
                     "torch.constant.str", "torch.constant.number", "torch.constant.device"):
-        return _typed_constant(_attribute_value(owner.attributes["value"]), inner, producer)
+        return _typed_constant(_attribute_value(owner.attributes["value"]), inner, producer, declared)
     if producer == "torch.prim.ListConstruct":
         element_type = inner.getElementType() if isinstance(inner, torch.ListType) else inner
         return [decode_operand(v, element_type, declared) for v in owner.operands]
@@ -178,16 +178,20 @@ def _attribute_value(attr: ir.Attribute) -> Any:
     raise UndecodableOperand(f"unsupported constant attribute {attr}")
 
 
-def _typed_constant(raw: Any, arg_type: torch.Type, producer: str) -> Any:
-    """Constants are ints on the wire; the schema says when an int is a dtype, layout or memory format."""
+def _typed_constant(raw: Any, arg_type: torch.Type, producer: str, declared: str) -> Any:
+    """Constants are ints on the wire; the schema says when an int is a dtype, layout or memory format.
+
+    `torch.FunctionSchema` reports `ScalarType?` as `Optional[int]`, so the
+    declared text decides.
+    """
     if producer == "torch.constant.device":
         return torch.device(raw)
-    kind = arg_type.kind() if hasattr(arg_type, "kind") else ""
     if isinstance(raw, int) and not isinstance(raw, bool):
-        if kind == "ScalarTypeType" or str(arg_type) == "ScalarType":
+        spelled = declared.split("[")[0].rstrip("?") if declared else str(arg_type)
+        if spelled == "ScalarType":
             return _INT_TO_DTYPE[raw]
-        if str(arg_type) == "MemoryFormat":
+        if spelled == "MemoryFormat":
             return _INT_TO_MEMORY_FORMAT[raw]
-        if str(arg_type) == "Layout":
+        if spelled == "Layout":
             return _INT_TO_LAYOUT[raw]
     return raw

@@ -1,0 +1,179 @@
+"""Upper bounds of dynamic dims, by running a Core ATen function on symbolic fake tensors.
+
+A dynamic input dim carries its range (`etmlir.dynamic_dims` on the function
+argument: `{"1" = {min = 2, max = 256, symbol = "s0"}}`). Every op is run with
+PyTorch's fake-tensor kernels on inputs whose dynamic sizes are symbols
+constrained to those ranges, so each result size comes out as an expression
+(`s0`, `2*s0`, `s0 - 1`), and its upper bound is the expression's maximum over
+the ranges (sympy value-range analysis, not a guess at the largest input).
+
+    %5 = torch.aten.cat %list, %int0 : ... -> !torch.vtensor<[?,384],f32>
+    bounds[%5's op] == [[512, 384]]        # if the two inputs are [s0,384] each, s0 <= 256
+
+The memory planner plans dynamic tensors at these bounds. A size no bound can
+be found for (an unbounded input, an op the fake kernels cannot run) is None.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+from torch._dynamo.source import ConstantSource
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+from etmlir.frontend.aten_ops import (
+    RuntimeValue, UndecodableOperand, declared_argument_types, decode_operand, lookup_overload, op_overload_name,
+    parse_vtensor_type)
+from etmlir.frontend.core_aten import SIZE_QUERY_ALIASES
+from torch_mlir import ir
+
+# Scalar ops on sizes torch.export leaves as Python operators.
+_SCALAR_OPS = {
+    "torch.aten.add.int": operator.add, "torch.aten.sub.int": operator.sub, "torch.aten.mul.int": operator.mul,
+    "torch.aten.floordiv.int": operator.floordiv, "torch.aten.neg.int": operator.neg,
+    "torch.aten.Int.bool": int, "torch.aten.Int.float": int, "torch.aten.Float.int": float,
+}
+
+
+class _Unknown:
+    """A value the evaluation could not compute; anything computed from it is unknown too."""
+
+
+UNKNOWN = _Unknown()
+
+Bounds = list[list[int | None]]
+
+
+def dynamic_dims_of(func: ir.Operation) -> list[dict[int, dict[str, Any]]]:
+    """Per function argument: dim -> {min, max, symbol} from its `etmlir.dynamic_dims` attribute."""
+    result: list[dict[int, dict[str, Any]]] = []
+    if "arg_attrs" not in func.attributes:
+        return [{} for _ in func.regions[0].blocks[0].arguments]
+    for attrs in ir.ArrayAttr(func.attributes["arg_attrs"]):
+        dims: dict[int, dict[str, Any]] = {}
+        attrs = ir.DictAttr(attrs)
+        if "etmlir.dynamic_dims" in attrs:
+            for named in ir.DictAttr(attrs["etmlir.dynamic_dims"]):
+                info = ir.DictAttr(named.attr)
+                dims[int(named.name)] = {
+                    "min": ir.IntegerAttr(info["min"]).value,
+                    "max": ir.IntegerAttr(info["max"]).value if "max" in info else None,
+                    "symbol": ir.StringAttr(info["symbol"]).value,
+                }
+        result.append(dims)
+    return result
+
+
+def upper_bounds(func: ir.Operation) -> dict[ir.Operation, Bounds]:
+    """For every op with a dynamic tensor result: the upper bound of each result dim, per result."""
+    shape_env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True)
+    symbols: dict[str, torch.SymInt] = {}
+    env: dict[ir.Value, Any] = {}
+    block = func.regions[0].blocks[0]
+
+    def symbol(name: str, low: int, high: int | None) -> torch.SymInt:
+        if name not in symbols:
+            hint = high if high is not None else max(low, 2)
+            source = ConstantSource(f"etmlir_{name}")
+            sym = shape_env.create_symbol(hint, source)
+            shape_env.constrain_symbol_range(sym, compiler_min=low, compiler_max=high if high else int(2**62))
+            symbols[name] = shape_env.create_symintnode(sym, hint=hint, source=source)
+        return symbols[name]
+
+    for argument, dims in zip(block.arguments, dynamic_dims_of(func)):
+        tensor = parse_vtensor_type(argument.type)
+        if tensor is None:
+            env[argument] = UNKNOWN
+            continue
+        sizes = [symbol(dims[i]["symbol"], dims[i]["min"], dims[i]["max"]) if i in dims else
+                 (size if size is not None else UNKNOWN) for i, size in enumerate(tensor.sizes)]
+        if any(s is UNKNOWN for s in sizes):
+            env[argument] = UNKNOWN
+            continue
+        with mode:
+            env[argument] = torch.empty(sizes, dtype=tensor.dtype)
+
+    bounds: dict[ir.Operation, Bounds] = {}
+    for op in block.operations:
+        op = op.operation
+        try:
+            outputs = _evaluate(op, env, mode)
+        except Exception:  # noqa: BLE001 - an op the fake kernels cannot run has unknown sizes
+            outputs = [UNKNOWN] * len(op.results)
+        for result, value in zip(op.results, outputs):
+            env[result] = value
+        if any("?" in str(r.type) for r in op.results if str(r.type).startswith("!torch.vtensor")):
+            bounds[op] = [_bound_sizes(shape_env, value, result) for result, value in zip(op.results, outputs)]
+    return bounds
+
+
+def _bound_sizes(shape_env: ShapeEnv, value: Any, result: ir.Value) -> list[int | None]:
+    tensor = parse_vtensor_type(result.type)
+    if tensor is None:
+        return []
+    if not isinstance(value, torch.Tensor):
+        return [size for size in tensor.sizes]
+    sizes: list[int | None] = []
+    for static, size in zip(tensor.sizes, value.shape):
+        if static is not None:
+            sizes.append(static)
+        elif isinstance(size, int):
+            sizes.append(size)
+        else:
+            upper = shape_env.bound_sympy(size.node.expr).upper
+            sizes.append(int(upper) if upper.is_finite and int(upper) < 2**62 else None)
+    return sizes
+
+
+def _evaluate(op: ir.Operation, env: dict[ir.Value, Any], mode: FakeTensorMode) -> list[Any]:
+    name = op.name
+    if name.startswith("torch.constant."):
+        if name == "torch.constant.none":
+            return [None]
+        return [op.attributes["value"].value]
+    if name == "torch.prim.ListConstruct":
+        return [[env.get(v, UNKNOWN) for v in op.operands]]
+    if name == "torch.prim.ListUnpack":
+        items = env.get(op.operands[0], UNKNOWN)
+        return list(items) if isinstance(items, (list, tuple)) else [UNKNOWN] * len(op.results)
+    if name == "torch.vtensor.literal":
+        tensor = parse_vtensor_type(op.results[0].type)
+        with mode:
+            return [torch.empty(tensor.sizes, dtype=tensor.dtype)]
+    if name in _SCALAR_OPS:
+        inputs = [env.get(v, UNKNOWN) for v in op.operands]
+        if any(i is UNKNOWN for i in inputs):
+            return [UNKNOWN]
+        return [_SCALAR_OPS[name](*inputs)]
+    overload_name = op_overload_name(op)
+    overload = lookup_overload(SIZE_QUERY_ALIASES.get(overload_name, overload_name)) if overload_name else None
+    if overload is None:
+        return [UNKNOWN] * len(op.results)
+    args, kwargs = [], {}
+    schema = overload._schema
+    for argument, declared, value in zip(schema.arguments, declared_argument_types(overload), op.operands):
+        decoded = _resolve(decode_operand(value, argument.type, declared), env)
+        if argument.kwarg_only:
+            kwargs[argument.name] = decoded
+        else:
+            args.append(decoded)
+    with mode:
+        out = overload(*args, **kwargs)
+    if len(op.results) == 1:
+        return [out]
+    return list(out)
+
+
+def _resolve(value: Any, env: dict[ir.Value, Any]) -> Any:
+    if isinstance(value, RuntimeValue):
+        resolved = env.get(value.value, UNKNOWN)
+        if resolved is UNKNOWN:
+            raise UndecodableOperand("unknown input")
+        return resolved
+    if isinstance(value, list):
+        return [_resolve(v, env) for v in value]
+    return value
