@@ -2,9 +2,11 @@
 
     program = etmlir.export(model, (x,))          # ATen level (torch-mlir `torch` dialect)
     program.to_core_aten()                        # et-decompose-to-core-aten + et-verify-core-aten
-    print(program.op_histogram())
+    edge = etmlir.to_edge(program)                # Edge level (`edge` dialect on builtin tensors)
+    print(edge.op_histogram())
 """
 
+from etmlir.edge_program import EdgeCompileConfig, EdgeProgram, TensorSpec, to_edge
 from etmlir.frontend import AtenProgram, DynamicDim, export
 
-__all__ = ["AtenProgram", "DynamicDim", "export"]
+__all__ = ["AtenProgram", "DynamicDim", "EdgeCompileConfig", "EdgeProgram", "TensorSpec", "export", "to_edge"]

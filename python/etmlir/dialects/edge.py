@@ -164,7 +164,6 @@ def dtype_problem(op: ir.Operation, info: EdgeOp) -> str | None:
     for name, values in named_operands(op, info).items():
         actual[name] = [element_type_name(v.type) or str(v.type) for v in values]
     results = list(op.results)
-    result_names = []
     for spec in info.results:
         if spec["kind"] == "tensor[]":
             count = len(results) - (len(info.results) - 1)
@@ -173,7 +172,11 @@ def dtype_problem(op: ir.Operation, info: EdgeOp) -> str | None:
         else:
             actual[spec["name"]] = [element_type_name(results[0].type) or str(results[0].type)]
             results = results[1:]
-        result_names.append(spec["name"])
+    return check_dtypes(info, actual)
+
+
+def check_dtypes(info: EdgeOp, actual: dict[str, list[str]]) -> str | None:
+    """`dtype_problem` for element types given by position name (operand groups, then results)."""
     shown = ", ".join(f"{n}={'|'.join(v)}" for n, v in actual.items() if v and n != "sym_values")
     for name, dtypes in actual.items():
         allowed = info.allowed_dtypes.get(name)

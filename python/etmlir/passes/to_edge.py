@@ -41,7 +41,7 @@ from torch_mlir import rewrite as rw
 from torch_mlir.dialects import func as func_dialect
 from torch_mlir.passmanager import PassManager
 
-from etmlir.dialects.edge import DYNAMIC, EDGE_ELEMENT_TYPES, EdgeOp, edge_ops, edge_ops_by_aten
+from etmlir.dialects.edge import DYNAMIC, EDGE_ELEMENT_TYPES, EdgeOp, check_dtypes, edge_ops, edge_ops_by_aten
 from etmlir.frontend.aten_ops import (
     RuntimeValue, UndecodableOperand, declared_argument_types, decode_operand, lookup_overload, op_overload_name,
     parse_vtensor_type)
@@ -213,7 +213,35 @@ def _plan_edge(op: ir.Operation, info: EdgeOp, decoded: list[tuple[str, Any]]) -
     if any(a["kind"].startswith("symint") for a in info.args):
         groups.append(sym_values)
     result_types, replaces_unpacks = _result_types(op, info)
+    _check_plan_dtypes(info, groups, result_types)
     return _Plan(info.name, groups, attributes, result_types, info.needs_segment_sizes, replaces_unpacks)
+
+
+def _check_plan_dtypes(info: EdgeOp, groups: list[list[Any]], result_types: list[ir.Type]) -> None:
+    """Reject, before rewriting, an op whose dtypes the edge op's kernels do not take."""
+    actual: dict[str, list[str]] = {}
+    for (name, _), group in zip(info.operand_groups, groups):
+        actual[name] = [_edge_element(item) for item in group]
+    remaining = list(result_types)
+    for spec in info.results:
+        count = len(remaining) - (len(info.results) - 1) if spec["kind"] == "tensor[]" else 1
+        actual[spec["name"]] = [str(ir.RankedTensorType(t).element_type) for t in remaining[:count]]
+        remaining = remaining[count:]
+    problem = check_dtypes(info, actual)
+    if problem:
+        raise ConversionError(problem)
+
+
+def _edge_element(item: Any) -> str:
+    """The element type an operand will have once converted."""
+    if isinstance(item, bool):
+        return "i1"
+    if isinstance(item, int):
+        return "i64"
+    if isinstance(item, float):
+        return "f64"
+    converted = edge_tensor_type(item.type) or _scalar_tensor_type(item.type)
+    return str(converted.element_type)
 
 
 def _tensor_operand(value: Any, where: str) -> ir.Value:
@@ -453,6 +481,7 @@ def _convert_signatures(module: ir.Operation, converter: _EdgeTypeConverter) -> 
     target.add_illegal_op("func.return")
     config = rw.ConversionConfig()
     config.build_materializations = False
+    config.folding_mode = rw.DialectConversionFoldingMode.NEVER
     rw.apply_partial_conversion(module, target, patterns.freeze(), config)
 
 

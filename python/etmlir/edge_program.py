@@ -1,0 +1,100 @@
+"""`to_edge` and `EdgeProgram`: a model at the Edge level, where users and backend authors work.
+
+    aten = etmlir.export(model, (x,))
+    edge = etmlir.to_edge(aten)               # Core ATen -> edge, canonicalized and verified
+    print(edge.op_histogram())
+    edge.transform([my_pass, "et-edge-canonicalize"])
+
+`to_edge` decomposes to Core ATen when the program is not there yet, runs
+`et-to-edge`, then `et-edge-canonicalize` (unless the config says not to) and
+always `et-edge-verify`. The `AtenProgram` it was given is left unchanged:
+the edge module is a new module over the same weight buffers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from torch_mlir import ir
+
+from etmlir.dialects.edge import DYNAMIC
+from etmlir.frontend.aten_program import AtenProgram
+from etmlir.passes.pipeline import PipelineElement, run_pipeline
+from etmlir.passes.to_edge import UPPER_BOUNDS_ATTR
+from etmlir.program import Program
+
+
+@dataclasses.dataclass(frozen=True)
+class EdgeCompileConfig:
+    """Choices `to_edge` leaves to the user.
+
+    canonicalize: fold no-op copies and remove dead/duplicate ops after conversion
+                  (`et-edge-canonicalize`); turn off to see exactly what et-to-edge made.
+    """
+
+    canonicalize: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """One input or output of the program: sizes (None where dynamic), upper bounds and element type."""
+
+    sizes: tuple[int | None, ...]
+    upper_bounds: tuple[int | None, ...]
+    dtype: str  # edge element type: f32, i64, i1, ...
+
+
+@dataclasses.dataclass
+class EdgeProgram(Program):
+    HISTOGRAM_SKIP = ("edge.constant", "func.", "builtin.module")
+
+    @property
+    def function(self) -> ir.Operation:
+        return next(op.operation for op in self.module.body.operations if op.operation.name == "func.func")
+
+    @property
+    def inputs(self) -> list[TensorSpec]:
+        """The forward function's inputs, with dynamic dims bounded as `export` declared them."""
+        ftype = ir.FunctionType(ir.TypeAttr(self.function.attributes["function_type"]).value)
+        specs = []
+        for index, t in enumerate(ftype.inputs):
+            bounds = {d.dim: d.max for d in self.dynamic_dims if d.input_index == index}
+            specs.append(_spec(t, [bounds.get(i) for i in range(ir.RankedTensorType(t).rank)]))
+        return specs
+
+    @property
+    def outputs(self) -> list[TensorSpec]:
+        """The forward function's results, with upper bounds from their producers' `etmlir.upper_bounds`."""
+        ret = self.function.regions[0].blocks[0].operations[-1]  # func.return
+        specs = []
+        for value in ret.operands:
+            bounds: list[int | None] = [None] * ir.RankedTensorType(value.type).rank
+            owner = value.owner
+            if isinstance(owner, (ir.Operation, ir.OpView)) and UPPER_BOUNDS_ATTR in owner.attributes:
+                per_result = ir.ArrayAttr(owner.attributes[UPPER_BOUNDS_ATTR])
+                index = next(i for i, r in enumerate(owner.results) if r == value)
+                bounds = [None if b == DYNAMIC else b for b in ir.DenseI64ArrayAttr(per_result[index])]
+            specs.append(_spec(value.type, bounds))
+        return specs
+
+
+def _spec(t: ir.Type, bounds: list[int | None]) -> TensorSpec:
+    tensor = ir.RankedTensorType(t)
+    sizes = tuple(None if tensor.is_dynamic_dim(i) else tensor.shape[i] for i in range(tensor.rank))
+    upper = tuple(s if s is not None else b for s, b in zip(sizes, bounds))
+    return TensorSpec(sizes, upper, str(tensor.element_type))
+
+
+def to_edge(aten_program: AtenProgram, compile_config: EdgeCompileConfig | None = None) -> EdgeProgram:
+    """Lower an exported program to the Edge level (a new program; `aten_program` is unchanged)."""
+    config = compile_config or EdgeCompileConfig()
+    with aten_program.context:
+        module = aten_program.clone_module()
+    passes = [PipelineElement("et-decompose-to-core-aten"), PipelineElement("et-verify-core-aten"),
+              PipelineElement("et-to-edge")]
+    if config.canonicalize:
+        passes.append(PipelineElement("et-edge-canonicalize"))
+    passes.append(PipelineElement("et-edge-verify"))
+    run_pipeline(module, passes)
+    return EdgeProgram(module=module, example_args=aten_program.example_args,
+                       dynamic_dims=list(aten_program.dynamic_dims), weight_buffers=aten_program.weight_buffers)
