@@ -350,6 +350,8 @@ def irdl_text(ops: dict[str, dict[str, Any]], header: str) -> str:
             elif kind in ("tensor?", "scalar?"):
                 operands.append(f"{arg['name']}: optional {constraint('!builtin.tensor')}")
             elif kind in ("tensor[]", "tensor?[]"):
+                # IRDL gives every value of a variadic group the same type; et-to-edge casts a
+                # list of different shapes to one joined type (see passes/to_edge.py).
                 operands.append(f"{arg['name']}: variadic {constraint('!builtin.tensor')}")
             else:
                 has_sym = has_sym or kind.startswith("symint")

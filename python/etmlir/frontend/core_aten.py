@@ -11,7 +11,10 @@ An op is Core ATen when it is
     `torch.aten.Int.bool`, ...): ops with no tensor operand or result, which
     torch.export keeps as Python `operator.*` calls on SymInts;
   * structure, not computation: constants, list construction, weight
-    literals, symbolic-shape bookkeeping, functions and modules.
+    literals, symbolic-shape bookkeeping, functions and modules;
+  * custom ops (a namespace other than aten/prims, registered with
+    `torch.library`): opaque to etmlir, passed through to the edge level
+    as `edge.custom_op` for a backend or kernel library to provide.
 """
 
 from __future__ import annotations
@@ -61,6 +64,11 @@ def is_scalar_only(op: ir.Operation) -> bool:
     return not any(is_tensor_type(v.type) for v in list(op.operands) + list(op.results))
 
 
+def is_custom_op(overload_name: str) -> bool:
+    """`mylib.scale.default` is a custom op; `aten.*` and `prims.*` are PyTorch's own."""
+    return overload_name.split(".", 1)[0] not in ("aten", "prims", "prim")
+
+
 def is_core_aten(op: ir.Operation, keep: frozenset[str] = frozenset()) -> bool:
     """True if `op` may appear in a Core ATen module (see the module docstring)."""
     if op.name in STRUCTURAL_OPS:
@@ -68,7 +76,7 @@ def is_core_aten(op: ir.Operation, keep: frozenset[str] = frozenset()) -> bool:
     overload = op_overload_name(op)
     if overload is None:
         return False
-    if overload in keep:
+    if overload in keep or is_custom_op(overload):
         return True
     overload = SIZE_QUERY_ALIASES.get(overload, overload)
     if overload in core_aten_overloads():

@@ -144,6 +144,8 @@ class _Plan:
     result_types: list[ir.Type]
     needs_segment_sizes: bool
     replaces_unpacks: bool = False  # results replace the ListUnpack users of a Tensor[] result
+    variadic_groups: tuple[int, ...] = ()  # operand groups IRDL declares variadic (one type for all)
+    variadic_results: bool = False
 
 
 def _plan(op: ir.Operation) -> _Plan:
@@ -214,7 +216,49 @@ def _plan_edge(op: ir.Operation, info: EdgeOp, decoded: list[tuple[str, Any]]) -
         groups.append(sym_values)
     result_types, replaces_unpacks = _result_types(op, info)
     _check_plan_dtypes(info, groups, result_types)
-    return _Plan(info.name, groups, attributes, result_types, info.needs_segment_sizes, replaces_unpacks)
+    variadic = tuple(i for i, (name, kind) in enumerate(info.operand_groups)
+                     if kind == "variadic" and name != "sym_values")
+    for index in variadic:
+        joined_type([_edge_type(item) for item in groups[index]])  # raises if the list cannot share one type
+    return _Plan(info.name, groups, attributes, result_types, info.needs_segment_sizes, replaces_unpacks,
+                 variadic, any(r["kind"] == "tensor[]" for r in info.results))
+
+
+def joined_type(types: list[ir.Type]) -> ir.Type:
+    """One type every value of a variadic group can be cast to: dims that differ become dynamic.
+
+    IRDL gives all values of a variadic operand or result group the same type,
+    so `edge.cat` of `tensor<1x4xf32>` and `tensor<1x?xf32>` takes both as
+    `tensor<1x?xf32>` (`tensor.cast` in front), and `edge.split_with_sizes_copy`
+    results are cast back to their own static types.
+    """
+    if not types:
+        return ir.RankedTensorType.get([0], ir.F32Type.get())
+    tensors = [ir.RankedTensorType(t) for t in types]
+    first = tensors[0]
+    if any(t.element_type != first.element_type for t in tensors):
+        raise ConversionError("a tensor list mixes element types ("
+                              + ", ".join(sorted({str(t.element_type) for t in tensors})) + ")")
+    if any(t.rank != first.rank for t in tensors):
+        raise ConversionError("a tensor list mixes ranks, which the edge level cannot express yet")
+    dims = [first.shape[i] if all(not t.is_dynamic_dim(i) and t.shape[i] == first.shape[i] for t in tensors)
+            else ir.ShapedType.get_dynamic_size() for i in range(first.rank)]
+    return ir.RankedTensorType.get(dims, first.element_type)
+
+
+def _edge_type(item: Any) -> ir.Type:
+    return edge_tensor_type(item.type) if str(item.type).startswith("!torch") else item.type
+
+
+def _cast_all(values: list[ir.Value], target: ir.Type, rewriter: Any, location: ir.Location) -> list[ir.Value]:
+    cast = []
+    for value in values:
+        if value.type == target:
+            cast.append(value)
+            continue
+        with rewriter.ip, location:
+            cast.append(ir.Operation.create("tensor.cast", results=[target], operands=[value]).results[0])
+    return cast
 
 
 def _check_plan_dtypes(info: EdgeOp, groups: list[list[Any]], result_types: list[ir.Type]) -> None:
@@ -365,7 +409,8 @@ def _plan_custom(op: ir.Operation, name: str, overload: Any, decoded: list[tuple
     qualified = f"{namespace}::{packet}" + ("" if overload_name == "default" else f".{overload_name}")
     attributes = {"op": ir.StringAttr.get(qualified), "schema": ir.StringAttr.get(str(overload._schema)),
                   "args": ir.DictAttr.get(args)}
-    return _Plan("edge.custom_op", [inputs], attributes, result_types, False)
+    joined_type([edge_tensor_type(v.type) for v in inputs])  # raises if the inputs cannot share one type
+    return _Plan("edge.custom_op", [inputs], attributes, result_types, False, False, (0,), True)
 
 
 def _custom_attribute(declared: str, value: Any, where: str) -> ir.Attribute:
@@ -506,29 +551,39 @@ def _convert_ops(module: ir.Operation, converter: _EdgeTypeConverter) -> None:
         direct = list(zip(op.operands, adaptor.operands))  # original operand -> its converted value
         operands: list[ir.Value] = []
         sizes: list[int] = []
-        for group in plan.groups:
+        for index, group in enumerate(plan.groups):
+            values = []
             for item in group:
                 converted = next((new for old, new in direct if old == item), None) \
                     if isinstance(item, ir.Value) else None
                 if converted is not None and not str(converted.type).startswith("!torch"):
-                    operands.append(converted)
+                    values.append(converted)
                 else:
-                    operands.append(materialize(item, None, rewriter, op.location))
-            sizes.append(len(group))
+                    values.append(materialize(item, None, rewriter, op.location))
+            if index in plan.variadic_groups:
+                values = _cast_all(values, joined_type([v.type for v in values]), rewriter, op.location)
+            operands.extend(values)
+            sizes.append(len(values))
         attributes = dict(plan.attributes)
         if plan.needs_segment_sizes:
             attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(sizes)
         if UPPER_BOUNDS_ATTR in op.attributes:
             attributes[UPPER_BOUNDS_ATTR] = op.attributes[UPPER_BOUNDS_ATTR]
+        result_types = plan.result_types
+        if plan.variadic_results:
+            result_types = [joined_type(result_types)] * len(result_types)
         with rewriter.ip, op.location:
-            new = ir.Operation.create(plan.name, results=plan.result_types, operands=operands,
+            new = ir.Operation.create(plan.name, results=result_types, operands=operands,
                                       attributes=attributes)
+        results = list(new.results)
+        if plan.variadic_results:  # back to each result's own type
+            results = [_cast_all([r], t, rewriter, op.location)[0] for r, t in zip(results, plan.result_types)]
         if plan.replaces_unpacks:
             unpack = next(use.owner for use in op.results[0].uses)
-            rewriter.replace_op(unpack, list(new.results))
+            rewriter.replace_op(unpack, results)
             rewriter.erase_op(op)
         else:
-            rewriter.replace_op(op, list(new.results))
+            rewriter.replace_op(op, results)
         return False
 
     def convert_literal(op: Any, adaptor: Any, tconv: Any, rewriter: Any) -> None:

@@ -41,6 +41,8 @@ def _parser() -> argparse.ArgumentParser:
                         help=f"process each chunk separated by '{SPLIT_MARKER}' on its own")
     parser.add_argument("--verify-diagnostics", action="store_true",
                         help="check diagnostics against expected-error/warning/note/remark annotations")
+    parser.add_argument("--load", action="append", default=[], metavar="FILE.py",
+                        help="run a Python file first, e.g. one registering custom ops with torch.library")
     parser.add_argument("--mlir-print-ir-after-all", action="store_true", help="print the IR after each pass")
     parser.add_argument("--mlir-print-debuginfo", action="store_true", help="print locations in the output")
     parser.add_argument("--mlir-elide-elementsattrs-if-larger", type=int, default=None, metavar="N",
@@ -130,6 +132,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("et-opt: error: give passes either with --pass-pipeline or as flags, not both", file=sys.stderr)
         return 1
     input_name = "<stdin>" if args.input == "-" else args.input
+    for path in args.load:
+        try:
+            code = compile(open(path, encoding="utf-8").read(), path, "exec")
+        except (OSError, SyntaxError) as exc:
+            print(f"et-opt: error: cannot load '{path}': {exc}", file=sys.stderr)
+            return 1
+        exec(code, {"__name__": "__etmlir_load__", "__file__": path})  # noqa: S102 - user-requested
     try:
         text = sys.stdin.read() if args.input == "-" else open(args.input, encoding="utf-8").read()
     except OSError as exc:
