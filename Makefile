@@ -1,6 +1,7 @@
 # One entry point for setup, the main job and the tests, on a fresh machine.
 #   make demo   set up everything, then export every zoo model and print each IR level with op counts
-#   make test   set up everything, then run the whole test suite (lit + pytest)
+#   make test   set up everything, then run the whole test suite (generated-file check, lit, pytest)
+#   make generate   regenerate dialects/edge/* from PyTorch's schemas
 # The virtual environment lives in .venv (override with VENV=...).
 
 VENV ?= .venv
@@ -10,7 +11,7 @@ STAMP := $(VENV)/.etmlir-setup
 # CI and this machine have two cores: keep thread counts explicit.
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup demo test lit pytest check-generated clean
+.PHONY: setup demo test lit pytest check-generated generate clean
 
 setup: $(STAMP)
 
@@ -22,7 +23,14 @@ demo: setup
 	$(VENV)/bin/etmlir-demo
 
 test: setup
-	$(MAKE) --no-print-directory lit pytest
+	$(MAKE) --no-print-directory check-generated lit pytest
+
+# Generated files (the edge dialect) must match what their generator makes from the pinned PyTorch.
+check-generated:
+	$(PY) scripts/gen_edge_dialect.py --check
+
+generate:
+	$(PY) scripts/gen_edge_dialect.py
 
 lit:
 	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/lit -sv test

@@ -49,10 +49,13 @@ _ENV_DIR = "ETMLIR_DIALECTS_DIR"
 
 
 def dialects_dir() -> Path:
-    """The directory holding the declared dialects (the repository's `dialects/`)."""
+    """The directory holding the declared dialects: the repository's `dialects/`.
+
+    etmlir runs from its source tree (an editable install); `ETMLIR_DIALECTS_DIR`
+    points elsewhere when the declarations live apart from the code.
+    """
     candidates = [Path(os.environ[_ENV_DIR])] if _ENV_DIR in os.environ else []
-    candidates.append(Path(__file__).resolve().parents[3] / "dialects")  # source tree / editable install
-    candidates.append(Path(__file__).resolve().parents[1] / "_dialects")  # installed wheel
+    candidates.append(Path(__file__).resolve().parents[3] / "dialects")
     for path in candidates:
         if (path / "edge" / "edge.irdl.mlir").exists():
             return path

@@ -1,9 +1,10 @@
 """etmlir-demo: the main job. Export every zoo model and print each IR level it passes through.
 
 For now the levels are ATen (what torch.export produces, imported into
-torch-mlir's `torch` dialect) and Core ATen (after `et-decompose-to-core-aten`,
-checked by `et-verify-core-aten`); later issues add Edge, the executable
-program and the run on the C++ runtime.
+torch-mlir's `torch` dialect), Core ATen (after `et-decompose-to-core-aten`,
+checked by `et-verify-core-aten`) and Edge (`etmlir.to_edge`: the generated
+`edge` dialect on builtin tensors, checked by `et-edge-verify`); later issues
+add the executable program and the run on the C++ runtime.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ import etmlir
 from etmlir import models
 
 
-def _print_level(title: str, histogram: collections.Counter[str], seconds: float) -> None:
+def _print_level(title: str, histogram: collections.Counter[str], seconds: float,
+                 weights: int | None = None) -> None:
     total = sum(n for op, n in histogram.items() if op != "torch.vtensor.literal")
-    weights = histogram.get("torch.vtensor.literal", 0)
-    print(f"  {title:<12} {total:4d} ops, {weights:3d} weight literals   [{seconds:.2f} s]")
+    weights = histogram.get("torch.vtensor.literal", 0) if weights is None else weights
+    print(f"  {title:<12} {total:4d} ops, {weights:3d} weight constants   [{seconds:.2f} s]")
     for op, n in sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0])):
         if op != "torch.vtensor.literal":
             print(f"      {n:4d}  {op}")
@@ -42,6 +44,13 @@ def run_model(name: str) -> None:
     program.to_core_aten()
     _print_level("Core ATen", program.op_histogram(), time.perf_counter() - start)
     print(f"      verified by et-verify-core-aten; {len(program.param_names)} named weights")
+    start = time.perf_counter()
+    edge = etmlir.to_edge(program)
+    weights = edge.mlir(debug_info=False).count('"edge.constant"() {etmlir.param')
+    _print_level("Edge", edge.op_histogram(), time.perf_counter() - start, weights)
+    for index, spec in enumerate(edge.outputs):
+        print(f"      output {index}: {spec.dtype} sizes {spec.sizes}, planned at upper bounds {spec.upper_bounds}")
+    print("      verified by et-edge-verify (edge ops only, dtypes from the generated tables)")
 
 
 def main(argv: list[str] | None = None) -> int:
