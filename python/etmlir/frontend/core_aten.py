@@ -20,6 +20,7 @@ An op is Core ATen when it is
 from __future__ import annotations
 
 import functools
+import operator
 
 import torch
 from torch_mlir import ir
@@ -35,6 +36,15 @@ STRUCTURAL_OPS = frozenset({
     "torch.bind_symbolic_shape", "torch.tensor_static_info_cast", "torch.derefine",
     "torch.runtime.assert",
 })
+
+# Scalar arithmetic on sizes (torch.export keeps these as Python operators on SymInts), as Python.
+SCALAR_SIZE_OPS = {
+    "torch.aten.add.int": operator.add, "torch.aten.sub.int": operator.sub, "torch.aten.mul.int": operator.mul,
+    "torch.aten.floordiv.int": operator.floordiv, "torch.aten.neg.int": operator.neg,
+    "torch.aten.Int.bool": int, "torch.aten.Int.float": int, "torch.aten.Float.int": float,
+    "torch.aten.eq.int": operator.eq, "torch.aten.ne.int": operator.ne, "torch.aten.lt.int": operator.lt,
+    "torch.aten.gt.int": operator.gt, "torch.aten.le.int": operator.le, "torch.aten.ge.int": operator.ge,
+}
 
 # torch-mlir spelling -> the Core ATen overload it stands for.
 SIZE_QUERY_ALIASES = {

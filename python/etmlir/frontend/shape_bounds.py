@@ -16,7 +16,6 @@ be found for (an unbounded input, an op the fake kernels cannot run) is None.
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 import torch
@@ -27,15 +26,9 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from etmlir.frontend.aten_ops import (
     RuntimeValue, UndecodableOperand, declared_argument_types, decode_operand, lookup_overload, op_overload_name,
     parse_vtensor_type)
-from etmlir.frontend.core_aten import SIZE_QUERY_ALIASES
+from etmlir.frontend.core_aten import SCALAR_SIZE_OPS, SIZE_QUERY_ALIASES
 from torch_mlir import ir
 
-# Scalar ops on sizes torch.export leaves as Python operators.
-_SCALAR_OPS = {
-    "torch.aten.add.int": operator.add, "torch.aten.sub.int": operator.sub, "torch.aten.mul.int": operator.mul,
-    "torch.aten.floordiv.int": operator.floordiv, "torch.aten.neg.int": operator.neg,
-    "torch.aten.Int.bool": int, "torch.aten.Int.float": int, "torch.aten.Float.int": float,
-}
 
 
 class _Unknown:
@@ -144,11 +137,11 @@ def _evaluate(op: ir.Operation, env: dict[ir.Value, Any], mode: FakeTensorMode) 
         tensor = parse_vtensor_type(op.results[0].type)
         with mode:
             return [torch.empty(tensor.sizes, dtype=tensor.dtype)]
-    if name in _SCALAR_OPS:
+    if name in SCALAR_SIZE_OPS:
         inputs = [env.get(v, UNKNOWN) for v in op.operands]
         if any(i is UNKNOWN for i in inputs):
             return [UNKNOWN]
-        return [_SCALAR_OPS[name](*inputs)]
+        return [SCALAR_SIZE_OPS[name](*inputs)]
     overload_name = op_overload_name(op)
     overload = lookup_overload(SIZE_QUERY_ALIASES.get(overload_name, overload_name)) if overload_name else None
     if overload is None:

@@ -27,8 +27,9 @@ from etmlir.dialects.edge import DYNAMIC
 from etmlir.passes.registry import register_pass
 
 # Ops that return their (first) operand when the types match and `is_identity` says so.
+# (A same-type squeeze removed no dim; an unsqueeze never keeps its type.)
 _ALWAYS_IDENTITY = ("edge.alias_copy", "edge.detach_copy", "edge.squeeze_copy", "edge.squeeze_copy_dim",
-                    "edge.squeeze_copy_dims", "edge.unsqueeze_copy", "edge.expand_copy")
+                    "edge.squeeze_copy_dims", "edge.unsqueeze_copy")
 
 
 def _attr(op: ir.Operation, name: str) -> ir.Attribute | None:
@@ -43,6 +44,8 @@ def is_identity(op: ir.Operation) -> bool:
     name = op.name
     if name in _ALWAYS_IDENTITY:
         return True
+    if name == "edge.expand_copy":  # a dynamic dim could be 1 at run time and broadcast
+        return source.has_static_shape
     if name == "edge.clone":
         fmt = _attr(op, "memory_format")
         return fmt is None or ir.StringAttr(fmt).value in ("torch.contiguous_format", "torch.preserve_format")
@@ -77,9 +80,8 @@ def _fold_identity(op: ir.Operation, rewriter: rw.PatternRewriter) -> bool:
     return False
 
 
-_FOLDED = ("edge.alias_copy", "edge.detach_copy", "edge.squeeze_copy", "edge.squeeze_copy_dim",
-           "edge.squeeze_copy_dims", "edge.unsqueeze_copy", "edge.expand_copy", "edge.clone",
-           "edge.to_dim_order_copy", "edge.permute_copy", "edge.view_copy", "edge.slice_copy_tensor", "edge.cat")
+_FOLDED = _ALWAYS_IDENTITY + ("edge.expand_copy", "edge.clone", "edge.to_dim_order_copy", "edge.permute_copy",
+                              "edge.view_copy", "edge.slice_copy_tensor", "edge.cat")
 
 
 @register_pass("et-edge-canonicalize")

@@ -32,7 +32,6 @@ converted ops illegal, in two steps (function signatures, then ops) joined by
 from __future__ import annotations
 
 import dataclasses
-import operator
 from typing import Any
 
 import torch
@@ -45,7 +44,7 @@ from etmlir.dialects.edge import DYNAMIC, EDGE_ELEMENT_TYPES, EdgeOp, check_dtyp
 from etmlir.frontend.aten_ops import (
     RuntimeValue, UndecodableOperand, declared_argument_types, decode_operand, lookup_overload, op_overload_name,
     parse_vtensor_type)
-from etmlir.frontend.core_aten import SIZE_QUERY_ALIASES
+from etmlir.frontend.core_aten import SCALAR_SIZE_OPS, SIZE_QUERY_ALIASES
 from etmlir.frontend.shape_bounds import upper_bounds
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
 
@@ -55,14 +54,6 @@ _DISSOLVED = ("torch.constant.", "torch.prim.ListConstruct", "torch.prim.ListUnp
 _NATIVE_NAMESPACES = ("aten", "prims", "prim")
 UPPER_BOUNDS_ATTR = "etmlir.upper_bounds"
 
-# Scalar arithmetic on constants, folded before conversion.
-_FOLDABLE = {
-    "torch.aten.add.int": operator.add, "torch.aten.sub.int": operator.sub, "torch.aten.mul.int": operator.mul,
-    "torch.aten.floordiv.int": operator.floordiv, "torch.aten.neg.int": operator.neg,
-    "torch.aten.Int.bool": int, "torch.aten.Int.float": int, "torch.aten.Float.int": float,
-    "torch.aten.eq.int": operator.eq, "torch.aten.ne.int": operator.ne, "torch.aten.lt.int": operator.lt,
-    "torch.aten.gt.int": operator.gt, "torch.aten.le.int": operator.le, "torch.aten.ge.int": operator.ge,
-}
 
 _DIM_ORDERS = {torch.contiguous_format: None, torch.channels_last: (0, 2, 3, 1),
                torch.channels_last_3d: (0, 2, 3, 4, 1)}
@@ -435,7 +426,7 @@ def _fold_scalar_constants(function: ir.Operation) -> None:
     """`torch.aten.Int.bool %true` -> `torch.constant.int 1` (and other scalar ops on constants)."""
     for op in list(function.regions[0].blocks[0].operations):
         op = op.operation
-        fold = _FOLDABLE.get(op.name)
+        fold = SCALAR_SIZE_OPS.get(op.name)
         if fold is None:
             continue
         owners = [v.owner for v in op.operands]
@@ -469,7 +460,7 @@ def _unconvertible(function: ir.Operation) -> list[tuple[ir.Operation, Exception
         op = op.operation
         if not _converts(op) or op.name in ("torch.vtensor.literal", "torch.tensor_static_info_cast"):
             continue
-        if op.name in _FOLDABLE:
+        if op.name in SCALAR_SIZE_OPS:
             failures.append((op, ConversionError(
                 f"scalar op '{op.name}' on a size known only at run time has no edge form yet")))
             continue
