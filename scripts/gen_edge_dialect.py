@@ -98,6 +98,7 @@ DECLARED_DTYPES = {
     "rand": ["bf16", "f16", "f32", "f64"],
     "randperm": ["bf16", "f16", "f32", "f64", "i16", "i32", "i64", "i8", "ui8"],
     "sym_size": ALL_DTYPES, "sym_numel": ALL_DTYPES, "sym_stride": ALL_DTYPES, "sym_storage_offset": ALL_DTYPES,
+    "sym_is_contiguous": ALL_DTYPES,
 }
 # Elementwise ops whose operands may have different dtypes (PyTorch type promotion),
 # beyond the binary ufuncs OpInfo marks as such.
@@ -118,7 +119,7 @@ _ATTR_KINDS = {
     "int[]?": "int[]?", "SymInt[]": "symint[]", "SymInt[]?": "symint[]?", "bool": "bool", "bool?": "bool?",
     "bool[]": "bool[]", "float": "float", "float?": "float?", "float[]": "float[]", "float[]?": "float[]?",
     "str": "str", "str?": "str?", "ScalarType": "dtype", "ScalarType?": "dtype?", "Layout?": "layout?",
-    "Device?": "device?", "MemoryFormat?": "memory_format?", "Generator?": "generator?",
+    "Device?": "device?", "MemoryFormat": "memory_format", "MemoryFormat?": "memory_format?", "Generator?": "generator?",
 }
 _OPERAND_KINDS = {"Tensor": "tensor", "Tensor?": "tensor?", "Tensor[]": "tensor[]", "Tensor?[]": "tensor?[]",
                   "Scalar": "scalar", "Scalar?": "scalar?"}
@@ -222,7 +223,10 @@ def dtype_table(packet: str, args: list[dict], results: list[dict], data: list[s
     for res in results:
         kind, name = res["kind"], res["name"]
         if kind == "scalar":
-            allowed[name] = ["i64"] if packet.startswith("sym_") else SCALAR_DTYPES
+            if packet.startswith("sym_"):
+                allowed[name] = ["i1"] if packet.startswith("sym_is_") else ["i64"]
+            else:
+                allowed[name] = SCALAR_DTYPES
         elif packet in BOOL_RESULT:
             allowed[name] = ["i1"]
         elif (packet in INDEX_RESULT or name == "indices"

@@ -2,7 +2,7 @@
 
 An op is Core ATen when it is
   * a PyTorch operator tagged `torch.Tag.core` (read from the installed
-    PyTorch, so the set always matches the pinned version: 192 overloads in
+    PyTorch, so the set always matches the pinned version: 193 overloads in
     torch 2.13.0), or one a backend asked to keep (`keep=`);
   * one of the size queries PyTorch's own core decomposition leaves in an
     exported graph; torch-mlir imports `aten.sym_size.int` as
@@ -56,13 +56,19 @@ SIZE_QUERY_ALIASES = {
 
 @functools.cache
 def core_aten_overloads() -> frozenset[str]:
-    """Names (`aten.add.Tensor`) of every overload the installed PyTorch tags `core`."""
+    """Names (`aten.add.Tensor`) of every overload the installed PyTorch tags `core`.
+
+    Read from the dispatcher's full list of registered operators: iterating
+    `torch.ops.aten` would only see the packets something has touched so far.
+    """
     names = set()
-    for packet_name in torch.ops.aten:
+    for qualified in torch._C._dispatch_get_all_op_names():
+        if not qualified.startswith("aten::"):
+            continue
+        packet_name, _, overload = qualified[len("aten::"):].partition(".")
         packet = getattr(torch.ops.aten, packet_name)
-        for overload in packet.overloads():
-            if torch.Tag.core in getattr(packet, overload).tags:
-                names.add(f"aten.{packet_name}.{overload}")
+        if torch.Tag.core in getattr(packet, overload or "default").tags:
+            names.add(f"aten.{packet_name}.{overload or 'default'}")
     return frozenset(names)
 
 
