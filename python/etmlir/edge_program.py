@@ -21,7 +21,7 @@ from etmlir.dialects.edge import DYNAMIC
 from etmlir.frontend.aten_program import AtenProgram
 from etmlir.passes.pipeline import PipelineElement, run_pipeline
 from etmlir.passes.to_edge import UPPER_BOUNDS_ATTR
-from etmlir.program import Program
+from etmlir.program import Program, clone_module
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,8 +88,7 @@ def _spec(t: ir.Type, bounds: list[int | None]) -> TensorSpec:
 def to_edge(aten_program: AtenProgram, compile_config: EdgeCompileConfig | None = None) -> EdgeProgram:
     """Lower an exported program to the Edge level (a new program; `aten_program` is unchanged)."""
     config = compile_config or EdgeCompileConfig()
-    with aten_program.context:
-        module = aten_program.clone_module()
+    module = clone_module(aten_program.module)
     passes = [PipelineElement("et-decompose-to-core-aten"), PipelineElement("et-verify-core-aten"),
               PipelineElement("et-to-edge")]
     if config.canonicalize:

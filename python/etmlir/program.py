@@ -106,9 +106,12 @@ class Program:
         """Parameter and buffer values by fully qualified name (views of the imported buffers)."""
         return {name: torch.from_numpy(buf) for name, buf in self.weight_buffers.items()}
 
-    def clone_module(self) -> ir.Module:
-        """A copy of the module in the same context; weights stay references to the same buffers."""
-        clone = ir.Module.create(loc=self.module.operation.location)
-        for op in self.module.body.operations:
+
+
+def clone_module(module: ir.Module) -> ir.Module:
+    """A copy of `module`'s body in its context; dense_resource weights stay references to the same buffers."""
+    with module.context:
+        clone = ir.Module.create(loc=module.operation.location)
+        for op in module.body.operations:
             op.operation.clone(ip=ir.InsertionPoint(clone.body))
-        return clone
+    return clone

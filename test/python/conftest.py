@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -23,3 +24,17 @@ def zoo():
 def export_zoo(zoo, name: str) -> etmlir.AtenProgram:
     model, args, dynamic = zoo[name]
     return etmlir.export(model, args, dynamic)
+
+
+def assert_runner_matches_eager(runner, model, args, dynamic, atol: float, rtol: float) -> None:
+    """Compare a compiled function with eager on the example inputs, and for a model with a
+    dynamic sequence dim (nanoGPT) also at other lengths, all through the same compiled function."""
+    samples = [args]
+    if dynamic is not None:
+        samples += [(torch.randint(0, 65, (1, t)),) for t in (2, 17)]
+    for sample in samples:
+        with torch.no_grad():
+            expected = model(*sample).numpy()
+        actual = runner(*[a.numpy() for a in sample])
+        assert actual.shape == expected.shape
+        np.testing.assert_allclose(actual, expected, atol=atol, rtol=rtol)

@@ -11,10 +11,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import numpy as np
 import pytest
-import torch
-from conftest import export_zoo
+from conftest import assert_runner_matches_eager, export_zoo
 
 from etmlir import models
 from etmlir.devtools.reference_runner import ReferenceRunner
@@ -42,16 +40,7 @@ def test_core_aten_module_matches_eager(zoo, name):
     program.to_core_aten()
     histogram = program.op_histogram()
     assert not any(op in histogram for op in ("torch.aten.linear", "torch.aten.conv2d", "torch.aten.batch_norm"))
-    runner = ReferenceRunner(program.module)
-    inputs = [args]
-    if dynamic is not None:  # nanoGPT: one compiled function, several sequence lengths
-        inputs += [(torch.randint(0, 65, (1, t)),) for t in (2, 17)]
-    for sample in inputs:
-        with torch.no_grad():
-            expected = model(*sample).numpy()
-        actual = runner(*[a.numpy() for a in sample])
-        assert actual.shape == expected.shape
-        np.testing.assert_allclose(actual, expected, atol=ATOL, rtol=RTOL)
+    assert_runner_matches_eager(ReferenceRunner(program.module), model, args, dynamic, atol=ATOL, rtol=RTOL)
 
 
 def test_keep_list_preserves_ops_for_a_backend(zoo):

@@ -12,10 +12,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import numpy as np
 import pytest
-import torch
-from conftest import export_zoo
+from conftest import assert_runner_matches_eager, export_zoo
 from torch_mlir import ir
 
 import etmlir
@@ -66,15 +64,7 @@ def test_edge_module_roundtrips_through_et_opt_and_verifies(edge_zoo, name, tmp_
 def test_edge_module_matches_eager(zoo, edge_zoo, name):
     model, args, dynamic = zoo[name]
     runner = ReferenceRunner(edge_to_torch(edge_zoo[name].module))
-    samples = [args]
-    if dynamic is not None:  # nanoGPT: one edge module, several sequence lengths
-        samples += [(torch.randint(0, 65, (1, t)),) for t in (2, 17)]
-    for sample in samples:
-        with torch.no_grad():
-            expected = model(*sample).numpy()
-        actual = runner(*[a.numpy() for a in sample])
-        assert actual.shape == expected.shape
-        np.testing.assert_allclose(actual, expected, atol=ATOL, rtol=RTOL)
+    assert_runner_matches_eager(runner, model, args, dynamic, atol=ATOL, rtol=RTOL)
 
 
 def test_dynamic_dims_keep_upper_bounds(edge_zoo):

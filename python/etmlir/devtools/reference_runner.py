@@ -28,6 +28,7 @@ from torch_mlir.runtime.np_to_memref import (
 
 from etmlir.frontend.aten_ops import lookup_overload, op_overload_name
 from etmlir.passes.decompose_to_core_aten import decompose_ops
+from etmlir.program import clone_module
 
 # Core ATen ops torch-mlir's linalg lowering rejects; PyTorch's decomposition registry
 # (the Python reference implementations, not the eager kernels) rewrites them first.
@@ -59,7 +60,7 @@ class ReferenceRunner:
 
     def __init__(self, module: ir.Module, func_name: str = "main", opt_level: int = 2) -> None:
         with module.context:
-            clone = _clone(module)
+            clone = clone_module(module)
             _decompose_unlowerable(clone)
             PassManager.parse(_TO_LINALG).run(clone.operation)
             func = _find_func(clone, func_name)
@@ -86,14 +87,6 @@ class ReferenceRunner:
         self._engine.invoke(self._name, *args)
         # Copy out: the result buffer belongs to the compiled code and is never freed or reused.
         return np.array(ranked_memref_to_numpy([result]), copy=True)
-
-
-def _clone(module: ir.Module) -> ir.Module:
-    """A copy of `module`'s body; dense_resource weights stay references to the same buffers."""
-    clone = ir.Module.create(loc=module.operation.location)
-    for op in module.body.operations:
-        op.operation.clone(ip=ir.InsertionPoint(clone.body))
-    return clone
 
 
 def _decompose_unlowerable(module: ir.Module) -> None:

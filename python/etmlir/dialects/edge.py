@@ -163,23 +163,18 @@ def element_type_name(t: ir.Type) -> str | None:
 
 def dtype_problem(op: ir.Operation, info: EdgeOp) -> str | None:
     """Why the op's operand/result dtypes are not a combination its kernels accept (None if they are)."""
-    actual: dict[str, list[str]] = {}
-    for name, values in named_operands(op, info).items():
-        actual[name] = [element_type_name(v.type) or str(v.type) for v in values]
-    results = list(op.results)
-    for spec in info.results:
-        if spec["kind"] == "tensor[]":
-            count = len(results) - (len(info.results) - 1)
-            actual[spec["name"]] = [element_type_name(r.type) or str(r.type) for r in results[:count]]
-            results = results[count:]
-        else:
-            actual[spec["name"]] = [element_type_name(results[0].type) or str(results[0].type)]
-            results = results[1:]
-    return check_dtypes(info, actual)
+    operands = {name: [element_type_name(v.type) or str(v.type) for v in values]
+                for name, values in named_operands(op, info).items()}
+    return check_dtypes(info, operands, [element_type_name(r.type) or str(r.type) for r in op.results])
 
 
-def check_dtypes(info: EdgeOp, actual: dict[str, list[str]]) -> str | None:
-    """`dtype_problem` for element types given by position name (operand groups, then results)."""
+def check_dtypes(info: EdgeOp, operands: dict[str, list[str]], results: list[str]) -> str | None:
+    """`dtype_problem` for element types given per operand group and per result, in order."""
+    actual = dict(operands)
+    for spec in info.results:  # a Tensor[] result takes every result the single ones leave
+        count = len(results) - (len(info.results) - 1) if spec["kind"] == "tensor[]" else 1
+        actual[spec["name"]] = results[:count]
+        results = results[count:]
     shown = ", ".join(f"{n}={'|'.join(v)}" for n, v in actual.items() if v and n != "sym_values")
     for name, dtypes in actual.items():
         allowed = info.allowed_dtypes.get(name)
@@ -221,6 +216,14 @@ def attribute_problem(op: ir.Operation, info: EdgeOp) -> str | None:
     return None
 
 
+def edge_op_problem(op: ir.Operation) -> str | None:
+    """What keeps an edge op from verifying (attribute kinds, then dtypes); None if it is fine."""
+    info = edge_op_of(op)
+    if info is None:
+        return f"'{op.name}' is not an edge op"
+    return attribute_problem(op, info) or dtype_problem(op, info)
+
+
 class _NoMemoryEffects(ir.MemoryEffectsOpInterface):
     """Edge ops are pure functions of their operands: unused ones may be erased, equal ones merged."""
 
@@ -233,10 +236,7 @@ class _EdgeVerifier(ir.DynamicOpTrait):
     @staticmethod
     def verify_invariants(op: Any) -> bool:
         operation = op.operation if isinstance(op, ir.OpView) else op
-        info = edge_op_of(operation)
-        if info is None:
-            return True
-        problem = attribute_problem(operation, info) or dtype_problem(operation, info)
+        problem = edge_op_problem(operation)
         if problem:
             operation.location.emit_error(problem)
             return False

@@ -94,7 +94,37 @@ class RuntimeValue:
 
 
 class UndecodableOperand(Exception):
-    """An operand that cannot be turned into a Python value (the message says which and why)."""
+    """An operand that cannot be turned into a Python value (the message says why).
+
+    `argument` names the schema argument it was passed for, when known.
+    """
+
+    def __init__(self, message: str, argument: str | None = None) -> None:
+        super().__init__(message)
+        self.argument = argument
+
+
+def decode_arguments(op: ir.Operation, overload: torch._ops.OpOverload) -> list[tuple[Any, Any]]:
+    """(schema argument, decoded operand) for every argument of `op`, in schema order (see `decode_operand`)."""
+    schema = overload._schema
+    operands = list(op.operands)
+    if len(operands) != len(schema.arguments):
+        raise UndecodableOperand(
+            f"it has {len(operands)} operands but the schema '{schema}' has {len(schema.arguments)} arguments")
+    decoded = []
+    for argument, declared, value in zip(schema.arguments, declared_argument_types(overload), operands):
+        try:
+            decoded.append((argument, decode_operand(value, argument.type, declared)))
+        except UndecodableOperand as exc:
+            raise UndecodableOperand(str(exc), argument.name) from None
+    return decoded
+
+
+def call_arguments(decoded: list[tuple[Any, Any]]) -> tuple[list[Any], dict[str, Any]]:
+    """Positional and keyword-only values, ready for `overload(*args, **kwargs)`."""
+    args = [value for argument, value in decoded if not argument.kwarg_only]
+    kwargs = {argument.name: value for argument, value in decoded if argument.kwarg_only}
+    return args, kwargs
 
 
 @functools.cache

@@ -24,8 +24,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from etmlir.frontend.aten_ops import (
-    RuntimeValue, UndecodableOperand, declared_argument_types, decode_operand, lookup_overload, op_overload_name,
-    parse_vtensor_type)
+    RuntimeValue, UndecodableOperand, call_arguments, decode_arguments, lookup_overload, op_overload_name, parse_vtensor_type)
 from etmlir.frontend.core_aten import SCALAR_SIZE_OPS, SIZE_QUERY_ALIASES
 from torch_mlir import ir
 
@@ -146,14 +145,7 @@ def _evaluate(op: ir.Operation, env: dict[ir.Value, Any], mode: FakeTensorMode) 
     overload = lookup_overload(SIZE_QUERY_ALIASES.get(overload_name, overload_name)) if overload_name else None
     if overload is None:
         return [UNKNOWN] * len(op.results)
-    args, kwargs = [], {}
-    schema = overload._schema
-    for argument, declared, value in zip(schema.arguments, declared_argument_types(overload), op.operands):
-        decoded = _resolve(decode_operand(value, argument.type, declared), env)
-        if argument.kwarg_only:
-            kwargs[argument.name] = decoded
-        else:
-            args.append(decoded)
+    args, kwargs = call_arguments([(a, _resolve(v, env)) for a, v in decode_arguments(op, overload)])
     with mode:
         out = overload(*args, **kwargs)
     if len(op.results) == 1:

@@ -35,8 +35,7 @@ from torch_mlir import ir
 from torch_mlir.extras.fx_importer import FxImporter
 
 from etmlir.frontend.aten_ops import (
-    RuntimeValue, UndecodableOperand, declared_argument_types, decode_operand, lookup_overload, op_overload_name,
-    parse_vtensor_type)
+    RuntimeValue, UndecodableOperand, call_arguments, decode_arguments, lookup_overload, op_overload_name, parse_vtensor_type)
 from etmlir.frontend.core_aten import is_core_aten, normalize_keep
 from etmlir.frontend.decompositions import (
     DecompositionError, TracedDecomposition, decomposition_table, trace_decomposition)
@@ -127,23 +126,10 @@ class _Splicer:
 
 
 def _decode_call(op: ir.Operation, overload: Any) -> tuple[list[Any], dict[str, Any]]:
-    schema = overload._schema
-    operands = list(op.operands)
-    if len(operands) != len(schema.arguments):
-        raise DecompositionError(
-            f"it has {len(operands)} operands but the schema '{schema}' has {len(schema.arguments)} arguments")
-    args: list[Any] = []
-    kwargs: dict[str, Any] = {}
-    for argument, declared, value in zip(schema.arguments, declared_argument_types(overload), operands):
-        try:
-            decoded = decode_operand(value, argument.type, declared)
-        except UndecodableOperand as exc:
-            raise DecompositionError(f"argument '{argument.name}': {exc}") from None
-        if argument.kwarg_only:
-            kwargs[argument.name] = decoded
-        else:
-            args.append(decoded)
-    return args, kwargs
+    try:
+        return call_arguments(decode_arguments(op, overload))
+    except UndecodableOperand as exc:
+        raise DecompositionError(f"argument '{exc.argument}': {exc}" if exc.argument else str(exc)) from None
 
 
 def _runtime_values(args: list[Any], kwargs: dict[str, Any]) -> list[ir.Value]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
-from etmlir.dialects.edge import attribute_problem, dtype_problem, edge_op_of
+from etmlir.dialects.edge import edge_op_problem
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
 
 _STRUCTURE = ("builtin.module", "func.func", "func.return", "tensor.cast", "edge.constant", "edge.custom_op")
@@ -42,13 +42,9 @@ def edge_problems(module: ir.Operation) -> list[tuple[ir.Operation, str]]:
         elif name in _STRUCTURE:
             pass
         else:
-            info = edge_op_of(op)
-            if info is None:
-                problems.append((op, f"'{name}' is not an edge op"))
-            else:
-                problem = attribute_problem(op, info) or dtype_problem(op, info)
-                if problem:
-                    problems.append((op, problem))
+            problem = edge_op_problem(op)
+            if problem:
+                problems.append((op, problem))
         return ir.WalkResult.ADVANCE
 
     module.walk(visit)

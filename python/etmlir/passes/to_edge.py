@@ -2,15 +2,16 @@
 
     %int1 = torch.constant.int 1
     %0 = torch.aten.add.Tensor %x, %y, %int1 : !torch.vtensor<[2,?],f32>, ... -> !torch.vtensor<[2,?],f32>
-    %1 = torch.aten.view %0, %sizes : ... -> !torch.vtensor<[?],f32>
+    %n = torch.aten.size.int %0, %int1 : !torch.vtensor<[2,?],f32>, !torch.int -> !torch.int
+    %1 = torch.aten.view %0, %sizes : ... -> !torch.vtensor<[?,2],f32>     // %sizes = [%n, 2]
 
 becomes (types `!torch.vtensor<[2,?],f32>` -> `tensor<2x?xf32>`, Scalars as 0-d
 tensors, views as copies, run-time sizes as `sym_values` operands):
 
     %c1 = "edge.constant"() {value = dense<1> : tensor<i64>} : () -> tensor<i64>
     %0 = "edge.add_tensor"(%x, %y, %c1) {etmlir.upper_bounds = [array<i64: 2, 64>]} : (...) -> tensor<2x?xf32>
-    %n = "edge.sym_numel"(%0) ...
-    %1 = "edge.view_copy"(%0, %n) {size = array<i64: -9223372036854775808>} : (...) -> tensor<?xf32>
+    %n = "edge.sym_size_int"(%0) {dim = 1 : i64} : (tensor<2x?xf32>) -> tensor<i64>
+    %1 = "edge.view_copy"(%0, %n) {size = array<i64: -9223372036854775808, 2>} : (...) -> tensor<?x2xf32>
 
 It is a dialect conversion (torch-mlir's `rewrite` API): one pattern per op,
 a `TypeConverter` for the tensor types, a `ConversionTarget` that makes the
@@ -42,16 +43,14 @@ from torch_mlir.passmanager import PassManager
 
 from etmlir.dialects.edge import DYNAMIC, EDGE_ELEMENT_TYPES, EdgeOp, check_dtypes, edge_ops, edge_ops_by_aten
 from etmlir.frontend.aten_ops import (
-    RuntimeValue, UndecodableOperand, declared_argument_types, decode_operand, lookup_overload, op_overload_name,
-    parse_vtensor_type)
-from etmlir.frontend.core_aten import SCALAR_SIZE_OPS, SIZE_QUERY_ALIASES
+    RuntimeValue, UndecodableOperand, declared_argument_types, decode_arguments, lookup_overload, op_overload_name, parse_vtensor_type)
+from etmlir.frontend.core_aten import SCALAR_SIZE_OPS, SIZE_QUERY_ALIASES, is_custom_op
 from etmlir.frontend.shape_bounds import upper_bounds
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
 
 # torch-dialect structure that disappears once its users are converted.
 _DISSOLVED = ("torch.constant.", "torch.prim.ListConstruct", "torch.prim.ListUnpack", "torch.symbolic_int",
               "torch.bind_symbolic_shape", "torch.runtime.assert")
-_NATIVE_NAMESPACES = ("aten", "prims", "prim")
 UPPER_BOUNDS_ATTR = "etmlir.upper_bounds"
 
 
@@ -144,12 +143,11 @@ def _plan(op: ir.Operation) -> _Plan:
     if name is None:
         raise ConversionError(f"'{op.name}' has no edge form")
     name = SIZE_QUERY_ALIASES.get(name, name)
-    namespace = name.split(".", 1)[0]
     overload = lookup_overload(name)
     if overload is None:
         raise ConversionError(f"PyTorch has no operator '{name}'")
     decoded = _decode(op, overload)
-    if namespace not in _NATIVE_NAMESPACES:
+    if is_custom_op(name):
         return _plan_custom(op, name, overload, decoded)
     if name == "aten._to_copy.default":
         return _plan_to_dim_order_copy(op, decoded)
@@ -161,18 +159,11 @@ def _plan(op: ir.Operation) -> _Plan:
 
 
 def _decode(op: ir.Operation, overload: Any) -> list[tuple[str, Any]]:
-    schema = overload._schema
-    operands = list(op.operands)
-    if len(operands) != len(schema.arguments):
-        raise ConversionError(f"'{op.name}' has {len(operands)} operands; its schema '{schema}' has "
-                              f"{len(schema.arguments)}")
-    decoded = []
-    for argument, declared, value in zip(schema.arguments, declared_argument_types(overload), operands):
-        try:
-            decoded.append((argument.name, decode_operand(value, argument.type, declared)))
-        except UndecodableOperand as exc:
-            raise ConversionError(f"argument '{argument.name}' of '{op_overload_name(op)}': {exc}") from None
-    return decoded
+    try:
+        return [(argument.name, value) for argument, value in decode_arguments(op, overload)]
+    except UndecodableOperand as exc:
+        where = f"argument '{exc.argument}' of " if exc.argument else ""
+        raise ConversionError(f"{where}'{op_overload_name(op)}': {exc}") from None
 
 
 def _plan_edge(op: ir.Operation, info: EdgeOp, decoded: list[tuple[str, Any]]) -> _Plan:
@@ -254,15 +245,9 @@ def _cast_all(values: list[ir.Value], target: ir.Type, rewriter: Any, location: 
 
 def _check_plan_dtypes(info: EdgeOp, groups: list[list[Any]], result_types: list[ir.Type]) -> None:
     """Reject, before rewriting, an op whose dtypes the edge op's kernels do not take."""
-    actual: dict[str, list[str]] = {}
-    for (name, _), group in zip(info.operand_groups, groups):
-        actual[name] = [_edge_element(item) for item in group]
-    remaining = list(result_types)
-    for spec in info.results:
-        count = len(remaining) - (len(info.results) - 1) if spec["kind"] == "tensor[]" else 1
-        actual[spec["name"]] = [str(ir.RankedTensorType(t).element_type) for t in remaining[:count]]
-        remaining = remaining[count:]
-    problem = check_dtypes(info, actual)
+    operands = {name: [_edge_element(item) for item in group]
+                for (name, _), group in zip(info.operand_groups, groups)}
+    problem = check_dtypes(info, operands, [str(ir.RankedTensorType(t).element_type) for t in result_types])
     if problem:
         raise ConversionError(problem)
 
