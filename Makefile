@@ -1,7 +1,7 @@
 # One entry point for setup, the main job and the tests, on a fresh machine.
 #   make demo   set up everything, then export every zoo model and print each IR level with op counts
 #   make test   set up everything, then run the whole test suite (generated-file check, lit, pytest)
-#   make generate   regenerate dialects/edge/* from PyTorch's schemas
+#   make generate   regenerate dialects/edge/* from PyTorch's schemas and python/etmlir/schema from program.fbs
 # The virtual environment lives in .venv (override with VENV=...).
 
 VENV ?= .venv
@@ -15,7 +15,7 @@ export OMP_NUM_THREADS ?= 1
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml CMakeLists.txt scripts/setup.sh
+$(STAMP): pyproject.toml CMakeLists.txt scripts/setup.sh $(wildcard tools/*.cpp runtime/schema/program.fbs)
 	bash scripts/setup.sh $(VENV)
 	touch $(STAMP)
 
@@ -25,12 +25,15 @@ demo: setup
 test: setup
 	$(MAKE) --no-print-directory check-generated lit pytest
 
-# Generated files (the edge dialect) must match what their generator makes from the pinned PyTorch.
+# Generated files must match what their generators make: the edge dialect
+# (from the pinned PyTorch) and the schema's Python code (from flatc 2.0.8).
 check-generated:
 	$(PY) scripts/gen_edge_dialect.py --check
+	bash scripts/gen_schema.sh --check
 
 generate:
 	$(PY) scripts/gen_edge_dialect.py
+	bash scripts/gen_schema.sh
 
 lit:
 	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/lit -sv test

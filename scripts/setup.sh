@@ -5,16 +5,18 @@ set -euo pipefail
 venv=${1:-.venv}
 cd "$(dirname "$0")/.."
 
-# System tools the build needs. The foundation needs only a C++ compiler and
-# CMake (already present on the reference machine); later issues add their
-# Debian packages here.
-apt_packages=(cmake g++)
+# System packages the build needs: a C++ compiler, CMake, and FlatBuffers
+# 2.0.8 (Debian bookworm's): flatc generates the schema's C++ header at build
+# time and libflatbuffers-dev holds the headers with its verifier.
+apt_packages=(cmake g++ flatbuffers-compiler libflatbuffers-dev)
 missing=()
-for tool in cmake g++; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+for tool in cmake g++ flatc; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+[ -f /usr/include/flatbuffers/flatbuffers.h ] || missing+=(/usr/include/flatbuffers/flatbuffers.h)
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "[setup] installing Debian packages: ${apt_packages[*]}"
+  echo "[setup] missing ${missing[*]}: installing Debian packages: ${apt_packages[*]}"
   sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
-  $sudo_cmd apt-get update -q && $sudo_cmd apt-get install -y -q "${apt_packages[@]}"
+  $sudo_cmd apt-get update -q
+  $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${apt_packages[@]}"
 fi
 
 if [ ! -x "$venv/bin/python" ]; then
