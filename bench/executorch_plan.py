@@ -30,12 +30,14 @@ Where the numbers come from (executorch/exir):
 from __future__ import annotations
 
 import argparse
+from importlib.metadata import version
 from typing import Any
 
 import torch
 from executorch.exir import ExecutorchBackendConfig, to_edge
 from executorch.exir.memory_planning import collect_specs_from_nodes
 from executorch.exir.passes import MemoryPlanningPass
+from executorch.exir.tensor import ALIGNMENT
 
 MODELS = ["seed_cnn", "mlp", "mobilenet_v2", "nanogpt"]
 
@@ -70,7 +72,7 @@ def main() -> None:
     parser.add_argument("--const-prop", action="store_true", help="fold weight-only ops into constants")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(f"executorch 1.5.1, greedy planning, alignment 16, const_prop={args.const_prop}")
+    print(f"executorch {version('executorch')}, greedy planning, alignment {ALIGNMENT}, const_prop={args.const_prop}")
     print(f"{'model':<13} {'plan I/O':<8} {'arena_bytes':<18} {'total':>11} {'naive':>11} "
           f"{'reuse':>6} {'tensors':>7} {'pte_bytes':>10}")
     for name in MODELS:
@@ -78,11 +80,11 @@ def main() -> None:
             model, example_args, dyn = models.build(name)
             try:
                 r = executorch_plan(model, example_args, dyn, alloc_io=alloc_io, const_prop=args.const_prop)
-            except Exception as e:  # report and go on: this is a benchmark, not a test
-                print(f"{name:<13} {str(alloc_io):<8} FAILED: {type(e).__name__}: {e}")
+            except Exception as e:  # noqa: BLE001 -- a benchmark reports and goes on
+                print(f"{name:<13} {alloc_io!s:<8} FAILED: {type(e).__name__}: {e}")
                 continue
             reuse = r["naive_bytes"] / r["total_bytes"] if r["total_bytes"] else float("nan")
-            print(f"{name:<13} {str(alloc_io):<8} {str(r['arena_bytes']):<18} {r['total_bytes']:>11} "
+            print(f"{name:<13} {alloc_io!s:<8} {r['arena_bytes']!s:<18} {r['total_bytes']:>11} "
                   f"{r['naive_bytes']:>11} {reuse:>5.2f}x {r['num_planned_tensors']:>7} {r['pte_bytes']:>10}")
 
 

@@ -4,9 +4,13 @@
     program.to_core_aten()                        # et-decompose-to-core-aten + et-verify-core-aten
     edge = etmlir.to_edge(program)                # Edge level (`edge` dialect on builtin tensors)
     print(edge.op_histogram())
+    et = edge.to_executorch()                     # out variants, memory plan, .pte bytes
+    et.save("model.pte")
 """
 
 from etmlir.edge_program import EdgeCompileConfig, EdgeProgram, TensorSpec, to_edge
+from etmlir.executorch_program import ExecutorchConfig, ExecutorchProgram, serialize, to_executorch
 from etmlir.frontend import AtenProgram, DynamicDim, export
 
-__all__ = ["AtenProgram", "DynamicDim", "EdgeCompileConfig", "EdgeProgram", "TensorSpec", "export", "to_edge"]
+__all__ = ["AtenProgram", "DynamicDim", "EdgeCompileConfig", "EdgeProgram", "ExecutorchConfig", "ExecutorchProgram",
+           "TensorSpec", "export", "serialize", "to_edge", "to_executorch"]

@@ -14,6 +14,7 @@ the edge module is a new module over the same weight buffers.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from torch_mlir import ir
 
@@ -22,6 +23,9 @@ from etmlir.frontend.aten_program import AtenProgram
 from etmlir.passes.pipeline import PipelineElement, run_pipeline
 from etmlir.passes.to_edge import UPPER_BOUNDS_ATTR
 from etmlir.program import Program, clone_module
+
+if TYPE_CHECKING:
+    from etmlir.executorch_program import ExecutorchConfig, ExecutorchProgram
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +51,11 @@ class TensorSpec:
 @dataclasses.dataclass
 class EdgeProgram(Program):
     HISTOGRAM_SKIP = ("edge.constant", "func.", "builtin.module")
+
+    def to_executorch(self, config: "ExecutorchConfig | None" = None) -> "ExecutorchProgram":
+        """Out variants, memory planning and serialization: the `.pte` (see `etmlir.executorch_program`)."""
+        from etmlir.executorch_program import to_executorch
+        return to_executorch(self, config)
 
     @property
     def function(self) -> ir.Operation:

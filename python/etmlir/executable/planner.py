@@ -85,6 +85,9 @@ class Plan:
     def naive_bytes(self) -> int:
         return sum(self.tensor_bytes)
 
+    def __str__(self) -> str:
+        return self.summary()
+
     def summary(self) -> str:
         """A table: per arena, its size against the sum of the sizes of the tensors in it."""
         rows = [("arena", "mem_id", "planned bytes", "capacity", "tensors", "sum of tensor bytes", "ratio")]

@@ -136,7 +136,8 @@ def _python_passes_in(text: str) -> list[str]:
 def _python_pass_callback(info: PassInfo, options: dict) -> Callable:
     def run(op: ir.Operation, pass_) -> None:
         try:
-            info.run(op, **options)
+            with op.context:  # passes build types and attributes without naming the context
+                info.run(op, **options)
         except PassFailure:
             pass_.signal_pass_failure()
         except Exception as exc:  # a bug in the pass: report it as a diagnostic, never crash the host

@@ -79,7 +79,8 @@ class PassInfo:
                 known = ", ".join(sorted(self.options)) or "none"
                 raise PassOptionError(f"{self.flag}: unknown option '{name}' (options: {known})")
             values[name] = self.options[name].parse(self.flag, name, value.strip())
-        return values
+        # Options are spelled like MLIR's (`alloc-inputs`); the pass takes `alloc_inputs=`.
+        return {name.replace("-", "_"): value for name, value in values.items()}
 
 
 def _split_option_items(text: str) -> list[str]:

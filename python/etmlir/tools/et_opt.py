@@ -73,7 +73,10 @@ def _pass_flags(extra: Sequence[str]) -> list[PipelineElement]:
                     PassManager.parse(f"builtin.module({name})")
             except (ValueError, ir.MLIRError):
                 raise PipelineError(f"unknown option or pass '--{name}' (see et-opt --help, --list-passes)") from None
-        elements.append(PipelineElement(name, options.strip('"').strip("'")))
+        options = options.strip('"').strip("'")
+        if name == "et-emit" and options and "=" not in options:
+            options = f"output={options}"  # --et-emit=out.pte
+        elements.append(PipelineElement(name, options))
     return elements
 
 

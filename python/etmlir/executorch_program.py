@@ -1,0 +1,110 @@
+"""`to_executorch` and `ExecutorchProgram`: an edge program lowered to a `.pte` the runtime executes.
+
+    edge = etmlir.to_edge(etmlir.export(model, (x,)))
+    et = edge.to_executorch(etmlir.ExecutorchConfig(arenas=("fast:64k", "slow")))
+    print(et.memory_plan())       # per-arena planned bytes vs. the sum of the tensor sizes
+    et.save("model.pte")          # et-inspect model.pte
+
+`to_executorch` runs `et-to-out-variants`, `et-plan-memory` and
+`et-verify-memory-plan` on a copy of the edge module, then serializes it
+(`etmlir.serialize`). The edge program is left unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+
+import numpy as np
+from torch_mlir import ir
+
+from etmlir.executable.planner import Plan
+from etmlir.executable.serialize import serialize as _serialize
+from etmlir.passes.pipeline import PipelineElement, run_pipeline
+from etmlir.passes.plan_memory import method_functions, recorded_plan
+from etmlir.program import Program, clone_module
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutorchConfig:
+    """Choices `to_executorch` leaves to the user (the et-plan-memory and et-emit options).
+
+    arenas:            planned memories, fastest first, as "name[:bytes]" ("fast:64k", "slow");
+                       empty means one arena as large as needed
+    policy:            which tensors get the bounded arenas: "largest-first" or "smallest-first"
+    alignment:         byte alignment of every planned tensor
+    alloc_inputs:      plan the inputs' memory (else the caller provides it at run time)
+    alloc_outputs:     plan the outputs' memory (else the caller provides it at run time)
+    segment_alignment: alignment of the constant and payload segments in the file (mmap pages)
+    """
+
+    arenas: tuple[str, ...] = ()
+    policy: str = "largest-first"
+    alignment: int = 16
+    alloc_inputs: bool = True
+    alloc_outputs: bool = True
+    segment_alignment: int = 4096
+
+    def plan_options(self) -> str:
+        parts = [f"policy={self.policy}", f"alignment={self.alignment}",
+                 f"alloc-inputs={str(self.alloc_inputs).lower()}",
+                 f"alloc-outputs={str(self.alloc_outputs).lower()}"]
+        if self.arenas:
+            parts.insert(0, "arenas=" + ",".join(self.arenas))
+        return " ".join(parts)
+
+
+@dataclasses.dataclass
+class ExecutorchProgram(Program):
+    """The etx module (`.module`) and the `.pte` bytes made from it (`.buffer`)."""
+
+    buffer: bytes = b""
+    config: ExecutorchConfig = dataclasses.field(default_factory=ExecutorchConfig)
+
+    HISTOGRAM_SKIP = ("etx.const", "etx.none", "etx.list", "etx.alloc", "etx.constant", "etx.input",
+                      "etx.output", "func.", "builtin.module")
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        with open(path, "wb") as f:
+            f.write(self.buffer)
+
+    def memory_plan(self, method: str = "forward") -> Plan:
+        """The memory plan of `method` (print it for the per-arena table)."""
+        for func_op in method_functions(self.module.operation):
+            if ir.StringAttr(func_op.attributes["etx.method"]).value == method:
+                with self.context:
+                    return recorded_plan(func_op)[2]
+        raise KeyError(f"no method '{method}'")
+
+    def kernel_histogram(self) -> dict[str, int]:
+        """How many calls of each kernel the program makes."""
+        counts: dict[str, int] = {}
+        for func_op in method_functions(self.module.operation):
+            for op in func_op.regions[0].blocks[0].operations:
+                if op.operation.name == "etx.kernel_call":
+                    kernel = ir.StringAttr(op.operation.attributes["kernel"]).value
+                    counts[kernel] = counts.get(kernel, 0) + 1
+        return counts
+
+
+def to_executorch(edge_program: Program, config: ExecutorchConfig | None = None) -> ExecutorchProgram:
+    """Lower an edge program to the executable level and serialize it (the edge program is unchanged)."""
+    config = config or ExecutorchConfig()
+    module = clone_module(edge_program.module)
+    run_pipeline(module, [PipelineElement("et-to-out-variants"),
+                          PipelineElement("et-plan-memory", config.plan_options()),
+                          PipelineElement("et-verify-memory-plan")])
+    with module.context:
+        buffer = _serialize(module, edge_program.weight_buffers, config.segment_alignment)
+    return ExecutorchProgram(module=module, example_args=edge_program.example_args,
+                             dynamic_dims=list(edge_program.dynamic_dims),
+                             weight_buffers=edge_program.weight_buffers, buffer=buffer, config=config)
+
+
+def serialize(module: ir.Module, weights: Mapping[str, np.ndarray] | None = None,
+              segment_alignment: int = 4096) -> bytes:
+    """The `.pte` bytes of a planned etx module (`weights`: constant data by `etmlir.param` name,
+    else the module's own resource blobs are used)."""
+    with module.context:
+        return _serialize(module, weights, segment_alignment)

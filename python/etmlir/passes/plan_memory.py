@@ -1,0 +1,188 @@
+"""et-plan-memory: give every tensor an etx function allocates a place (mem_id, offset, size) in planned arenas.
+
+A tensor is live from the instruction that defines it (inputs: from the
+start) to its last use, through any `etx.list` that holds it; method outputs
+stay live to the end. Dynamic dims are planned at their `upper_bounds`.
+The placement itself is `etmlir.executable.planner` (greedy by size, best
+fit, never worse than ExecuTorch's shared-object greedy):
+
+    %0 = "etx.input"() {index = 0 : i64, type = tensor<2x3xf32>} : () -> !etx.value
+    %1 = "etx.alloc"() {type = tensor<2x3xf32>} : () -> !etx.value
+    "etx.kernel_call"(%0, %1) {kernel = "aten::relu.out", ...}
+    %2 = "etx.alloc"() {type = tensor<2x3xf32>} : () -> !etx.value
+    "etx.kernel_call"(%1, %2) {kernel = "aten::relu.out", ...}
+    "etx.output"(%2) : (!etx.value) -> ()
+
+with `arenas=fast:32,slow` becomes
+
+    %0 = "etx.input"() {index = 0 : i64, mem_id = 1 : i64, offset = 0 : i64, size = 32 : i64, ...}
+    %1 = "etx.alloc"() {mem_id = 0 : i64, offset = 0 : i64, size = 32 : i64, ...}
+    %2 = "etx.alloc"() {mem_id = 1 : i64, offset = 32 : i64, size = 32 : i64, ...}
+
+and the function gets `etx.arenas = [{name = "fast", size = 32}, {name = "slow", size = 64}]`.
+Options: `arenas` (name[:bytes] list, default one unbounded arena), `policy`
+(largest-first | smallest-first: who gets the bounded arenas first),
+`alignment` (bytes, default 16), `alloc-inputs` / `alloc-outputs` (plan the
+method's inputs / outputs; when off, the user provides their memory at run
+time), `algorithm`, and `print-summary` (a per-arena table on stderr).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from torch_mlir import ir
+
+from etmlir.dialects.etx import tensor_type, upper_bounds
+from etmlir.executable.dtypes import nbytes
+from etmlir.executable.planner import Arena, Buffer, Placement, Plan, PlanningError, parse_arenas, plan_memory
+from etmlir.passes.registry import Option, PassFailure, emit_error, register_pass
+
+ARENAS_ATTR = "etx.arenas"
+PLAN_ATTR = "etx.memory_plan"
+
+
+def _i64(value: int) -> ir.IntegerAttr:
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
+
+
+def method_functions(module: ir.Operation) -> list[ir.Operation]:
+    """The etx functions (methods) of the top module."""
+    return [op.operation for op in module.regions[0].blocks[0].operations
+            if op.operation.name == "func.func" and "etx.method" in op.operation.attributes]
+
+
+def describe(op: ir.Operation) -> str:
+    """`etx.alloc (output 0 of aten::convolution.out at model.py:12)` for messages."""
+    loc = str(op.location)
+    where = f" at {loc[4:-1]}" if loc.startswith("loc(") and loc != "loc(unknown)" else ""
+    if op.name == "etx.input":
+        return f"input {ir.IntegerAttr(op.attributes['index']).value}{where}"
+    writer = None
+    for use in op.result.uses:
+        if use.owner.name == "etx.kernel_call":
+            writer = ir.StringAttr(use.owner.attributes["kernel"]).value
+            break
+    return f"{op.name} ({'written by ' + writer if writer else 'unused'}{where})"
+
+
+def tensor_lifetimes(func_op: ir.Operation, alloc_inputs: bool = True,
+                     alloc_outputs: bool = True) -> tuple[list[ir.Operation], list[Buffer]]:
+    """The ops defining tensors to plan, and a Buffer (bytes, lifetime) for each."""
+    ops = [op.operation for op in func_op.regions[0].blocks[0].operations]
+    index = {op: i for i, op in enumerate(ops)}
+    end_of_method = len(ops)
+    outputs: set[ir.Operation] = set()
+    for op in ops:
+        if op.name == "etx.output":
+            for value in op.operands:
+                outputs.add(value.owner)
+
+    def last_use(value: ir.Value) -> int:
+        last = -1
+        for use in value.uses:
+            owner = use.owner
+            last = max(last, index.get(owner, -1))
+            if owner.name == "etx.list":  # live as long as the list is used
+                last = max(last, last_use(owner.result))
+        return last
+
+    planned, buffers = [], []
+    for op in ops:
+        if op.name not in ("etx.alloc", "etx.input") or tensor_type(op) is None:
+            continue
+        if op.name == "etx.input" and not alloc_inputs:
+            continue
+        is_output = op in outputs
+        if is_output and not alloc_outputs:
+            continue
+        start = 0 if op.name == "etx.input" else index[op]
+        end = end_of_method if is_output else max(last_use(op.result), start)
+        t = tensor_type(op)
+        buffers.append(Buffer(nbytes(upper_bounds(op), t.element_type), start, end, describe(op)))
+        planned.append(op)
+    return planned, buffers
+
+
+def recorded_plan(func_op: ir.Operation) -> tuple[list[ir.Operation], list[Buffer], Plan]:
+    """The plan written on `func_op` by et-plan-memory: planned ops, their buffers (lifetimes recomputed
+    from the IR) and a Plan over them. Raises PlanningError if the function carries no plan."""
+    if ARENAS_ATTR not in func_op.attributes:
+        raise PlanningError("no memory plan (run et-plan-memory)")
+    arenas, sizes = [], []
+    for entry in ir.ArrayAttr(func_op.attributes[ARENAS_ATTR]):
+        entry = ir.DictAttr(entry)
+        capacity = ir.IntegerAttr(entry["capacity"]).value if "capacity" in entry else None
+        arenas.append(Arena(ir.StringAttr(entry["name"]).value, capacity))
+        sizes.append(ir.IntegerAttr(entry["size"]).value)
+    alignment, policy, algorithm = 1, "", ""
+    if PLAN_ATTR in func_op.attributes:
+        info = ir.DictAttr(func_op.attributes[PLAN_ATTR])
+        alignment = ir.IntegerAttr(info["alignment"]).value
+        policy = ir.StringAttr(info["policy"]).value
+        algorithm = ir.StringAttr(info["algorithm"]).value if "algorithm" in info else ""
+    candidates, candidate_buffers = tensor_lifetimes(func_op)
+    ops, buffers, placements = [], [], []
+    for op, buffer in zip(candidates, candidate_buffers):
+        if "mem_id" in op.attributes:
+            get = lambda name: ir.IntegerAttr(op.attributes[name]).value  # noqa: E731
+            ops.append(op)
+            buffers.append(buffer)
+            placements.append(Placement(get("mem_id"), get("offset"), get("size")))
+    tensor_bytes, counts = [0] * len(arenas), [0] * len(arenas)
+    for placement in placements:
+        if 0 <= placement.mem_id < len(arenas):
+            tensor_bytes[placement.mem_id] += placement.size
+            counts[placement.mem_id] += 1
+    return ops, buffers, Plan(arenas, placements, sizes, tensor_bytes, counts, alignment, policy, algorithm)
+
+
+def _record(func_op: ir.Operation, planned: list[ir.Operation], plan: Plan) -> None:
+    for op, placement in zip(planned, plan.placements):
+        op.attributes["mem_id"] = _i64(placement.mem_id)
+        op.attributes["offset"] = _i64(placement.offset)
+        op.attributes["size"] = _i64(placement.size)
+    arenas = []
+    for arena, size in zip(plan.arenas, plan.arena_sizes):
+        entry = {"name": ir.StringAttr.get(arena.name), "size": _i64(size)}
+        if arena.capacity is not None:
+            entry["capacity"] = _i64(arena.capacity)
+        arenas.append(ir.DictAttr.get(entry))
+    func_op.attributes[ARENAS_ATTR] = ir.ArrayAttr.get(arenas)
+    func_op.attributes[PLAN_ATTR] = ir.DictAttr.get({
+        "alignment": _i64(plan.alignment), "policy": ir.StringAttr.get(plan.policy),
+        "algorithm": ir.StringAttr.get(plan.algorithm)})
+
+
+@register_pass("et-plan-memory", options={
+    "arenas": Option(list, [], "planned memories as name[:bytes] (64k, 2M), fastest first; default: one unbounded"),
+    "policy": Option(str, "largest-first", "who gets the bounded arenas: largest-first | smallest-first"),
+    "alignment": Option(int, 16, "byte alignment of every planned tensor"),
+    "alloc-inputs": Option(bool, True, "plan the method's inputs (else the user provides their memory)"),
+    "alloc-outputs": Option(bool, True, "plan the method's outputs (else the user provides their memory)"),
+    "algorithm": Option(str, "auto", "auto (smaller of the two) | best-fit | shared-objects"),
+    "print-summary": Option(bool, False, "print the per-arena table to stderr"),
+})
+def plan_memory_pass(module: ir.Operation, *, arenas: list[str], policy: str, alignment: int,
+                     alloc_inputs: bool, alloc_outputs: bool, algorithm: str, print_summary: bool) -> None:
+    """et-plan-memory: lifetime-based placement of every tensor in planned arenas (mem_id, offset, size)."""
+    functions = method_functions(module)
+    if not functions:
+        emit_error(module, "et-plan-memory: no etx method in the module (run et-to-out-variants first)")
+        raise PassFailure()
+    try:
+        arena_list = parse_arenas(arenas)
+    except PlanningError as error:
+        emit_error(module, f"et-plan-memory: {error}")
+        raise PassFailure() from None
+    for func_op in functions:
+        planned, buffers = tensor_lifetimes(func_op, alloc_inputs, alloc_outputs)
+        try:
+            plan = plan_memory(buffers, arena_list, alignment, policy, algorithm)
+        except PlanningError as error:
+            emit_error(func_op, f"et-plan-memory: {error}")
+            raise PassFailure() from None
+        _record(func_op, planned, plan)
+        if print_summary:
+            name = ir.StringAttr(func_op.attributes["etx.method"]).value
+            print(f"method '{name}': {plan.summary()}", file=sys.stderr)
