@@ -19,7 +19,7 @@ from torch_mlir import ir
 from etmlir.dialects.etx import tensor_type, upper_bounds
 from etmlir.executable import pte
 from etmlir.executable.dtypes import element_info
-from etmlir.frontend.locations import file_locations, is_library_file
+from etmlir.frontend.locations import source_line
 from etmlir.schema.Allocation import AllocationT
 from etmlir.schema.Arena import ArenaT
 from etmlir.schema.Bool import BoolT
@@ -58,16 +58,6 @@ _NUMPY_TYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": 
 
 class SerializeError(ValueError):
     """The module cannot be written as a `.pte`; the message names the op."""
-
-
-def source_line(location: ir.Location) -> str:
-    """`model.py:17` for the innermost frame in the user's code (else the first frame, else "unknown")."""
-    frames = file_locations(location)
-    if not frames:
-        return "unknown"
-    user = [f for f in frames if not is_library_file(f[0])]
-    path, line, _ = user[-1] if user else frames[0]
-    return f"{path}:{line}"
 
 
 _RESOURCE_KEY = re.compile(r"dense_resource<([^>]+)>")

@@ -34,6 +34,16 @@ def is_library_file(path: str) -> bool:
     return path.split("/", 1)[0] in ("torch", "torch_mlir")
 
 
+def source_line(location: ir.Location | str) -> str:
+    """`model.py:17`: the innermost frame in the model's own code (else the first frame; "unknown")."""
+    frames = file_locations(location)
+    if not frames:
+        return "unknown"
+    user = [f for f in frames if not is_library_file(f[0])]
+    path, line, _ = user[-1] if user else frames[0]
+    return f"{path}:{line}"
+
+
 def is_user_location(location: ir.Location) -> bool:
     """True if the location names a file outside torch and torch-mlir (the model's code)."""
     return any(not is_library_file(path) for path, _, _ in file_locations(location))

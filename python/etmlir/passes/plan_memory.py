@@ -35,6 +35,7 @@ from torch_mlir import ir
 
 from etmlir.dialects.etx import tensor_type, upper_bounds
 from etmlir.executable.dtypes import nbytes
+from etmlir.frontend.locations import source_line
 from etmlir.executable.planner import Arena, Buffer, Placement, Plan, PlanningError, parse_arenas, plan_memory
 from etmlir.passes.registry import Option, PassFailure, emit_error, register_pass
 
@@ -53,9 +54,9 @@ def method_functions(module: ir.Operation) -> list[ir.Operation]:
 
 
 def describe(op: ir.Operation) -> str:
-    """`etx.alloc (output 0 of aten::convolution.out at model.py:12)` for messages."""
-    loc = str(op.location)
-    where = f" at {loc[4:-1]}" if loc.startswith("loc(") and loc != "loc(unknown)" else ""
+    """`etx.alloc (written by aten::convolution.out at model.py:12)` for messages."""
+    line = source_line(op.location)
+    where = f" at {line}" if line != "unknown" else ""
     if op.name == "etx.input":
         return f"input {ir.IntegerAttr(op.attributes['index']).value}{where}"
     writer = None

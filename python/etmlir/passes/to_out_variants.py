@@ -338,14 +338,20 @@ def _convert_function(edge_func: ir.Operation) -> None:
         except (_Unsupported, UnsupportedElementType) as error:
             failures.append((edge_func, str(error)))
         if not failures:
+            # Results of a failed op, and of everything computed from them, are not reported again.
+            poisoned: set[ir.Value] = set()
             for op in edge_block.operations:
                 op = op.operation
+                if any(v in poisoned for v in op.operands):
+                    poisoned.update(op.results)
+                    continue
                 with op.location:
                     try:
                         builder.convert(op)
                     except (_Unsupported, UnsupportedElementType) as error:
-                        failures.append((op, f"'{op.name}': {error}" if not str(error).startswith("'")
-                                         else str(error)))
+                        message = str(error)
+                        failures.append((op, message if op.name in message else f"'{op.name}': {message}"))
+                        poisoned.update(op.results)
     if failures:
         new_func.operation.erase()
         for op, message in failures:

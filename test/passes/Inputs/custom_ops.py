@@ -8,3 +8,10 @@ if not hasattr(torch.ops, "etmlir_test") or not hasattr(torch.ops.etmlir_test, "
     @torch.library.impl("etmlir_test::scale_by", "CompositeExplicitAutograd")
     def _scale_by(x: torch.Tensor, factor: float, dims: list[int]) -> torch.Tensor:
         return x * factor
+
+if not hasattr(torch.ops.etmlir_test, "scale_by_no_out"):
+    # Its out variant, so et-to-out-variants has a kernel to call.
+    torch.library.define("etmlir_test::scale_by.out",
+                         "(Tensor x, float factor, int[] dims, *, Tensor(a!) out) -> Tensor(a!)")
+    # A custom op with no out variant: et-to-out-variants must reject it.
+    torch.library.define("etmlir_test::scale_by_no_out", "(Tensor x, float factor) -> Tensor")

@@ -1,0 +1,36 @@
+// RUN: et-opt %s --split-input-file --verify-diagnostics --load=%S/Inputs/custom_ops.py --et-to-out-variants
+
+// An edge op whose operator has no out-variant kernel is an error at the op, not a crash at load time.
+func.func @no_out_variant(%x: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{'edge.local_scalar_dense' (aten::_local_scalar_dense) has no out-variant kernel}}
+  %0 = "edge.local_scalar_dense"(%x) : (tensor<f32>) -> tensor<f64>
+  %1 = "edge.mul_scalar"(%x, %0) : (tensor<f32>, tensor<f64>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+
+// -----
+
+// A custom op without a registered `.out` overload.
+func.func @custom_no_out(%x: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{custom op etmlir_test::scale_by_no_out has no out variant: register `etmlir_test::scale_by_no_out.out}}
+  %0 = "edge.custom_op"(%x) {args = {factor = 2.0 : f64}, op = "etmlir_test::scale_by_no_out", schema = "etmlir_test::scale_by_no_out(Tensor x, float factor) -> Tensor"} : (tensor<2xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+// A Scalar argument computed by a tensor op cannot be a constant value in the program.
+func.func @runtime_scalar(%x: tensor<3xf32>, %y: tensor<3xf64>) -> tensor<3xf32> {
+  %s = "edge.sum_dim_intlist"(%y) {dim = array<i64: 0>, keepdim = false} : (tensor<3xf64>) -> tensor<f64>
+  // expected-error @+1 {{argument `other` of 'edge.mul_scalar' is a Scalar computed at run time by a tensor op}}
+  %0 = "edge.mul_scalar"(%x, %s) : (tensor<3xf32>, tensor<f64>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+// A dynamic input dim needs an upper bound to be planned.
+// expected-error @+1 {{input 0 dim 1 is dynamic with no upper bound}}
+func.func @unbounded(%x: tensor<1x?xf32>) -> tensor<1x?xf32> {
+  return %x : tensor<1x?xf32>
+}

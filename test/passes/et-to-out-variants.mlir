@@ -1,0 +1,82 @@
+// RUN: et-opt %s --split-input-file --load=%S/Inputs/custom_ops.py --et-to-out-variants | FileCheck %s
+
+// Each edge op becomes its out-variant kernel; attributes and Scalars become values in schema
+// order, results become allocations, inputs and outputs become etx.input / etx.output.
+// CHECK-LABEL: func.func @main() attributes {etx.method = "forward"}
+// CHECK: %[[X:.*]] = "etx.input"() {index = 0 : i64, type = tensor<2x3xf32>}
+// CHECK: %[[ONE:.*]] = "etx.const"() {value = 1 : i64}
+// CHECK: %[[SUM:.*]] = "etx.alloc"() {type = tensor<2x3xf32>}
+// CHECK: "etx.kernel_call"(%[[X]], %[[X]], %[[ONE]], %[[SUM]]) {debug_handle = 1 : i64, etmlir.edge_op = "edge.add_tensor", kernel = "aten::add.out", operandSegmentSizes = array<i32: 3, 1>}
+// CHECK: %[[W:.*]] = "etx.constant"() {etmlir.param = "w", type = tensor<3x3xf32>, value = dense_resource<w> : tensor<3x3xf32>}
+// CHECK: %[[MM:.*]] = "etx.alloc"() {type = tensor<2x3xf32>}
+// CHECK: "etx.kernel_call"(%[[SUM]], %[[W]], %[[MM]]) {debug_handle = 2 : i64, etmlir.edge_op = "edge.mm", kernel = "aten::mm.out"
+// CHECK: %[[R:.*]] = "etx.alloc"() {type = tensor<2x3xf32>}
+// CHECK: "etx.kernel_call"(%[[MM]], %[[R]]) {debug_handle = 3 : i64, etmlir.edge_op = "edge.relu", kernel = "aten::relu.out"
+// CHECK: "etx.output"(%[[R]])
+// CHECK-NEXT: return
+func.func @main(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %one = "edge.constant"() {value = dense<1> : tensor<i64>} : () -> tensor<i64>
+  %0 = "edge.add_tensor"(%x, %x, %one) : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<i64>) -> tensor<2x3xf32>
+  %w = "edge.constant"() {etmlir.param = "w", value = dense_resource<w> : tensor<3x3xf32>} : () -> tensor<3x3xf32>
+  %1 = "edge.mm"(%0, %w) : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<2x3xf32>
+  %2 = "edge.relu"(%1) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %2 : tensor<2x3xf32>
+}
+{-#
+  dialect_resources: {
+    builtin: {
+      w: "0x04000000000000000000803F0000004000004040000080400000A0400000C0400000E040000000410000104100"
+    }
+  }
+#-}
+
+// -----
+
+// Dynamic dims: inputs take their upper bounds from etmlir.dynamic_dims, results from
+// etmlir.upper_bounds; a size query becomes an etmlir_prim kernel writing an Int, and a list with
+// run-time sizes is an etx.list of Int values. A function other than main keeps its name.
+// CHECK-LABEL: func.func @dynamic() attributes {etx.method = "dynamic"}
+// CHECK: %[[X:.*]] = "etx.input"() {index = 0 : i64, type = tensor<1x?xf32>, upper_bounds = array<i64: 1, 16>}
+// CHECK: %[[DIM:.*]] = "etx.const"() {value = 1 : i64}
+// CHECK: %[[T:.*]] = "etx.alloc"() {type = i64}
+// CHECK: "etx.kernel_call"(%[[X]], %[[DIM]], %[[T]]) {{.*}}kernel = "etmlir_prim::sym_size.int"
+// CHECK: %[[FOUR:.*]] = "etx.const"() {value = 4 : i64}
+// CHECK: %[[SIZES:.*]] = "etx.list"(%[[FOUR]], %[[T]]) {kind = "int"}
+// CHECK: %[[OUT:.*]] = "etx.alloc"() {type = tensor<4x?xf32>, upper_bounds = array<i64: 4, 16>}
+// CHECK: "etx.kernel_call"(%[[X]], %[[SIZES]], %{{.*}}, %[[OUT]]) {{.*}}kernel = "aten::expand_copy.out"
+func.func @dynamic(%x: tensor<1x?xf32> {etmlir.dynamic_dims = {"1" = {max = 16 : i64, min = 2 : i64, symbol = "s0"}}}) -> tensor<4x?xf32> {
+  %t = "edge.sym_size_int"(%x) {dim = 1 : i64} : (tensor<1x?xf32>) -> tensor<i64>
+  %0 = "edge.expand_copy"(%x, %t) {etmlir.upper_bounds = [array<i64: 4, 16>], implicit = false, size = array<i64: 4, -9223372036854775808>} : (tensor<1x?xf32>, tensor<i64>) -> tensor<4x?xf32>
+  return %0 : tensor<4x?xf32>
+}
+
+// -----
+
+// Several results are several outs; a Tensor[] result is one out list of allocations.
+// CHECK-LABEL: func.func @multi
+// CHECK: %[[A:.*]] = "etx.alloc"() {type = tensor<2x4xf32>}
+// CHECK: %[[B:.*]] = "etx.alloc"() {type = tensor<2x1xf32>}
+// CHECK: %[[C:.*]] = "etx.alloc"() {type = tensor<2x1xf32>}
+// CHECK: "etx.kernel_call"({{.*}}, %[[A]], %[[B]], %[[C]]) {{.*}}kernel = "aten::native_layer_norm.out", operandSegmentSizes = array<i32: 5, 3>}
+// CHECK: %[[S0:.*]] = "etx.alloc"() {type = tensor<2x2xf32>}
+// CHECK: %[[S1:.*]] = "etx.alloc"() {type = tensor<2x2xf32>}
+// CHECK: %[[L:.*]] = "etx.list"(%[[S0]], %[[S1]]) {kind = "tensor"}
+// CHECK: "etx.kernel_call"(%[[A]], {{.*}}, %[[L]]) {{.*}}kernel = "aten::split_with_sizes_copy.out", operandSegmentSizes = array<i32: 3, 1>}
+// CHECK: "etx.output"(%[[S1]], %[[B]])
+func.func @multi(%x: tensor<2x4xf32>) -> (tensor<2x2xf32>, tensor<2x1xf32>) {
+  %0:3 = "edge.native_layer_norm"(%x) {eps = 1.000000e-05 : f64, normalized_shape = array<i64: 4>, operandSegmentSizes = array<i32: 1, 0, 0, 0>} : (tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
+  %1:2 = "edge.split_with_sizes_copy"(%0#0) {dim = 1 : i64, split_sizes = array<i64: 2, 2>} : (tensor<2x4xf32>) -> (tensor<2x2xf32>, tensor<2x2xf32>)
+  return %1#1, %0#1 : tensor<2x2xf32>, tensor<2x1xf32>
+}
+
+// -----
+
+// A custom op calls its registered out variant, with its constant arguments as values.
+// CHECK-LABEL: func.func @custom
+// CHECK: %[[F:.*]] = "etx.const"() {value = 2.500000e+00 : f64}
+// CHECK: %[[D:.*]] = "etx.const"() {value = array<i64: 0, 1>}
+// CHECK: "etx.kernel_call"(%{{.*}}, %[[F]], %[[D]], %{{.*}}) {{.*}}etmlir.edge_op = "edge.custom_op", kernel = "etmlir_test::scale_by.out"
+func.func @custom(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = "edge.custom_op"(%x) {args = {dims = array<i64: 0, 1>, factor = 2.500000e+00 : f64}, op = "etmlir_test::scale_by", schema = "etmlir_test::scale_by(Tensor x, float factor, int[] dims) -> Tensor"} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
