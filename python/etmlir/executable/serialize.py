@@ -86,7 +86,7 @@ class _ConstantData:
         attr = op.attributes["value"]
         if param is not None and param in self.weights:
             data = np.ascontiguousarray(self.weights[param]).tobytes()
-        elif isinstance(attr, ir.DenseResourceElementsAttr):
+        elif str(attr).startswith("dense_resource<"):  # the bindings do not downcast this attribute
             key = _RESOURCE_KEY.search(str(attr)).group(1).strip('"')
             data = self._blob(key)
             if data is None:
