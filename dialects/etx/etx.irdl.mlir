@@ -11,7 +11,8 @@
 // is deliberate: an out-variant kernel takes a heterogeneous argument list,
 // and an IRDL variadic operand group unifies its types, so only one value
 // type lets `etx.kernel_call` take `(tensor, int, int[], tensor)` in schema
-// order.
+// order. (For the same reason every attribute below has its own constraint
+// value: two attributes sharing one would have to be equal.)
 //
 // A function at this level has no arguments and no results: `etx.input` ops
 // stand for the inputs and `etx.output` names the outputs. Ops run in order;
@@ -89,19 +90,21 @@ irdl.dialect @etx {
   // backend `backend`, with its live-ins `args` and live-outs `outs`.
   // Optional: debug_handle.
   irdl.operation @delegate_call {
-    %str = irdl.base "#builtin.string"
+    %backend = irdl.base "#builtin.string"
+    %payload = irdl.base "#builtin.string"
     %v = irdl.base @etx::@value
-    irdl.attributes {"backend" = %str, "payload" = %str}
+    irdl.attributes {"backend" = %backend, "payload" = %payload}
     irdl.operands(args: variadic %v, outs: variadic %v)
   }
 
   // A delegate payload (module level): opaque bytes for backend `backend`
   // with its compile specs (a dictionary of string values).
   irdl.operation @payload {
-    %str = irdl.base "#builtin.string"
+    %name = irdl.base "#builtin.string"
+    %backend = irdl.base "#builtin.string"
     %data = irdl.any
     %specs = irdl.base "#builtin.dictionary"
-    irdl.attributes {"sym_name" = %str, "backend" = %str, "data" = %data, "compile_specs" = %specs}
+    irdl.attributes {"sym_name" = %name, "backend" = %backend, "data" = %data, "compile_specs" = %specs}
   }
 
   // The method's outputs, in order.

@@ -26,6 +26,12 @@ def export_zoo(zoo, name: str) -> etmlir.AtenProgram:
     return etmlir.export(model, args, dynamic)
 
 
+@pytest.fixture(scope="session")
+def edge_zoo(zoo) -> dict[str, etmlir.EdgeProgram]:
+    """name -> EdgeProgram, shared by the edge and executable-level tests (treat as read-only)."""
+    return {name: etmlir.to_edge(export_zoo(zoo, name)) for name in models.ZOO}
+
+
 def assert_runner_matches_eager(runner, model, args, dynamic, atol: float, rtol: float) -> None:
     """Compare a compiled function with eager on the example inputs, and for a model with a
     dynamic sequence dim (nanoGPT) also at other lengths, all through the same compiled function."""

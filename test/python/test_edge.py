@@ -28,11 +28,6 @@ from etmlir.frontend.core_aten import core_aten_overloads
 ATOL = RTOL = 1e-4
 
 
-@pytest.fixture(scope="module")
-def edge_zoo(zoo):
-    return {name: etmlir.to_edge(export_zoo(zoo, name)) for name in models.ZOO}
-
-
 def test_every_core_op_has_an_edge_op():
     missing = []
     for name in core_aten_overloads():
