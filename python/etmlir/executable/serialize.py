@@ -155,6 +155,8 @@ class _MethodWriter:
         self.operators: list[tuple[str, str]] = []
         self.delegates: list[DelegateT] = []
         self.instructions: list[InstructionT] = []
+        self.outputs = {v.owner for op in func_op.regions[0].blocks[0].operations
+                        if op.operation.name == "etx.output" for v in op.operation.operands}
         self.debug_entries: list[DebugEntryT] = []
 
     def add(self, value: EValueT, result: ir.Value | None = None) -> int:
@@ -182,7 +184,7 @@ class _MethodWriter:
             table.allocation = AllocationT()
             table.allocation.memId = _int_attr(op, "mem_id")
             table.allocation.offset = _int_attr(op, "offset")
-        elif op.name == "etx.alloc":
+        elif op.name == "etx.alloc" and op not in self.outputs:  # outputs may be left to the caller
             raise SerializeError(f"{op.name} {t} at {source_line(op.location)} has no planned memory "
                                  "(run et-plan-memory)")
         if op.name == "etx.constant":

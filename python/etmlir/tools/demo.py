@@ -2,9 +2,11 @@
 
 For now the levels are ATen (what torch.export produces, imported into
 torch-mlir's `torch` dialect), Core ATen (after `et-decompose-to-core-aten`,
-checked by `et-verify-core-aten`) and Edge (`etmlir.to_edge`: the generated
-`edge` dialect on builtin tensors, checked by `et-edge-verify`); later issues
-add the executable program and the run on the C++ runtime.
+checked by `et-verify-core-aten`), Edge (`etmlir.to_edge`: the generated
+`edge` dialect on builtin tensors, checked by `et-edge-verify`) and the
+executable program (`to_executorch`: out-variant kernels, the memory plan and
+the `.pte` file, written to build/demo/); the run on the C++ runtime comes
+with the runtime issue.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import collections
 import sys
 import time
+from pathlib import Path
 
 import torch
 from torch_mlir import ir
@@ -51,6 +54,19 @@ def run_model(name: str) -> None:
     for index, spec in enumerate(edge.outputs):
         print(f"      output {index}: {spec.dtype} sizes {spec.sizes}, planned at upper bounds {spec.upper_bounds}")
     print("      verified by et-edge-verify (edge ops only, dtypes from the generated tables)")
+    start = time.perf_counter()
+    executable = edge.to_executorch()
+    seconds = time.perf_counter() - start
+    out_dir = Path("build/demo")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.pte"
+    executable.save(path)
+    kernels = executable.kernel_histogram()
+    print(f"  {'Executable':<12} {sum(kernels.values()):4d} kernel calls, {len(kernels)} distinct kernels   "
+          f"[{seconds:.2f} s]")
+    print(f"      wrote {path} ({len(executable.buffer):,} bytes; `et-inspect {path}` to read it)")
+    for line in executable.memory_plan().summary().splitlines():
+        print(f"      {line}")
 
 
 def main(argv: list[str] | None = None) -> int:
