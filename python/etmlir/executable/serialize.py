@@ -80,6 +80,21 @@ class _ConstantData:
                            for m in _BLOB.finditer(text, start if start >= 0 else len(text))}
         return self._blobs.get(key)
 
+    def payload_bytes(self, op: ir.Operation) -> bytes:
+        """The bytes of an `etx.payload`: a string attribute, a dense_resource blob or dense elements."""
+        attr = op.attributes["data"]
+        if isinstance(attr, ir.StringAttr):
+            return attr.value_bytes
+        if str(attr).startswith("dense_resource<"):
+            key = _RESOURCE_KEY.search(str(attr)).group(1).strip('"')
+            data = self._blob(key)
+            if data is None:
+                raise SerializeError(f"payload: resource '{key}' has no data in the module")
+            return data
+        if isinstance(attr, ir.DenseElementsAttr):
+            return _dense_bytes(ir.DenseElementsAttr(attr), ir.RankedTensorType(attr.type))
+        raise SerializeError(f"payload: data {str(attr)[:60]} is not bytes")
+
     def bytes_of(self, op: ir.Operation, t: ir.RankedTensorType) -> bytes:
         expected = int(np.prod(t.shape, dtype=np.int64)) * element_info(t.element_type)[1]
         param = ir.StringAttr(op.attributes["etmlir.param"]).value if "etmlir.param" in op.attributes else None
@@ -246,13 +261,7 @@ class _MethodWriter:
                 payload_op = candidate
         if payload_op is None:
             raise SerializeError(f"etx.delegate_call at {source_line(op.location)}: no etx.payload @{symbol}")
-        data_attr = payload_op.attributes["data"]
-        if isinstance(data_attr, ir.StringAttr):
-            data = data_attr.value_bytes
-        else:
-            t = ir.RankedTensorType(data_attr.type)
-            data = self.constants.bytes_of(payload_op, t) if "value" in payload_op.attributes else \
-                _dense_bytes(ir.DenseElementsAttr(data_attr), t)
+        data = self.constants.payload_bytes(payload_op)
         digest = hashlib.sha256(data).hexdigest()
         if digest not in self.payload_index:
             self.payloads.append(data)

@@ -39,6 +39,7 @@ module is left unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from torch_mlir import ir
@@ -236,7 +237,7 @@ class _MethodBuilder:
                 args.append(self._attribute(op.attributes[arg_name], kind, what, next_sym, op.location))
         return args
 
-    def _attribute(self, attr: ir.Attribute, kind: str, what: str, next_sym: Any,
+    def _attribute(self, attr: ir.Attribute, kind: str, what: str, next_sym: Callable[[str], ir.Value],
                    loc: ir.Location) -> ir.Value:
         if kind in ("symint", "symint?"):
             value = ir.IntegerAttr(attr).value

@@ -2,6 +2,7 @@
 
     et-opt model.mlir --pass-pipeline='builtin.module(et-decompose-to-core-aten,canonicalize)'
     et-opt model.mlir --et-decompose-to-core-aten='keep=aten.linear.default' --et-verify-core-aten
+    et-opt model.mlir --et-to-edge --et-to-out-variants --et-plan-memory --et-emit=model.pte
     et-opt --list-passes
 
 Input is read from a file or stdin ('-'); the torch dialect, every upstream
