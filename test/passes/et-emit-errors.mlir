@@ -1,11 +1,14 @@
 // RUN: et-opt %s --split-input-file --verify-diagnostics --et-emit=%t.pte
 
-// An allocation with no planned memory cannot be written.
+// An intermediate allocation with no planned memory cannot be written (an unplanned output can:
+// the caller provides its memory).
 // expected-error @+1 {{et-emit: etx.alloc tensor<2xf32> at}}
 module {
   func.func @main() attributes {etx.method = "forward"} {
     %0 = "etx.alloc"() {type = tensor<2xf32>} : () -> !etx.value
-    "etx.output"(%0) : (!etx.value) -> ()
+    %1 = "etx.alloc"() {type = tensor<2xf32>} : () -> !etx.value
+    "etx.kernel_call"(%0, %1) {kernel = "aten::relu.out", operandSegmentSizes = array<i32: 1, 1>} : (!etx.value, !etx.value) -> ()
+    "etx.output"(%1) : (!etx.value) -> ()
     return
   }
 }
