@@ -19,8 +19,8 @@ cat > "$out/__init__.py" <<'PY'
 PY
 dest=python/etmlir/schema
 if [ "${1:-}" = "--check" ]; then
-  if ! diff -r -q "$out" "$dest" >/dev/null 2>&1; then
-    diff -r "$out" "$dest" | head -20 >&2 || true
+  if ! diff -r -q -x __pycache__ "$out" "$dest" >/dev/null 2>&1; then
+    diff -r -x __pycache__ "$out" "$dest" | head -20 >&2 || true
     echo "gen_schema: $dest is stale: run 'make generate'" >&2; exit 1
   fi
   echo "gen_schema: $dest is current"
