@@ -22,7 +22,8 @@ from torch_mlir import ir
 from etmlir.executable.planner import Plan
 from etmlir.executable.serialize import serialize as _serialize
 from etmlir.passes.pipeline import PipelineElement, run_pipeline
-from etmlir.passes.plan_memory import method_functions, recorded_plan
+from etmlir.dialects.etx import method_functions
+from etmlir.passes.plan_memory import recorded_plan
 from etmlir.program import Program, clone_module
 
 

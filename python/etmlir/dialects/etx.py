@@ -54,6 +54,18 @@ def upper_bounds(op: ir.Operation) -> list[int] | None:
     return list(t.shape) if t.has_static_shape else None
 
 
+def method_functions(module: ir.Operation) -> list[ir.Operation]:
+    """The etx functions (methods) of the top module: those marked `etx.method`."""
+    return [op.operation for op in module.regions[0].blocks[0].operations
+            if op.operation.name == "func.func" and "etx.method" in op.operation.attributes]
+
+
+def output_owners(func_op: ir.Operation) -> set[ir.Operation]:
+    """The ops defining the values `func_op`'s `etx.output` returns."""
+    return {value.owner for op in func_op.regions[0].blocks[0].operations
+            if op.operation.name == "etx.output" for value in op.operation.operands}
+
+
 def int_attr(op: ir.Operation, name: str) -> int | None:
     return ir.IntegerAttr(op.attributes[name]).value if name in op.attributes else None
 

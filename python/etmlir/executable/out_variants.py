@@ -75,6 +75,16 @@ def _is_out(argument: torch.Argument) -> bool:
     return argument.alias_info is not None and argument.alias_info.is_write and argument.kwarg_only
 
 
+def functional_schema(qualified: str) -> torch.FunctionSchema | None:
+    """The registered schema of `qualified` (`aten::add.Tensor`, `mylib::scale`), or None."""
+    namespace, name, overload = _split(qualified)
+    packet = getattr(getattr(torch.ops, namespace, None), name, None)
+    try:
+        return getattr(packet, overload)._schema if packet is not None else None
+    except AttributeError:
+        return None
+
+
 @functools.cache
 def out_variant(qualified: str) -> OutVariant | None:
     """The out-variant kernel of the functional operator `qualified` (`aten::add.Tensor`), or None."""
@@ -83,14 +93,11 @@ def out_variant(qualified: str) -> OutVariant | None:
     if qualified in PRIM_KERNELS:
         schema = PRIM_KERNELS[qualified]
         return OutVariant(schema.split("(", 1)[0], schema, 1, scalar_result=True)
-    namespace, name, overload = _split(qualified)
-    packet = getattr(getattr(torch.ops, namespace, None), name, None)
-    if packet is None:
+    functional = functional_schema(qualified)
+    if functional is None:
         return None
-    try:
-        functional = getattr(packet, overload)._schema
-    except AttributeError:
-        return None
+    namespace, name, _ = _split(qualified)
+    packet = getattr(getattr(torch.ops, namespace), name)
     full = _signature(list(functional.arguments))
     options = tuple(a.name for a in functional.arguments if a.kwarg_only and a.name in TENSOR_OPTIONS)
     without_options = [arg for arg in full if arg[0] not in options]

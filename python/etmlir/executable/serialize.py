@@ -16,9 +16,9 @@ from collections.abc import Mapping
 import numpy as np
 from torch_mlir import ir
 
-from etmlir.dialects.etx import tensor_type, upper_bounds
+from etmlir.dialects.etx import method_functions, output_owners, tensor_type, upper_bounds
 from etmlir.executable import pte
-from etmlir.executable.dtypes import element_info
+from etmlir.executable.dtypes import element_info, nbytes
 from etmlir.frontend.locations import source_line
 from etmlir.schema.Allocation import AllocationT
 from etmlir.schema.Arena import ArenaT
@@ -96,7 +96,7 @@ class _ConstantData:
         raise SerializeError(f"payload: data {str(attr)[:60]} is not bytes")
 
     def bytes_of(self, op: ir.Operation, t: ir.RankedTensorType) -> bytes:
-        expected = int(np.prod(t.shape, dtype=np.int64)) * element_info(t.element_type)[1]
+        expected = nbytes(list(t.shape), t.element_type)
         param = ir.StringAttr(op.attributes["etmlir.param"]).value if "etmlir.param" in op.attributes else None
         attr = op.attributes["value"]
         if param is not None and param in self.weights:
@@ -170,8 +170,7 @@ class _MethodWriter:
         self.operators: list[tuple[str, str]] = []
         self.delegates: list[DelegateT] = []
         self.instructions: list[InstructionT] = []
-        self.outputs = {v.owner for op in func_op.regions[0].blocks[0].operations
-                        if op.operation.name == "etx.output" for v in op.operation.operands}
+        self.outputs = output_owners(func_op)
         self.debug_entries: list[DebugEntryT] = []
 
     def add(self, value: EValueT, result: ir.Value | None = None) -> int:
@@ -194,7 +193,7 @@ class _MethodWriter:
         table.sizes = sizes
         table.dimOrder = list(range(len(sizes)))
         table.dynamism = Dynamism.Static if t.has_static_shape else Dynamism.Bounded
-        table.nbytes = int(np.prod(sizes, dtype=np.int64)) * element_info(t.element_type)[1]
+        table.nbytes = nbytes(sizes, t.element_type)
         if "mem_id" in op.attributes:
             table.allocation = AllocationT()
             table.allocation.memId = _int_attr(op, "mem_id")
@@ -379,8 +378,7 @@ def serialize(module: ir.Module | ir.Operation, weights: Mapping[str, np.ndarray
               segment_alignment: int = 4096) -> bytes:
     """The `.pte` bytes of a planned etx module (every method it holds)."""
     operation = module.operation if isinstance(module, ir.Module) else module
-    functions = [op.operation for op in operation.regions[0].blocks[0].operations
-                 if op.operation.name == "func.func" and "etx.method" in op.operation.attributes]
+    functions = method_functions(operation)
     if not functions:
         raise SerializeError("no etx method in the module (run et-to-out-variants and et-plan-memory first)")
     constants = _ConstantData(operation, weights)

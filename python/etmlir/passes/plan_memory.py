@@ -33,7 +33,7 @@ import sys
 
 from torch_mlir import ir
 
-from etmlir.dialects.etx import tensor_type, upper_bounds
+from etmlir.dialects.etx import method_functions, output_owners, tensor_type, upper_bounds
 from etmlir.executable.dtypes import nbytes
 from etmlir.frontend.locations import source_line
 from etmlir.executable.planner import Arena, Buffer, Placement, Plan, PlanningError, parse_arenas, plan_memory
@@ -45,12 +45,6 @@ PLAN_ATTR = "etx.memory_plan"
 
 def _i64(value: int) -> ir.IntegerAttr:
     return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
-
-
-def method_functions(module: ir.Operation) -> list[ir.Operation]:
-    """The etx functions (methods) of the top module."""
-    return [op.operation for op in module.regions[0].blocks[0].operations
-            if op.operation.name == "func.func" and "etx.method" in op.operation.attributes]
 
 
 def describe(op: ir.Operation) -> str:
@@ -73,11 +67,7 @@ def tensor_lifetimes(func_op: ir.Operation, alloc_inputs: bool = True,
     ops = [op.operation for op in func_op.regions[0].blocks[0].operations]
     index = {op: i for i, op in enumerate(ops)}
     end_of_method = len(ops)
-    outputs: set[ir.Operation] = set()
-    for op in ops:
-        if op.name == "etx.output":
-            for value in op.operands:
-                outputs.add(value.owner)
+    outputs = output_owners(func_op)
 
     def last_use(value: ir.Value) -> int:
         last = -1

@@ -48,7 +48,7 @@ from torch_mlir.dialects import func
 from etmlir.dialects.edge import DYNAMIC, EdgeOp, edge_op_of, named_operands
 from etmlir.dialects.etx import value_type
 from etmlir.executable.dtypes import LAYOUTS, MEMORY_FORMATS, UnsupportedElementType, element_info
-from etmlir.executable.out_variants import OutVariant, out_variant
+from etmlir.executable.out_variants import OutVariant, functional_schema, out_variant
 from etmlir.passes.registry import Option, PassFailure, emit_error, register_pass
 from etmlir.passes.to_edge import UPPER_BOUNDS_ATTR
 
@@ -298,10 +298,7 @@ class _MethodBuilder:
         if variant is None:
             raise _Unsupported(f"custom op {qualified} has no out variant: register "
                                f"`{qualified}.out(..., *, Tensor(a!) out) -> Tensor(a!)` with torch.library")
-        import torch
-        namespace, rest = qualified.split("::", 1)
-        name, _, overload = rest.partition(".")
-        schema = getattr(getattr(getattr(torch.ops, namespace), name), overload or "default")._schema
+        schema = functional_schema(qualified)
         constant_args = {entry.name: entry.attr for entry in ir.DictAttr(op.attributes["args"])}
         tensors = iter(op.operands)
         args: list[ir.Value] = []

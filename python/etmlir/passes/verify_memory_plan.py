@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
+from etmlir.dialects.etx import method_functions, output_owners, tensor_type
 from etmlir.executable.planner import PlanningError, verify_plan
-from etmlir.passes.plan_memory import describe, method_functions, recorded_plan, tensor_lifetimes
+from etmlir.passes.plan_memory import describe, recorded_plan
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
 
 
@@ -33,11 +34,11 @@ def plan_problems(func_op: ir.Operation) -> list[str]:
         planned, buffers, plan = recorded_plan(func_op)
     except PlanningError as error:
         return [str(error)]
-    outputs = {v.owner for op in func_op.regions[0].blocks[0].operations
-               if op.operation.name == "etx.output" for v in op.operation.operands}
+    outputs = output_owners(func_op)
     problems = [f"{describe(op)} has no planned memory"
-                for op in tensor_lifetimes(func_op)[0]
-                if "mem_id" not in op.attributes and op.name == "etx.alloc" and op not in outputs]
+                for op in (o.operation for o in func_op.regions[0].blocks[0].operations)
+                if op.name == "etx.alloc" and tensor_type(op) is not None and "mem_id" not in op.attributes
+                and op not in outputs]
     return problems + verify_plan(buffers, plan)
 
 
