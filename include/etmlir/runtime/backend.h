@@ -1,0 +1,74 @@
+// Backends (delegates): a backend turns an opaque payload from the .pte into
+// a handle once, at method load, and runs it at each DelegateCall.
+//
+//   class MyBackend : public etmlir::Backend { ... };
+//   static MyBackend backend;                       // user-owned, outlives methods
+//   backends.add("mine", &backend);                 // explicit registration
+//
+// Lifecycle per delegate of a loaded method: is_available() → init() at
+// Method load (a missing or unavailable backend fails the load, naming it) →
+// execute() at every DelegateCall → destroy() when the Method goes away.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "etmlir/runtime/error.h"
+#include "etmlir/runtime/evalue.h"
+#include "etmlir/runtime/memory.h"
+#include "etmlir/runtime/span.h"
+
+namespace etmlir {
+
+struct CompileSpec {
+  const char* key;  // NUL-terminated
+  const uint8_t* value;
+  size_t size;
+};
+
+// What init() may use: the method allocator (memory that lives as long as
+// the method) and the delegate's place in the program for messages.
+struct BackendInitContext {
+  MemoryAllocator* method_allocator;
+  const char* method_name;
+  uint32_t delegate_index;
+};
+
+// What execute() may use: scratch memory valid during the call. A backend
+// that fails can name the debug handle of the op that failed; the runtime
+// turns it into the op's source line.
+struct BackendExecuteContext {
+  MemoryAllocator* temp_allocator;
+  uint32_t failed_debug_handle = 0;
+};
+
+using DelegateHandle = void*;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual bool is_available() const = 0;
+  // `payload` stays valid until destroy(handle).
+  virtual Result<DelegateHandle> init(BackendInitContext& context, Span<const uint8_t> payload,
+                                      Span<const CompileSpec> compile_specs) = 0;
+  // `args`: the delegate's live-ins, then its live-outs (resize those).
+  virtual Error execute(BackendExecuteContext& context, DelegateHandle handle, Span<EValue*> args) = 0;
+  virtual void destroy(DelegateHandle handle) = 0;
+};
+
+class BackendRegistry {
+ public:
+  static constexpr size_t kCapacity = 16;
+  Error add(const char* id, Backend* backend);
+  Backend* find(const char* id, size_t id_size) const;
+  Backend* find(const char* id) const;
+  size_t size() const { return size_; }
+  const char* id(size_t i) const { return ids_[i]; }
+
+ private:
+  const char* ids_[kCapacity] = {};
+  Backend* backends_[kCapacity] = {};
+  size_t size_ = 0;
+};
+
+}  // namespace etmlir

@@ -1,0 +1,86 @@
+// Method: one loaded, executable method of a Program.
+//
+//   method->set_input(0, data, ScalarType::Float, sizes);   // checked against the signature
+//   if (Error e = method->execute()) { ... e.message() names op and source line ... }
+//   const Tensor& y = method->output(0).to_tensor();
+//
+// Everything a Method holds lives in the MemoryManager's method allocator
+// (value table, tensors, instruction table) or in its planned arenas; the
+// caller keeps those, the Program and the registries alive while it lives.
+// execute() performs no heap allocation: kernels get scratch from the temp
+// allocator, which is reset after each instruction.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "etmlir/runtime/backend.h"
+#include "etmlir/runtime/data_loader.h"
+#include "etmlir/runtime/error.h"
+#include "etmlir/runtime/evalue.h"
+#include "etmlir/runtime/kernel.h"
+#include "etmlir/runtime/memory.h"
+#include "etmlir/runtime/span.h"
+
+namespace etmlir {
+
+class Program;
+
+namespace detail {
+struct Step;
+struct LoadedDelegate;
+}  // namespace detail
+
+class Method {
+ public:
+  Method(Method&& other) noexcept;
+  Method(const Method&) = delete;
+  Method& operator=(const Method&) = delete;
+  Method& operator=(Method&&) = delete;
+  ~Method();
+
+  const char* name() const { return name_; }
+  size_t num_inputs() const { return num_inputs_; }
+  size_t num_outputs() const { return num_outputs_; }
+  EValue& input(size_t i) const { return values_[inputs_[i]]; }
+  const EValue& output(size_t i) const { return values_[outputs_[i]]; }
+
+  // Sets tensor input i from `data` (a contiguous buffer of `nbytes`).
+  // dtype and rank must match; sizes must equal the planned sizes, or lie
+  // within the upper bounds of a dynamic input. A planned input is copied into
+  // its arena; an unplanned one points at `data`, which must outlive execute().
+  Error set_input(size_t i, const void* data, size_t nbytes, ScalarType dtype, Span<const int64_t> sizes);
+  // Gives an unplanned output memory to write to (at least its planned nbytes).
+  Error set_output_buffer(size_t i, void* data, size_t nbytes);
+
+  Error execute();
+
+  size_t num_instructions() const { return num_steps_; }
+  // Nanoseconds spent in each instruction during the last execute(), when
+  // profiling is on (nullptr otherwise).
+  void set_profiling(uint64_t* per_instruction_ns) { profile_ = per_instruction_ns; }
+  const char* instruction_name(size_t i) const;
+
+ private:
+  friend class Program;
+  Method() = default;
+  Error describe_failure(Error error, size_t pc) const;
+
+  const Program* program_ = nullptr;
+  size_t method_index_ = 0;
+  const char* name_ = "";
+  EValue* values_ = nullptr;
+  size_t num_values_ = 0;
+  const int32_t* inputs_ = nullptr;
+  size_t num_inputs_ = 0;
+  const int32_t* outputs_ = nullptr;
+  size_t num_outputs_ = 0;
+  detail::Step* steps_ = nullptr;
+  size_t num_steps_ = 0;
+  detail::LoadedDelegate* delegates_ = nullptr;
+  size_t num_delegates_ = 0;
+  MemoryAllocator* temp_ = nullptr;
+  uint64_t* profile_ = nullptr;
+};
+
+}  // namespace etmlir

@@ -1,0 +1,623 @@
+// Method loading (value table, kernels, delegates) and execution.
+#include "etmlir/runtime/method.h"
+
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#include "etmlir/runtime/platform.h"
+#include "etmlir/runtime/program.h"
+#include "pte_format.h"
+
+namespace etmlir {
+namespace detail {
+
+enum class StepKind : uint8_t { Kernel, Delegate, JumpFalse, Move, Free };
+
+struct Step {
+  StepKind kind;
+  uint32_t debug_handle;
+  KernelFn fn;
+  const char* name;  // kernel name, or the delegate's backend id
+  EValue** args;
+  uint32_t num_args;
+  uint32_t delegate;
+  int32_t a;  // JumpFalse: cond; Move: from; Free: value
+  int32_t b;  // Move: to
+  uint32_t target;
+};
+
+struct LoadedDelegate {
+  Backend* backend = nullptr;
+  DelegateHandle handle = nullptr;
+  bool initialized = false;
+  FreeableBuffer payload;
+};
+
+}  // namespace detail
+
+namespace {
+
+using detail::LoadedDelegate;
+using detail::Step;
+using detail::StepKind;
+using ull = unsigned long long;
+
+template <typename V>
+size_t count(const V* vector) {
+  return vector ? vector->size() : 0;
+}
+
+// Every allocation rounds up to 16 bytes and may lose up to 15 to alignment.
+constexpr size_t padded(size_t bytes) { return ((bytes + 15) & ~size_t{15}) + 16; }
+
+// Method allocator bytes for one method; mirrors Program::load_method below.
+size_t method_bytes(const schema::Method& m) {
+  size_t total = padded(count(m.values()) * sizeof(EValue));
+  for (size_t i = 0; i < count(m.values()); ++i) {
+    const schema::EValue* ev = m.values()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    switch (ev->value_type()) {
+      case schema::Value::Tensor: {
+        size_t dim = count(ev->value_as_Tensor()->sizes());
+        total += padded(sizeof(Tensor)) + 3 * padded(dim * sizeof(int64_t)) + padded(dim);
+        break;
+      }
+      case schema::Value::IntList: {
+        size_t k = count(ev->value_as_IntList()->items());
+        total += padded(k * sizeof(EValue*)) + padded(k * sizeof(int64_t));
+        break;
+      }
+      case schema::Value::DoubleList: total += padded(count(ev->value_as_DoubleList()->items()) * sizeof(double)); break;
+      case schema::Value::TensorList: total += padded(count(ev->value_as_TensorList()->items()) * sizeof(Tensor*)); break;
+      case schema::Value::OptionalTensorList:
+        total += padded(count(ev->value_as_OptionalTensorList()->items()) * sizeof(Tensor*));
+        break;
+      default: break;
+    }
+  }
+  total += padded(count(m.operators()) * sizeof(const KernelEntry*)) + padded(count(m.operators()) * sizeof(char*));
+  for (size_t i = 0; i < count(m.operators()); ++i) {
+    const schema::Operator* op = m.operators()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    total += padded(op->name()->size() + (op->overload() ? op->overload()->size() : 0) + 2);
+  }
+  total += padded(count(m.instructions()) * sizeof(Step));
+  for (size_t i = 0; i < count(m.instructions()); ++i) {
+    const schema::Instruction* ins = m.instructions()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    if (const schema::KernelCall* k = ins->kind_as_KernelCall()) total += padded(count(k->args()) * sizeof(EValue*));
+    if (const schema::DelegateCall* d = ins->kind_as_DelegateCall()) total += padded(count(d->args()) * sizeof(EValue*));
+  }
+  total += padded(count(m.delegates()) * sizeof(LoadedDelegate));
+  for (size_t i = 0; i < count(m.delegates()); ++i) {
+    total += padded(count(m.delegates()->Get(static_cast<flatbuffers::uoffset_t>(i))->compile_specs()) *
+                    sizeof(CompileSpec));
+  }
+  return total;
+}
+
+Error out_of_method_memory(const char* method, const char* what) {
+  return Error::make(ErrorCode::OutOfMemory,
+                     "method '%s': the method allocator ran out of memory for %s (size it with "
+                     "MethodMeta::method_allocator_bytes())",
+                     method, what);
+}
+
+// "float32[1, <=256]" for a tensor meta.
+const char* describe_expected(const Tensor& t, char* buffer, size_t size) {
+  size_t used = 0;
+  auto put = [&](const char* fmt, auto... args) {
+    if (used < size) {
+      int n = std::snprintf(buffer + used, size - used, fmt, args...);
+      if (n > 0) used += static_cast<size_t>(n);
+    }
+  };
+  put("%s[", dtype_name(t.dtype()));
+  for (int32_t d = 0; d < t.dim(); ++d) {
+    put("%s%s%lld", d ? ", " : "", t.is_dynamic() ? "<=" : "", static_cast<long long>(t.upper_bounds()[d]));
+  }
+  put("]");
+  return buffer;
+}
+
+const char* describe_given(ScalarType dtype, Span<const int64_t> sizes, char* buffer, size_t size) {
+  size_t used = 0;
+  auto put = [&](const char* fmt, auto... args) {
+    if (used < size) {
+      int n = std::snprintf(buffer + used, size - used, fmt, args...);
+      if (n > 0) used += static_cast<size_t>(n);
+    }
+  };
+  put("%s[", dtype_name(dtype));
+  for (size_t d = 0; d < sizes.size(); ++d) put("%s%lld", d ? ", " : "", static_cast<long long>(sizes[d]));
+  put("]");
+  return buffer;
+}
+
+}  // namespace
+
+size_t MethodMeta::method_allocator_bytes() const {
+  return method_bytes(*static_cast<const schema::Method*>(method_));
+}
+
+// ---- Loading ------------------------------------------------------------------
+
+Result<Method> Program::load_method(const char* name, MemoryManager* memory, const KernelRegistry* kernels,
+                                    const BackendRegistry* backends) const {
+  int index = find_method(name);
+  if (index < 0) return method_meta(name).error();
+  if (memory == nullptr || memory->method_allocator == nullptr)
+    return Error::make(ErrorCode::InvalidArgument, "load_method('%s'): the memory manager has no method allocator",
+                       name);
+  if (kernels == nullptr) return Error::make(ErrorCode::InvalidArgument, "load_method('%s'): no kernel registry", name);
+  const schema::Program& p = *schema::GetProgram(program_.data());
+  const schema::Method& m = *p.methods()->Get(static_cast<flatbuffers::uoffset_t>(index));
+  MemoryAllocator& alloc = *memory->method_allocator;
+  const char* method_name = m.name()->c_str();
+
+  // Arenas: one user buffer per mem_id, each large enough.
+  size_t num_arenas = count(m.arenas());
+  if (memory->planned_arenas.size() < num_arenas)
+    return Error::make(ErrorCode::InvalidArgument,
+                       "method '%s' plans %zu arenas but the memory manager provides %zu buffers", method_name,
+                       num_arenas, memory->planned_arenas.size());
+  for (size_t i = 0; i < num_arenas; ++i) {
+    const schema::Arena* arena = m.arenas()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    const Span<uint8_t>& buffer = memory->planned_arenas[i];
+    if (buffer.size() < arena->size() || (arena->size() > 0 && buffer.data() == nullptr))
+      return Error::make(ErrorCode::OutOfMemory,
+                         "method '%s': arena %zu ('%s') needs %llu bytes; the memory manager gives %zu", method_name,
+                         i, arena->name()->c_str(), static_cast<ull>(arena->size()), buffer.size());
+    if (reinterpret_cast<uintptr_t>(buffer.data()) % 16 != 0)
+      return Error::make(ErrorCode::InvalidArgument, "method '%s': arena %zu buffer is not 16-byte aligned",
+                         method_name, i);
+  }
+
+  Method method;
+  method.program_ = this;
+  method.method_index_ = static_cast<size_t>(index);
+  method.name_ = method_name;
+  method.temp_ = memory->temp_allocator;
+
+  // Values.
+  size_t num_values = count(m.values());
+  method.num_values_ = num_values;
+  method.values_ = alloc.allocate_array<EValue>(num_values ? num_values : 1);
+  if (!method.values_) return out_of_method_memory(method_name, "the value table");
+  for (size_t i = 0; i < num_values; ++i) new (&method.values_[i]) EValue();
+  for (size_t i = 0; i < num_values; ++i) {
+    const schema::EValue* ev = m.values()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    EValue& v = method.values_[i];
+    switch (ev->value_type()) {
+      case schema::Value::Null: v.tag = Tag::None; break;
+      case schema::Value::Int: v.tag = Tag::Int; v.payload.as_int = ev->value_as_Int()->value(); break;
+      case schema::Value::Double: v.tag = Tag::Double; v.payload.as_double = ev->value_as_Double()->value(); break;
+      case schema::Value::Bool: v.tag = Tag::Bool; v.payload.as_bool = ev->value_as_Bool()->value(); break;
+      case schema::Value::String:
+        v.tag = Tag::String;
+        v.payload.as_string.data = ev->value_as_String()->value()->c_str();
+        v.payload.as_string.size = ev->value_as_String()->value()->size();
+        break;
+      case schema::Value::Tensor: {
+        const schema::Tensor* t = ev->value_as_Tensor();
+        int32_t dim = static_cast<int32_t>(count(t->sizes()));
+        size_t d = static_cast<size_t>(dim);
+        Tensor* tensor = alloc.allocate_array<Tensor>(1);
+        int64_t* sizes = alloc.allocate_array<int64_t>(d ? d : 1);
+        int64_t* strides = alloc.allocate_array<int64_t>(d ? d : 1);
+        uint8_t* dim_order = alloc.allocate_array<uint8_t>(d ? d : 1);
+        bool dynamic = t->dynamism() == schema::Dynamism::Bounded;
+        int64_t* bounds = dynamic ? alloc.allocate_array<int64_t>(d ? d : 1) : nullptr;
+        if (!tensor || !sizes || !strides || !dim_order || (dynamic && !bounds))
+          return out_of_method_memory(method_name, "tensor headers");
+        for (size_t k = 0; k < d; ++k) {
+          sizes[k] = t->sizes()->Get(static_cast<flatbuffers::uoffset_t>(k));
+          dim_order[k] = static_cast<uint8_t>(k);
+          if (bounds) bounds[k] = sizes[k];
+        }
+        void* data = nullptr;
+        size_t capacity = 0;
+        if (const schema::Allocation* a = t->allocation()) {
+          data = memory->planned_arenas[a->mem_id()].data() + a->offset();
+          capacity = static_cast<size_t>(t->nbytes());
+        } else if (const schema::DataLocation* c = t->constant()) {
+          // Read-only: the loader rejects any instruction that would write it.
+          data = const_cast<uint8_t*>(constants_.bytes()) + c->offset();
+          capacity = static_cast<size_t>(t->nbytes());
+        }
+        new (tensor) Tensor(static_cast<ScalarType>(t->dtype()), dim, sizes, strides, dim_order, bounds, data, capacity);
+        v.tag = Tag::Tensor;
+        v.payload.as_tensor = tensor;
+        break;
+      }
+      case schema::Value::IntList: {
+        const auto* items = ev->value_as_IntList()->items();
+        size_t k = count(items);
+        EValue** boxed = alloc.allocate_array<EValue*>(k ? k : 1);
+        int64_t* scratch = alloc.allocate_array<int64_t>(k ? k : 1);
+        if (!boxed || !scratch) return out_of_method_memory(method_name, "int lists");
+        for (size_t j = 0; j < k; ++j) boxed[j] = &method.values_[items->Get(static_cast<flatbuffers::uoffset_t>(j))];
+        v.tag = Tag::IntList;
+        v.payload.as_int_list.items = boxed;
+        v.payload.as_int_list.scratch = scratch;
+        v.payload.as_int_list.size = k;
+        break;
+      }
+      case schema::Value::DoubleList: {
+        const auto* items = ev->value_as_DoubleList()->items();
+        size_t k = count(items);
+        double* copy = alloc.allocate_array<double>(k ? k : 1);
+        if (!copy) return out_of_method_memory(method_name, "double lists");
+        for (size_t j = 0; j < k; ++j) copy[j] = items->Get(static_cast<flatbuffers::uoffset_t>(j));
+        v.tag = Tag::DoubleList;
+        v.payload.as_double_list.items = copy;
+        v.payload.as_double_list.size = k;
+        break;
+      }
+      case schema::Value::BoolList: {
+        const auto* items = ev->value_as_BoolList()->items();
+        v.tag = Tag::BoolList;
+        v.payload.as_bool_list.items = items ? reinterpret_cast<const uint8_t*>(items->data()) : nullptr;
+        v.payload.as_bool_list.size = count(items);
+        break;
+      }
+      case schema::Value::TensorList:
+      case schema::Value::OptionalTensorList: {
+        bool optional = ev->value_type() == schema::Value::OptionalTensorList;
+        const auto* items = optional ? ev->value_as_OptionalTensorList()->items() : ev->value_as_TensorList()->items();
+        size_t k = count(items);
+        Tensor** list = alloc.allocate_array<Tensor*>(k ? k : 1);
+        if (!list) return out_of_method_memory(method_name, "tensor lists");
+        v.tag = optional ? Tag::OptionalTensorList : Tag::TensorList;
+        v.payload.as_tensor_list.items = list;
+        v.payload.as_tensor_list.size = k;
+        // Filled below, once every tensor exists.
+        break;
+      }
+      default:
+        return Error::make(ErrorCode::InvalidProgram, "method '%s': value %zu has an unknown kind", method_name, i);
+    }
+  }
+  for (size_t i = 0; i < num_values; ++i) {
+    EValue& v = method.values_[i];
+    if (v.tag != Tag::TensorList && v.tag != Tag::OptionalTensorList) continue;
+    const schema::EValue* ev = m.values()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    const auto* items = v.tag == Tag::OptionalTensorList ? ev->value_as_OptionalTensorList()->items()
+                                                         : ev->value_as_TensorList()->items();
+    Tensor** list = const_cast<Tensor**>(v.payload.as_tensor_list.items);
+    for (size_t j = 0; j < v.payload.as_tensor_list.size; ++j) {
+      int32_t idx = items->Get(static_cast<flatbuffers::uoffset_t>(j));
+      list[j] = idx < 0 ? nullptr : method.values_[idx].payload.as_tensor;
+    }
+  }
+  auto is_constant_tensor = [&](int32_t idx) {
+    const schema::Tensor* t = m.values()->Get(static_cast<flatbuffers::uoffset_t>(idx))->value_as_Tensor();
+    return t != nullptr && t->constant() != nullptr;
+  };
+
+  // Inputs and outputs: indices into the value table (checked by Program::load).
+  method.inputs_ = m.inputs() ? m.inputs()->data() : nullptr;
+  method.num_inputs_ = count(m.inputs());
+  method.outputs_ = m.outputs() ? m.outputs()->data() : nullptr;
+  method.num_outputs_ = count(m.outputs());
+  for (size_t i = 0; i < method.num_inputs_; ++i) {
+    if (is_constant_tensor(method.inputs_[i]))
+      return Error::make(ErrorCode::InvalidProgram, "invalid program: method '%s' input %zu is a constant tensor",
+                         method_name, i);
+  }
+
+  // Operators → kernels. A missing kernel fails here, not at execute.
+  size_t num_ops = count(m.operators());
+  const KernelEntry** entries = alloc.allocate_array<const KernelEntry*>(num_ops ? num_ops : 1);
+  char** op_names = alloc.allocate_array<char*>(num_ops ? num_ops : 1);
+  if (!entries || !op_names) return out_of_method_memory(method_name, "the operator table");
+  for (size_t i = 0; i < num_ops; ++i) {
+    const schema::Operator* op = m.operators()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    size_t n = op->name()->size() + (op->overload() ? op->overload()->size() : 0) + 2;
+    op_names[i] = alloc.allocate_array<char>(n);
+    if (!op_names[i]) return out_of_method_memory(method_name, "operator names");
+    const char* overload = op->overload() ? op->overload()->c_str() : "";
+    std::snprintf(op_names[i], n, "%s%s%s", op->name()->c_str(), overload[0] ? "." : "", overload);
+    entries[i] = kernels->find(op_names[i]);
+  }
+
+  // Instructions.
+  size_t num_instructions = count(m.instructions());
+  method.steps_ = alloc.allocate_array<Step>(num_instructions ? num_instructions : 1);
+  if (!method.steps_) return out_of_method_memory(method_name, "the instruction table");
+  method.num_steps_ = num_instructions;
+  for (size_t pc = 0; pc < num_instructions; ++pc) {
+    const schema::Instruction* ins = m.instructions()->Get(static_cast<flatbuffers::uoffset_t>(pc));
+    Step& step = method.steps_[pc];
+    std::memset(static_cast<void*>(&step), 0, sizeof(Step));
+    step.debug_handle = ins->debug_handle();
+    const flatbuffers::Vector<int32_t>* args = nullptr;
+    switch (ins->kind_type()) {
+      case schema::InstructionKind::KernelCall: {
+        const schema::KernelCall* call = ins->kind_as_KernelCall();
+        step.kind = StepKind::Kernel;
+        step.name = op_names[call->op()];
+        const KernelEntry* entry = entries[call->op()];
+        if (entry == nullptr) {
+          const char* where = debug_location(method.method_index_, step.debug_handle);
+          return Error::make(ErrorCode::NotFound,
+                             "no kernel for %s (needed by method '%s', instruction %zu%s%s); this runtime has %zu "
+                             "kernels: register one, or build with the operator selected",
+                             step.name, method_name, pc, where ? " at " : "", where ? where : "", kernels->size());
+        }
+        step.fn = entry->fn;
+        args = call->args();
+        // Arity and kinds against the registered signature; outputs (after
+        // '|') must not be constants.
+        size_t expected = 0;
+        for (const char* c = entry->signature; *c; ++c) expected += *c != '|';
+        if (count(args) != expected) {
+          return Error::make(ErrorCode::InvalidProgram,
+                             "invalid program: method '%s' instruction %zu calls %s with %zu arguments; its kernel "
+                             "takes %zu",
+                             method_name, pc, step.name, count(args), expected);
+        }
+        bool in_outs = false;
+        size_t k = 0;
+        for (const char* c = entry->signature; *c; ++c) {
+          if (*c == '|') {
+            in_outs = true;
+            continue;
+          }
+          int32_t idx = args->Get(static_cast<flatbuffers::uoffset_t>(k));
+          if (!matches_signature(*c, method.values_[idx])) {
+            return Error::make(ErrorCode::InvalidProgram,
+                               "invalid program: method '%s' instruction %zu (%s): argument %zu is a %s; the kernel "
+                               "expects %s",
+                               method_name, pc, step.name, k, tag_name(method.values_[idx].tag),
+                               signature_kind_name(*c));
+          }
+          if (in_outs && is_constant_tensor(idx)) {
+            return Error::make(ErrorCode::InvalidProgram,
+                               "invalid program: method '%s' instruction %zu (%s) writes constant tensor value %d",
+                               method_name, pc, step.name, idx);
+          }
+          ++k;
+        }
+        break;
+      }
+      case schema::InstructionKind::DelegateCall: {
+        const schema::DelegateCall* call = ins->kind_as_DelegateCall();
+        step.kind = StepKind::Delegate;
+        step.delegate = call->delegate();
+        step.name = m.delegates()->Get(call->delegate())->backend()->c_str();
+        args = call->args();
+        break;
+      }
+      case schema::InstructionKind::JumpFalse:
+        step.kind = StepKind::JumpFalse;
+        step.a = ins->kind_as_JumpFalse()->cond();
+        step.target = ins->kind_as_JumpFalse()->target();
+        break;
+      case schema::InstructionKind::Move:
+        step.kind = StepKind::Move;
+        step.a = ins->kind_as_Move()->from();
+        step.b = ins->kind_as_Move()->to();
+        if (is_constant_tensor(step.a))
+          return Error::make(ErrorCode::NotSupported, "method '%s' instruction %zu moves a constant tensor",
+                             method_name, pc);
+        break;
+      case schema::InstructionKind::Free:
+        step.kind = StepKind::Free;
+        step.a = ins->kind_as_Free()->value();
+        break;
+      default:
+        return Error::make(ErrorCode::InvalidProgram, "method '%s': instruction %zu has an unknown kind", method_name,
+                           pc);
+    }
+    if (args != nullptr) {
+      size_t n = args->size();
+      step.args = alloc.allocate_array<EValue*>(n ? n : 1);
+      if (!step.args) return out_of_method_memory(method_name, "instruction arguments");
+      for (size_t k = 0; k < n; ++k) step.args[k] = &method.values_[args->Get(static_cast<flatbuffers::uoffset_t>(k))];
+      step.num_args = static_cast<uint32_t>(n);
+    }
+  }
+
+  // Delegates: find the backend, load the payload, init once.
+  size_t num_delegates = count(m.delegates());
+  if (num_delegates > 0) {
+    method.delegates_ = alloc.allocate_array<LoadedDelegate>(num_delegates);
+    if (!method.delegates_) return out_of_method_memory(method_name, "delegates");
+    for (size_t i = 0; i < num_delegates; ++i) new (&method.delegates_[i]) LoadedDelegate();
+    method.num_delegates_ = num_delegates;
+  }
+  for (size_t i = 0; i < num_delegates; ++i) {
+    const schema::Delegate* d = m.delegates()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    const char* id = d->backend()->c_str();
+    Backend* backend = backends ? backends->find(id) : nullptr;
+    if (backend == nullptr)
+      return Error::make(ErrorCode::NotFound, "method '%s' delegate %zu needs backend '%s', which is not registered",
+                         method_name, i, id);
+    if (!backend->is_available())
+      return Error::make(ErrorCode::NotSupported, "method '%s' delegate %zu: backend '%s' is not available here",
+                         method_name, i, id);
+    LoadedDelegate& loaded = method.delegates_[i];
+    loaded.backend = backend;
+    Result<FreeableBuffer> payload = load_segment(d->payload()->segment(), d->payload()->offset(), d->payload()->size());
+    if (!payload.ok()) return payload.error();
+    loaded.payload = static_cast<FreeableBuffer&&>(payload.get());
+    size_t num_specs = count(d->compile_specs());
+    CompileSpec* specs = alloc.allocate_array<CompileSpec>(num_specs ? num_specs : 1);
+    if (!specs) return out_of_method_memory(method_name, "compile specs");
+    for (size_t k = 0; k < num_specs; ++k) {
+      const schema::CompileSpec* s = d->compile_specs()->Get(static_cast<flatbuffers::uoffset_t>(k));
+      specs[k] = CompileSpec{s->key()->c_str(), s->value() ? s->value()->data() : nullptr, count(s->value())};
+    }
+    BackendInitContext context{&alloc, method_name, static_cast<uint32_t>(i)};
+    Result<DelegateHandle> handle =
+        backend->init(context, Span<const uint8_t>(loaded.payload.bytes(), loaded.payload.size()),
+                      Span<const CompileSpec>(specs, num_specs));
+    if (!handle.ok()) {
+      Error error = handle.error();
+      error.prefix("method '%s' delegate %zu (backend '%s'): init failed", method_name, i, id);
+      return error;
+    }
+    loaded.handle = handle.get();
+    loaded.initialized = true;
+  }
+  return Result<Method>(static_cast<Method&&>(method));
+}
+
+// ---- Method -------------------------------------------------------------------
+
+Method::Method(Method&& other) noexcept
+    : program_(other.program_),
+      method_index_(other.method_index_),
+      name_(other.name_),
+      values_(other.values_),
+      num_values_(other.num_values_),
+      inputs_(other.inputs_),
+      num_inputs_(other.num_inputs_),
+      outputs_(other.outputs_),
+      num_outputs_(other.num_outputs_),
+      steps_(other.steps_),
+      num_steps_(other.num_steps_),
+      delegates_(other.delegates_),
+      num_delegates_(other.num_delegates_),
+      temp_(other.temp_),
+      profile_(other.profile_) {
+  other.delegates_ = nullptr;
+  other.num_delegates_ = 0;
+}
+
+Method::~Method() {
+  for (size_t i = 0; i < num_delegates_; ++i) {
+    LoadedDelegate& d = delegates_[i];
+    if (d.initialized) d.backend->destroy(d.handle);
+    d.~LoadedDelegate();
+  }
+}
+
+const char* Method::instruction_name(size_t i) const {
+  if (i >= num_steps_) return "";
+  switch (steps_[i].kind) {
+    case StepKind::Kernel:
+    case StepKind::Delegate: return steps_[i].name;
+    case StepKind::JumpFalse: return "jump_false";
+    case StepKind::Move: return "move";
+    case StepKind::Free: return "free";
+  }
+  return "";
+}
+
+Error Method::set_input(size_t i, const void* data, size_t nbytes, ScalarType dtype, Span<const int64_t> sizes) {
+  if (i >= num_inputs_)
+    return Error::make(ErrorCode::InvalidArgument, "method '%s' has %zu inputs; there is no input %zu", name_,
+                       num_inputs_, i);
+  EValue& v = values_[inputs_[i]];
+  if (!v.is_tensor())
+    return Error::make(ErrorCode::NotSupported, "method '%s' input %zu is a %s, not a tensor", name_, i,
+                       tag_name(v.tag));
+  Tensor& t = v.to_tensor();
+  char expected[192];
+  char given[192];
+  bool ok = dtype == t.dtype() && static_cast<int64_t>(sizes.size()) == t.dim();
+  for (size_t d = 0; ok && d < sizes.size(); ++d) {
+    int64_t bound = t.upper_bounds()[d];
+    ok = t.is_dynamic() ? (sizes[d] >= 0 && sizes[d] <= bound) : sizes[d] == bound;
+  }
+  if (!ok)
+    return Error::make(ErrorCode::InvalidArgument, "method '%s' input %zu: expected %s, got %s", name_, i,
+                       describe_expected(t, expected, sizeof(expected)),
+                       describe_given(dtype, sizes, given, sizeof(given)));
+  ET_CHECK_OK(t.resize(sizes, "input"));
+  if (nbytes < t.nbytes() || (data == nullptr && t.nbytes() > 0))
+    return Error::make(ErrorCode::InvalidArgument, "method '%s' input %zu: %zu bytes given, %s needs %zu", name_, i,
+                       nbytes, describe_given(dtype, sizes, given, sizeof(given)), t.nbytes());
+  if (t.capacity() > 0 && t.mutable_data() != nullptr && t.mutable_data() != data && t.capacity() >= t.nbytes()) {
+    std::memcpy(t.mutable_data(), data, t.nbytes());  // planned: copy into the arena
+  } else {
+    t.set_data(const_cast<void*>(data), nbytes);  // unplanned: the caller's memory
+  }
+  return Error::ok();
+}
+
+Error Method::set_output_buffer(size_t i, void* data, size_t nbytes) {
+  if (i >= num_outputs_)
+    return Error::make(ErrorCode::InvalidArgument, "method '%s' has %zu outputs; there is no output %zu", name_,
+                       num_outputs_, i);
+  EValue& v = values_[outputs_[i]];
+  if (!v.is_tensor())
+    return Error::make(ErrorCode::InvalidArgument, "method '%s' output %zu is a %s, not a tensor", name_, i,
+                       tag_name(v.tag));
+  Tensor& t = v.to_tensor();
+  size_t planned = static_cast<size_t>(1);
+  for (int32_t d = 0; d < t.dim(); ++d) planned *= static_cast<size_t>(t.upper_bounds()[d]);
+  planned *= t.element_size();
+  if (nbytes < planned)
+    return Error::make(ErrorCode::InvalidArgument, "method '%s' output %zu needs %zu bytes; %zu given", name_, i,
+                       planned, nbytes);
+  t.set_data(data, nbytes);
+  return Error::ok();
+}
+
+Error Method::describe_failure(Error error, size_t pc) const {
+  const Step& step = steps_[pc];
+  uint32_t handle = step.debug_handle;
+  const char* where = program_->debug_location(method_index_, handle);
+  error.prefix("%s (method '%s', instruction %zu)", where ? where : "unknown location", name_, pc);
+  return error;
+}
+
+Error Method::execute() {
+  for (size_t i = 0; i < num_inputs_; ++i) {
+    const EValue& v = values_[inputs_[i]];
+    if (v.is_tensor() && v.to_tensor().mutable_data() == nullptr && v.to_tensor().nbytes() > 0)
+      return Error::make(ErrorCode::InvalidArgument, "method '%s': input %zu was not set (call set_input)", name_, i);
+  }
+  for (size_t i = 0; i < num_outputs_; ++i) {
+    const EValue& v = values_[outputs_[i]];
+    if (v.is_tensor() && v.to_tensor().mutable_data() == nullptr && v.to_tensor().capacity() == 0 &&
+        v.to_tensor().nbytes() > 0)
+      return Error::make(ErrorCode::InvalidArgument,
+                         "method '%s': output %zu is not planned and has no buffer (call set_output_buffer)", name_, i);
+  }
+  size_t pc = 0;
+  while (pc < num_steps_) {
+    const Step& step = steps_[pc];
+    uint64_t start = profile_ ? pal_now_ns() : 0;
+    size_t next = pc + 1;
+    switch (step.kind) {
+      case StepKind::Kernel: {
+        KernelContext context(step.name, temp_);
+        Error error = step.fn(context, step.args);
+        if (temp_) temp_->reset();
+        if (error) return describe_failure(error, pc);
+        break;
+      }
+      case StepKind::Delegate: {
+        const LoadedDelegate& d = delegates_[step.delegate];
+        BackendExecuteContext context{temp_, 0};
+        Error error = d.backend->execute(context, d.handle, Span<EValue*>(step.args, step.num_args));
+        if (temp_) temp_->reset();
+        if (error) {
+          const char* where =
+              context.failed_debug_handle ? program_->debug_location(method_index_, context.failed_debug_handle) : nullptr;
+          if (where != nullptr) {
+            error.prefix("%s (method '%s', instruction %zu, delegate '%s')", where, name_, pc, step.name);
+            return error;
+          }
+          return describe_failure(error, pc);
+        }
+        break;
+      }
+      case StepKind::JumpFalse:
+        if (!values_[step.a].to_bool()) next = step.target;
+        break;
+      case StepKind::Move:
+        values_[step.b] = values_[step.a];
+        break;
+      case StepKind::Free:
+        break;
+    }
+    if (profile_) profile_[pc] = pal_now_ns() - start;
+    pc = next;
+  }
+  return Error::ok();
+}
+
+}  // namespace etmlir

@@ -1,0 +1,291 @@
+// Semantic checks of a verified FlatBuffer: everything the FlatBuffers
+// verifier cannot know (indices in range, byte counts consistent, data inside
+// its segment). After these pass, Method loading can index without checks.
+#include <cstring>
+
+#include "etmlir/runtime/tensor.h"
+#include "pte_format.h"
+
+namespace etmlir {
+namespace pte {
+namespace {
+
+uint32_t read_u32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+         static_cast<uint32_t>(p[3]) << 24;
+}
+
+uint64_t read_u64(const uint8_t* p) {
+  return static_cast<uint64_t>(read_u32(p)) | static_cast<uint64_t>(read_u32(p + 4)) << 32;
+}
+
+using ull = unsigned long long;
+
+Error bad(const schema::Method& method, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+Error bad(const schema::Method& method, const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  Error error = Error::vmake(ErrorCode::InvalidProgram, fmt, args);
+  va_end(args);
+  error.prefix("invalid program: method '%s'", method.name() ? method.name()->c_str() : "?");
+  return error;
+}
+
+template <typename V>
+size_t count(const V* vector) {
+  return vector ? vector->size() : 0;
+}
+
+Error check_tensor(const schema::Method& method, const schema::Tensor& t, size_t index, const uint64_t* segment_sizes,
+                   size_t num_segments, uint32_t constant_segment) {
+  if (!is_known_dtype(static_cast<int8_t>(t.dtype())))
+    return bad(method, "value %zu: tensor dtype %d is not a known ScalarType", index, static_cast<int>(t.dtype()));
+  ScalarType dtype = static_cast<ScalarType>(t.dtype());
+  size_t dim = count(t.sizes());
+  if (dim > static_cast<size_t>(kMaxDims))
+    return bad(method, "value %zu: tensor has %zu dims; this runtime supports up to %d", index, dim, kMaxDims);
+  if (count(t.dim_order()) != dim)
+    return bad(method, "value %zu: tensor has %zu sizes but %zu dim_order entries", index, dim, count(t.dim_order()));
+  uint64_t numel = 1;
+  for (size_t d = 0; d < dim; ++d) {
+    int64_t s = t.sizes()->Get(static_cast<flatbuffers::uoffset_t>(d));
+    if (s < 0) return bad(method, "value %zu: tensor size %zu is %lld", index, d, static_cast<long long>(s));
+    if (s != 0 && numel > (UINT64_MAX >> 1) / static_cast<uint64_t>(s))
+      return bad(method, "value %zu: tensor element count overflows", index);
+    numel *= static_cast<uint64_t>(s);
+    if (t.dim_order()->Get(static_cast<flatbuffers::uoffset_t>(d)) != d)
+      return Error::make(ErrorCode::NotSupported,
+                         "method '%s' value %zu: tensor dim_order is not contiguous (only identity dim orders run)",
+                         method.name() ? method.name()->c_str() : "?", index);
+  }
+  uint64_t elem = element_size(dtype);
+  if (numel > UINT64_MAX / elem) return bad(method, "value %zu: tensor byte count overflows", index);
+  if (t.nbytes() != numel * elem)
+    return bad(method, "value %zu: tensor nbytes is %llu but %s of its sizes is %llu bytes", index,
+               static_cast<ull>(t.nbytes()), dtype_name(dtype), static_cast<ull>(numel * elem));
+  if (t.dynamism() != schema::Dynamism::Static && t.dynamism() != schema::Dynamism::Bounded)
+    return bad(method, "value %zu: unknown dynamism %d", index, static_cast<int>(t.dynamism()));
+  if (t.allocation() && t.constant())
+    return bad(method, "value %zu: tensor is both planned (arena) and constant", index);
+  if (const schema::Allocation* a = t.allocation()) {
+    size_t arenas = count(method.arenas());
+    if (a->mem_id() >= arenas)
+      return bad(method, "value %zu: tensor is planned in arena %u; the method has %zu arenas", index, a->mem_id(),
+                 arenas);
+    uint64_t arena_size = method.arenas()->Get(a->mem_id())->size();
+    if (!fits(a->offset(), t.nbytes(), arena_size))
+      return bad(method, "value %zu: tensor bytes [%llu, +%llu) overflow arena %u (%llu bytes)", index,
+                 static_cast<ull>(a->offset()), static_cast<ull>(t.nbytes()), a->mem_id(), static_cast<ull>(arena_size));
+    if (a->offset() % elem != 0)
+      return bad(method, "value %zu: tensor offset %llu in arena %u is not %llu-byte aligned", index,
+                 static_cast<ull>(a->offset()), a->mem_id(), static_cast<ull>(elem));
+  }
+  if (const schema::DataLocation* c = t.constant()) {
+    if (c->segment() != constant_segment || c->segment() >= num_segments)
+      return bad(method, "value %zu: constant tensor is in segment %u; constants live in segment %u of %zu", index,
+                 c->segment(), constant_segment, num_segments);
+    if (c->size() != t.nbytes())
+      return bad(method, "value %zu: constant holds %llu bytes; the tensor needs %llu", index,
+                 static_cast<ull>(c->size()), static_cast<ull>(t.nbytes()));
+    if (!fits(c->offset(), c->size(), segment_sizes[c->segment()]))
+      return bad(method, "value %zu: constant bytes [%llu, +%llu) lie outside segment %u (%llu bytes)", index,
+                 static_cast<ull>(c->offset()), static_cast<ull>(c->size()), c->segment(),
+                 static_cast<ull>(segment_sizes[c->segment()]));
+    if (c->offset() % elem != 0)
+      return bad(method, "value %zu: constant offset %llu is not %llu-byte aligned", index,
+                 static_cast<ull>(c->offset()), static_cast<ull>(elem));
+  }
+  return Error::ok();
+}
+
+// `kind` of value `i` must be `want` (or None when `allow_none`).
+bool value_is(const schema::Method& method, int32_t i, schema::Value want) {
+  size_t n = count(method.values());
+  if (i < 0 || static_cast<size_t>(i) >= n) return false;
+  return method.values()->Get(static_cast<flatbuffers::uoffset_t>(i))->value_type() == want;
+}
+
+Error check_indices(const schema::Method& method, const flatbuffers::Vector<int32_t>* items, const char* what,
+                    size_t where, bool allow_minus_one) {
+  size_t n = count(method.values());
+  if (!items) return Error::ok();
+  for (flatbuffers::uoffset_t k = 0; k < items->size(); ++k) {
+    int32_t v = items->Get(k);
+    if (v == -1 && allow_minus_one) continue;
+    if (v < 0 || static_cast<size_t>(v) >= n)
+      return bad(method, "%s %zu: entry %u refers to value %d; the method has %zu values", what, where, k, v, n);
+  }
+  return Error::ok();
+}
+
+}  // namespace
+
+Error parse_header(const uint8_t* bytes, uint64_t actual_size, Header* h) {
+  if (actual_size < kHeaderSize)
+    return Error::make(ErrorCode::InvalidProgram, "invalid program: %llu bytes is too short for the %llu-byte header",
+                       static_cast<ull>(actual_size), static_cast<ull>(kHeaderSize));
+  if (std::memcmp(bytes, "ETXH", 4) != 0)
+    return Error::make(ErrorCode::InvalidProgram, "invalid program: header magic is not \"ETXH\": not an etmlir .pte");
+  h->header_version = read_u32(bytes + 4);
+  h->header_size = read_u32(bytes + 8);
+  h->segment_alignment = read_u32(bytes + 12);
+  h->program_offset = read_u64(bytes + 16);
+  h->program_size = read_u64(bytes + 24);
+  h->segment_base_offset = read_u64(bytes + 32);
+  h->segment_data_size = read_u64(bytes + 40);
+  h->file_size = read_u64(bytes + 48);
+  if (h->header_version != kHeaderVersion)
+    return Error::make(ErrorCode::NotSupported, "invalid program: header version %u; this runtime reads version %u",
+                       h->header_version, kHeaderVersion);
+  if (h->header_size != kHeaderSize)
+    return Error::make(ErrorCode::InvalidProgram, "invalid program: header_size is %u, expected %llu", h->header_size,
+                       static_cast<ull>(kHeaderSize));
+  if (h->file_size != actual_size)
+    return Error::make(ErrorCode::InvalidProgram,
+                       "invalid program: header says the file is %llu bytes but it is %llu (truncated, or bytes appended)",
+                       static_cast<ull>(h->file_size), static_cast<ull>(actual_size));
+  if (h->program_offset < kHeaderSize || h->program_offset % kProgramAlignment != 0 ||
+      !fits(h->program_offset, h->program_size, actual_size) || h->program_size < 8 ||
+      h->program_size >= FLATBUFFERS_MAX_BUFFER_SIZE)
+    return Error::make(ErrorCode::InvalidProgram, "invalid program: program bytes [%llu, +%llu) are not a valid range",
+                       static_cast<ull>(h->program_offset), static_cast<ull>(h->program_size));
+  uint32_t a = h->segment_alignment;
+  if (a == 0 || (a & (a - 1)) != 0 || a < 16)
+    return Error::make(ErrorCode::InvalidProgram, "invalid program: segment_alignment %u is not a power of two >= 16", a);
+  if (!fits(h->segment_base_offset, h->segment_data_size, actual_size) || h->segment_base_offset % a != 0)
+    return Error::make(ErrorCode::InvalidProgram,
+                       "invalid program: segment data [%llu, +%llu) is outside the file or not %u-aligned",
+                       static_cast<ull>(h->segment_base_offset), static_cast<ull>(h->segment_data_size), a);
+  return Error::ok();
+}
+
+Error validate_method(const schema::Program& program, const schema::Method& method, const uint64_t* segment_sizes) {
+  if (!method.name()) return bad(method, "has no name");
+  size_t num_segments = count(program.segments());
+  size_t num_values = count(method.values());
+  for (size_t i = 0; i < count(method.arenas()); ++i) {
+    if (!method.arenas()->Get(static_cast<flatbuffers::uoffset_t>(i))->name())
+      return bad(method, "arena %zu has no name", i);
+  }
+  for (size_t i = 0; i < num_values; ++i) {
+    const schema::EValue* ev = method.values()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    switch (ev->value_type()) {
+      case schema::Value::Null:
+      case schema::Value::Int:
+      case schema::Value::Double:
+      case schema::Value::Bool:
+        break;
+      case schema::Value::NONE:
+        return bad(method, "value %zu has no content", i);
+      case schema::Value::String:
+        if (!ev->value_as_String()->value()) return bad(method, "value %zu: string has no bytes", i);
+        break;
+      case schema::Value::Tensor:
+        ET_CHECK_OK(check_tensor(method, *ev->value_as_Tensor(), i, segment_sizes, num_segments,
+                                 program.constant_segment()));
+        break;
+      case schema::Value::IntList: {
+        const auto* items = ev->value_as_IntList()->items();
+        ET_CHECK_OK(check_indices(method, items, "value", i, false));
+        for (flatbuffers::uoffset_t k = 0; items && k < items->size(); ++k) {
+          if (!value_is(method, items->Get(k), schema::Value::Int))
+            return bad(method, "value %zu: int list entry %u (value %d) is not an int", i, k, items->Get(k));
+        }
+        break;
+      }
+      case schema::Value::DoubleList:
+      case schema::Value::BoolList:
+        break;
+      case schema::Value::TensorList:
+      case schema::Value::OptionalTensorList: {
+        bool optional = ev->value_type() == schema::Value::OptionalTensorList;
+        const auto* items = optional ? ev->value_as_OptionalTensorList()->items() : ev->value_as_TensorList()->items();
+        ET_CHECK_OK(check_indices(method, items, "value", i, optional));
+        for (flatbuffers::uoffset_t k = 0; items && k < items->size(); ++k) {
+          if (items->Get(k) != -1 && !value_is(method, items->Get(k), schema::Value::Tensor))
+            return bad(method, "value %zu: tensor list entry %u (value %d) is not a tensor", i, k, items->Get(k));
+        }
+        break;
+      }
+      default:
+        return bad(method, "value %zu has unknown kind %d", i, static_cast<int>(ev->value_type()));
+    }
+  }
+  ET_CHECK_OK(check_indices(method, method.inputs(), "inputs", 0, false));
+  ET_CHECK_OK(check_indices(method, method.outputs(), "outputs", 0, false));
+  for (size_t i = 0; i < count(method.operators()); ++i) {
+    const schema::Operator* op = method.operators()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    if (!op->name()) return bad(method, "operator %zu has no name", i);
+  }
+  for (size_t i = 0; i < count(method.delegates()); ++i) {
+    const schema::Delegate* d = method.delegates()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    if (!d->backend()) return bad(method, "delegate %zu has no backend id", i);
+    const schema::DataLocation* p = d->payload();
+    if (!p) return bad(method, "delegate %zu has no payload", i);
+    if (p->segment() >= num_segments || !fits(p->offset(), p->size(), segment_sizes[p->segment()]))
+      return bad(method, "delegate %zu: payload [%llu, +%llu) in segment %u lies outside the program's segments", i,
+                 static_cast<ull>(p->offset()), static_cast<ull>(p->size()), p->segment());
+    for (size_t k = 0; k < count(d->compile_specs()); ++k) {
+      if (!d->compile_specs()->Get(static_cast<flatbuffers::uoffset_t>(k))->key())
+        return bad(method, "delegate %zu: compile spec %zu has no key", i, k);
+    }
+  }
+  size_t num_instructions = count(method.instructions());
+  for (size_t i = 0; i < num_instructions; ++i) {
+    const schema::Instruction* ins = method.instructions()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    switch (ins->kind_type()) {
+      case schema::InstructionKind::KernelCall: {
+        const schema::KernelCall* call = ins->kind_as_KernelCall();
+        if (call->op() >= count(method.operators()))
+          return bad(method, "instruction %zu calls operator %u; the method has %zu", i, call->op(),
+                     count(method.operators()));
+        ET_CHECK_OK(check_indices(method, call->args(), "instruction", i, false));
+        break;
+      }
+      case schema::InstructionKind::DelegateCall: {
+        const schema::DelegateCall* call = ins->kind_as_DelegateCall();
+        if (call->delegate() >= count(method.delegates()))
+          return bad(method, "instruction %zu calls delegate %u; the method has %zu", i, call->delegate(),
+                     count(method.delegates()));
+        ET_CHECK_OK(check_indices(method, call->args(), "instruction", i, false));
+        break;
+      }
+      case schema::InstructionKind::JumpFalse: {
+        const schema::JumpFalse* jump = ins->kind_as_JumpFalse();
+        if (!value_is(method, jump->cond(), schema::Value::Bool))
+          return bad(method, "instruction %zu: jump condition (value %d) is not a bool", i, jump->cond());
+        if (jump->target() > num_instructions)
+          return bad(method, "instruction %zu jumps to %u; the method has %zu instructions", i, jump->target(),
+                     num_instructions);
+        break;
+      }
+      case schema::InstructionKind::Move: {
+        const schema::Move* move = ins->kind_as_Move();
+        if (move->from() < 0 || static_cast<size_t>(move->from()) >= num_values || move->to() < 0 ||
+            static_cast<size_t>(move->to()) >= num_values)
+          return bad(method, "instruction %zu moves value %d to %d; the method has %zu values", i, move->from(),
+                     move->to(), num_values);
+        auto from = method.values()->Get(static_cast<flatbuffers::uoffset_t>(move->from()))->value_type();
+        auto to = method.values()->Get(static_cast<flatbuffers::uoffset_t>(move->to()))->value_type();
+        if (from != to) return bad(method, "instruction %zu moves between values of different kinds", i);
+        break;
+      }
+      case schema::InstructionKind::Free: {
+        int32_t v = ins->kind_as_Free()->value();
+        if (v < 0 || static_cast<size_t>(v) >= num_values)
+          return bad(method, "instruction %zu frees value %d; the method has %zu values", i, v, num_values);
+        break;
+      }
+      default:
+        return bad(method, "instruction %zu has unknown kind %d", i, static_cast<int>(ins->kind_type()));
+    }
+  }
+  for (size_t i = 0; i < count(method.debug_info()); ++i) {
+    const schema::DebugEntry* e = method.debug_info()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    if (!e->location() || !e->op()) return bad(method, "debug entry %zu lacks a location or op", i);
+  }
+  return Error::ok();
+}
+
+}  // namespace pte
+}  // namespace etmlir
