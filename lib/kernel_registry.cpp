@@ -15,7 +15,7 @@ Error KernelContext::fail(ErrorCode code, const char* fmt, ...) {
 }
 
 namespace {
-constexpr const char kSignatureKinds[] = "TtiIfFsSbBLMDEQRXY?";
+constexpr const char kSignatureKinds[] = "TtiIfFsSbBLMDGEQRXY?|";
 }
 
 const char* signature_kind_name(char kind) {
@@ -33,6 +33,7 @@ const char* signature_kind_name(char kind) {
     case 'L': return "int list";
     case 'M': return "int list or None";
     case 'D': return "double list";
+    case 'G': return "double list or None";
     case 'E': return "bool list";
     case 'Q': return "string";
     case 'R': return "string or None";
@@ -58,6 +59,7 @@ bool matches_signature(char kind, const EValue& v) {
     case 'L': return v.tag == Tag::IntList;
     case 'M': return v.tag == Tag::IntList || v.is_none();
     case 'D': return v.tag == Tag::DoubleList;
+    case 'G': return v.tag == Tag::DoubleList || v.is_none();
     case 'E': return v.tag == Tag::BoolList;
     case 'Q': return v.tag == Tag::String;
     case 'R': return v.tag == Tag::String || v.is_none();
@@ -72,8 +74,10 @@ Error KernelRegistry::add(const char* name, const char* signature, KernelFn fn) 
   if (name == nullptr || signature == nullptr || fn == nullptr) {
     return Error::make(ErrorCode::InvalidArgument, "kernel registration needs a name, a signature and a function");
   }
+  int bars = 0;
   for (const char* c = signature; *c; ++c) {
-    if (std::strchr(kSignatureKinds, *c) == nullptr) {
+    bars += *c == '|';
+    if (std::strchr(kSignatureKinds, *c) == nullptr || bars > 1) {
       return Error::make(ErrorCode::InvalidArgument, "kernel %s: unknown signature character '%c' in \"%s\"", name,
                          *c, signature);
     }

@@ -50,10 +50,10 @@ Error sym_storage_offset(KernelContext&, EValue** args) {
 
 Error register_prim_kernels(KernelRegistry& registry) {
   // Result slots are Ints the loader reserved: signature kind 'i'.
-  ET_CHECK_OK(registry.add("etmlir_prim::sym_size.int", "Tii", sym_size_int));
-  ET_CHECK_OK(registry.add("etmlir_prim::sym_numel", "Ti", sym_numel));
-  ET_CHECK_OK(registry.add("etmlir_prim::sym_stride.int", "Tii", sym_stride_int));
-  ET_CHECK_OK(registry.add("etmlir_prim::sym_storage_offset", "Ti", sym_storage_offset));
+  ET_CHECK_OK(registry.add("etmlir_prim::sym_size.int", "Ti|i", sym_size_int));
+  ET_CHECK_OK(registry.add("etmlir_prim::sym_numel", "T|i", sym_numel));
+  ET_CHECK_OK(registry.add("etmlir_prim::sym_stride.int", "Ti|i", sym_stride_int));
+  ET_CHECK_OK(registry.add("etmlir_prim::sym_storage_offset", "T|i", sym_storage_offset));
   return Error::ok();
 }
 

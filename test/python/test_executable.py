@@ -24,11 +24,6 @@ from etmlir.tools import et_inspect
 VERIFY_PTE = Path(sys.executable).parent / "et-verify-pte"
 
 
-@pytest.fixture(scope="module")
-def pte_zoo(edge_zoo) -> dict[str, etmlir.ExecutorchProgram]:
-    return {name: edge_zoo[name].to_executorch() for name in models.ZOO}
-
-
 def _verify(path: Path) -> subprocess.CompletedProcess:
     assert VERIFY_PTE.exists(), f"{VERIFY_PTE} was not built (pip install -e . builds it)"
     return subprocess.run([str(VERIFY_PTE), str(path)], capture_output=True, text=True)

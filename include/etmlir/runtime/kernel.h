@@ -17,9 +17,14 @@
 //   T tensor            t tensor or None        i int             I int or None
 //   f double            F double or None        s Scalar (int/double/bool)
 //   S Scalar or None    b bool                  B bool or None    L int list
-//   M int list or None  D double list           E bool list       Q string
-//   R string or None    X tensor list           Y optional-tensor list
-//   ? anything
+//   M int list or None  D double list           G double list or None
+//   E bool list         Q string                R string or None
+//   X tensor list       Y optional-tensor list  ? anything
+//
+// A '|' separates the inputs from the outputs ("TTs|T" for add.out): the
+// loader refuses a program whose call would write a constant tensor, and
+// test/python/test_kernel_signatures.py checks every signature against the
+// operator's PyTorch schema.
 //
 // Registration is an explicit call (no static initializers, no
 // --whole-archive): register_portable_kernels(registry) and friends call
