@@ -1,7 +1,8 @@
 # One entry point for setup, the main job and the tests, on a fresh machine.
 #   make demo   set up everything, then export every zoo model and print each IR level with op counts
-#   make test   set up everything, then run the whole test suite (generated-file check, lit, pytest)
+#   make test   set up everything, then run the whole test suite (generated-file check, lit, pytest, C++ tests)
 #   make bench-memory   planned memory per zoo model, ours vs ExecuTorch 1.5.1 (own environment)
+#   make bench-latency  latency per zoo model: our runtime vs torch eager vs ExecuTorch 1.5.1 portable, 1 thread
 #   make generate   regenerate dialects/edge/* from PyTorch's schemas and python/etmlir/schema from program.fbs
 # The virtual environment lives in .venv (override with VENV=...).
 
@@ -12,11 +13,14 @@ STAMP := $(VENV)/.etmlir-setup
 # CI and this machine have two cores: keep thread counts explicit.
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup demo test lit pytest check-generated generate bench-memory clean
+.PHONY: setup demo test lit pytest cpp-test check-generated generate bench-memory bench-latency clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml CMakeLists.txt scripts/setup.sh $(wildcard tools/*.cpp runtime/schema/program.fbs)
+# Any native source change reruns the (incremental) editable install, which rebuilds the extension and tools.
+NATIVE_SOURCES := $(wildcard tools/*.cpp tools/*.h cmake/*.cmake lib/*.cpp lib/*.h include/etmlir/runtime/*.h \
+	runtime/kernels/portable/*.cpp runtime/kernels/portable/*.h runtime/python/*.cpp runtime/schema/program.fbs)
+$(STAMP): pyproject.toml CMakeLists.txt scripts/setup.sh $(NATIVE_SOURCES)
 	bash scripts/setup.sh $(VENV)
 	touch $(STAMP)
 
@@ -24,7 +28,7 @@ demo: setup
 	$(VENV)/bin/etmlir-demo
 
 test: setup
-	$(MAKE) --no-print-directory check-generated lit pytest
+	$(MAKE) --no-print-directory check-generated lit pytest cpp-test
 
 # Generated files must match what their generators make: the edge dialect
 # (from the pinned PyTorch) and the schema's Python code (from flatc 2.0.8).
@@ -42,11 +46,20 @@ lit:
 pytest:
 	$(PY) -m pytest -q test/python
 
+# GoogleTest suites of the runtime core, plus the loader fuzz test under ASan+UBSan (test/cpp).
+cpp-test:
+	bash scripts/cpp_test.sh
+
 # Planned arena bytes, ours vs ExecuTorch 1.5.1, per zoo model (separate environment: the bench extra).
 BENCH_VENV ?= .venv-bench
 bench-memory:
 	bash scripts/setup_bench.sh $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python bench/memory_plan.py
+
+# Latency per zoo model: our runtime vs torch eager vs ExecuTorch 1.5.1 portable kernels, 1 thread.
+bench-latency: setup
+	bash scripts/setup_bench.sh $(BENCH_VENV)
+	$(PY) bench/runtime_latency.py --executorch-python $(BENCH_VENV)/bin/python
 
 clean:
 	rm -rf build $(VENV) $(BENCH_VENV)
