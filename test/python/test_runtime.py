@@ -63,17 +63,17 @@ def test_numpy_inputs_give_numpy_outputs_and_files_load_by_path(zoo, pte_zoo, tm
     (actual,) = method(args[0].numpy())
     assert isinstance(actual, np.ndarray)
     np.testing.assert_allclose(actual, _eager(model, args), atol=1e-5, rtol=1e-4)
-    assert str(method.inputs[0]) == "float32[1, 784]"
+    assert str(method.inputs[0]) == "float32[8, 784]"
 
 
 def test_wrong_input_count_names_the_method_and_the_signature(methods):
     with pytest.raises(rt.Error, match=r"method 'forward' takes 1 inputs \(float32\[1, 784\]\), got 2"):
-        methods["mlp"](np.zeros((1, 784), np.float32), np.zeros((1, 784), np.float32))
+        methods["mlp"](np.zeros((8, 784), np.float32), np.zeros((8, 784), np.float32))
 
 
 def test_wrong_input_shape_names_the_input_expected_and_actual(methods):
     with pytest.raises(rt.Error, match=r"input 0: expected float32\[1, 784\], got float32\[1, 783\]"):
-        methods["mlp"](np.zeros((1, 783), np.float32))
+        methods["mlp"](np.zeros((8, 783), np.float32))
 
 
 def test_dynamic_input_beyond_its_bound_is_rejected(methods):
@@ -83,7 +83,7 @@ def test_dynamic_input_beyond_its_bound_is_rejected(methods):
 
 def test_wrong_input_dtype_names_both_dtypes(methods):
     with pytest.raises(rt.Error, match=r"input 0: expected float32\[1, 784\], got float64\[1, 784\]"):
-        methods["mlp"](np.zeros((1, 784), np.float64))
+        methods["mlp"](np.zeros((8, 784), np.float64))
 
 
 def test_a_failing_kernel_reports_the_source_line_of_its_op(zoo):
@@ -119,5 +119,5 @@ def test_main_job_classifies_the_chelsea_photo_as_a_cat():
     method = rt.load(etmlir.to_edge(etmlir.export(model, (image,))).to_executorch().buffer).method()
     (logits,) = method(image)
     top = imagenet.top_k(logits)
-    assert "cat" in top[0][1], top
+    assert top[0][0] in range(281, 286), top  # ImageNet's domestic cats: tabby .. Egyptian cat
     np.testing.assert_allclose(logits.numpy(), _eager(model, (image,)), atol=2e-3, rtol=1e-3)
