@@ -1,0 +1,201 @@
+"""Latency benchmark, ExecuTorch half: times ExecuTorch 1.5.1's runtime on the zoo models.
+
+Launched by bench/runtime_latency.py with the bench environment's python
+(executorch==1.5.1, torch 2.13.0; etmlir's native extension is not needed,
+only `etmlir.models` through PYTHONPATH=<repo>/python):
+
+    PYTHONPATH=python .venv-bench/bin/python bench/_executorch_latency_worker.py REQUEST.json
+
+REQUEST.json: {"cases": [{"id", "model", "inputs" (an .npz: arr_0, arr_1, ...),
+"outputs" (an .npz to write), "iterations" (null: adapt to the time budget),
+"warmup", "budget_s", "profile_runs" (0: none)}], "min_iterations",
+"max_iterations"}. Each model is
+built once (torch.export with the zoo's dynamic shapes -> exir.to_edge ->
+to_executorch, no partitioner, default config), so nanogpt's one program
+serves every sequence length. Prints one JSON line on stdout: per case the
+seconds of each execute() (and, with profile_runs, per-kernel seconds of one
+execute() from an ETDump of a separately loaded module), per model the ops in
+the program and which of them run an optimized kernel; progress goes to stderr.
+
+What the PyPI runtime runs: its pybindings link libexecutorch_kernels_optimized.so,
+ExecuTorch's "optimized" kernel library: the portable kernels, except for the
+ops in OPTIMIZED_OPS below (kernels/optimized/optimized.yaml; the list is the
+`opt_*_out` functions that library exports), which get vectorized or
+Eigen-BLAS/threadpool implementations. There is no portable-only runtime in
+the wheel, so those ops are reported per model. Its threadpool is reset to one
+thread; torch (export, and nothing at run time) to one thread too.
+
+Timing: set_inputs() outside the clock, time.perf_counter() around
+ExecuTorchMethod.execute() only (the pybind call costs microseconds against
+millisecond runs); outputs are read back once, after the timed runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from importlib.metadata import version
+from typing import Any
+
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+# Ops the ExecuTorch 1.5.1 wheel's kernel library implements in kernels/optimized
+# (every other op is the portable kernel). From the `opt_*_out` symbols of
+# executorch/lib/libexecutorch_kernels_optimized.so.
+OPTIMIZED_OPS = frozenset({
+    "aten::add.out", "aten::add.Scalar_out", "aten::sub.out", "aten::sub.Scalar_out",
+    "aten::mul.out", "aten::mul.Scalar_out", "aten::div.out", "aten::div.Scalar_out",
+    "aten::bmm.out", "aten::mm.out", "aten::linear.out", "aten::native_layer_norm.out",
+    "aten::gelu.out", "aten::elu.out", "aten::exp.out", "aten::_log_softmax.out",
+    "aten::le.Scalar_out", "aten::le.Tensor_out", "aten::where.self_out", "aten::sum.IntList_out",
+    "aten::grid_sampler_2d.out", "aten::_fft_r2c.out", "aten::_fft_c2r.out",
+})
+
+MIN_ITERATIONS = 3
+MAX_ITERATIONS = 1000
+
+
+def log(message: str) -> None:
+    print(f"[et-worker] {message}", file=sys.stderr, flush=True)
+
+
+def plan_iterations(seconds_per_run: float, budget_s: float, minimum: int = MIN_ITERATIONS,
+                    maximum: int = MAX_ITERATIONS) -> int:
+    """How many timed runs fit in budget_s, at least `minimum` (slow models go over it), at most `maximum`."""
+    if seconds_per_run <= 0:
+        return maximum
+    return max(minimum, min(maximum, int(budget_s / seconds_per_run)))
+
+
+def time_runs(run: Callable[[], float], iterations: int | None, warmup: int, budget_s: float,
+              minimum: int = MIN_ITERATIONS, maximum: int = MAX_ITERATIONS) -> list[float]:
+    """Seconds of each timed run; `run` does one run and returns its seconds.
+
+    With iterations=None the count comes from the last warmup run's time (one
+    warmup run at least) and the budget, and warmup stops after a run longer
+    than budget/minimum (such a run is its own warmup).
+    """
+    last = None
+    for _ in range(max(warmup, 1 if iterations is None else 0)):
+        last = run()
+        if iterations is None and last * minimum > budget_s:
+            break
+    if iterations is None:
+        iterations = plan_iterations(last, budget_s, minimum, maximum)
+    return [run() for _ in range(iterations)]
+
+
+def build_program(name: str) -> tuple[Any, float]:
+    import torch
+    from etmlir import models
+    from executorch.exir import to_edge
+
+    model, args, dynamic = models.build(name)
+    start = time.perf_counter()
+    exported = torch.export.export(model, args, dynamic_shapes=dynamic)
+    program = to_edge(exported).to_executorch()
+    return program, time.perf_counter() - start
+
+
+def program_ops(program: Any) -> list[str]:
+    plan = program.executorch_program.execution_plan[0]
+    return [op.name + (f".{op.overload}" if op.overload else "") for op in plan.operators]
+
+
+def profile_case(buffer: bytes, inputs: list[Any], runs: int, workdir: str) -> list[tuple[str, int, float]]:
+    """(kernel, calls, seconds) per kernel of one execute(), from an ETDump of `runs` runs
+    (median per instruction across runs, then summed per kernel), slowest first."""
+    from executorch.devtools import Inspector
+    from executorch.extension.pybindings import portable_lib
+
+    module = portable_lib._load_for_executorch_from_buffer(buffer, enable_etdump=True, debug_buffer_size=0)
+    for _ in range(runs):
+        module.forward(inputs)
+    etdump = os.path.join(workdir, "profile.etdp")
+    module.write_etdump_result_to_file(etdump, os.path.join(workdir, "profile.bin"))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        inspector = Inspector(etdump_path=etdump)
+    totals: dict[str, float] = {}
+    calls: dict[str, int] = {}
+    for block in inspector.event_blocks:
+        if block.name != "Execute":
+            continue
+        for event in block.events:
+            if not event.name.startswith("native_call_") or not event.perf_data:
+                continue
+            name = event.name[len("native_call_"):]
+            totals[name] = totals.get(name, 0.0) + statistics.median(event.perf_data.raw) * 1e-3  # raw is ms
+            calls[name] = calls.get(name, 0) + 1
+    return sorted(((k, calls[k], s) for k, s in totals.items()), key=lambda r: -r[2])
+
+
+def main(argv: list[str]) -> int:
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(1)
+    from executorch.extension.pybindings import portable_lib
+    from executorch.runtime import Runtime
+
+    portable_lib._unsafe_reset_threadpool(1)
+    with open(argv[0]) as f:
+        request = json.load(f)
+    minimum = request.get("min_iterations", MIN_ITERATIONS)
+    maximum = request.get("max_iterations", MAX_ITERATIONS)
+    result: dict[str, Any] = {"executorch": version("executorch"), "torch": torch.__version__,
+                              "threadpool_threads": portable_lib._threadpool_get_thread_count(),
+                              "models": {}, "cases": {}}
+    runtime = Runtime.get()
+    methods: dict[str, Any] = {}
+    buffers: dict[str, bytes] = {}
+    for case in request["cases"]:
+        name = case["model"]
+        try:
+            if name not in methods:
+                log(f"{name}: torch.export -> to_edge -> to_executorch")
+                program, build_s = build_program(name)
+                ops = program_ops(program)
+                buffers[name] = program.buffer
+                loaded = runtime.load_program(program.buffer)
+                methods[name] = loaded.load_method("forward")._method  # ExecuTorchMethod
+                result["models"][name] = {"build_s": build_s, "pte_bytes": len(program.buffer), "ops": ops,
+                                          "optimized_ops": [op for op in ops if op in OPTIMIZED_OPS]}
+            method = methods[name]
+            with np.load(case["inputs"]) as npz:
+                inputs = [torch.from_numpy(npz[f"arr_{i}"]) for i in range(len(npz.files))]
+
+            def run(method: Any = method, inputs: list[Any] = inputs) -> float:
+                method.set_inputs(inputs)
+                start = time.perf_counter()
+                method.execute()
+                return time.perf_counter() - start
+
+            log(f"{case['id']}: timing")
+            seconds = time_runs(run, case["iterations"], case["warmup"], case["budget_s"], minimum, maximum)
+            method.set_inputs(inputs)
+            method.execute()
+            outputs = [o.numpy() if isinstance(o, torch.Tensor) else np.asarray(o) for o in method.get_outputs()]
+            np.savez(case["outputs"], *outputs)
+            result["cases"][case["id"]] = {"seconds": seconds, "median_s": statistics.median(seconds)}
+            log(f"{case['id']}: median {statistics.median(seconds) * 1e3:.3f} ms over {len(seconds)} runs")
+            if case.get("profile_runs"):
+                log(f"{case['id']}: profiling (ETDump, {case['profile_runs']} runs)")
+                result["cases"][case["id"]]["profile"] = profile_case(
+                    buffers[name], inputs, case["profile_runs"], os.path.dirname(case["outputs"]))
+        except Exception as e:  # noqa: BLE001 -- a benchmark reports and goes on
+            result["cases"][case["id"]] = {"error": f"{type(e).__name__}: {e}"}
+            log(f"{case['id']}: FAILED: {type(e).__name__}: {e}")
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
