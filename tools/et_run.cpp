@@ -1,0 +1,590 @@
+// et-run: load a .pte, run one method on the C++ runtime, print its outputs
+// and how long execute() took.
+//
+//   et-run model.pte [--inputs inputs.npz] [--iterations N] [--warmup N] [--method NAME]
+//                    [--temp-bytes N] [--loader mmap|file] [--seed N] [--int-bound N]
+//
+// Like an embedded application would, it gives the runtime all of its
+// memory up front: the method allocator (MethodMeta::method_allocator_bytes),
+// one buffer per planned arena, the kernels' temp allocator and buffers for
+// unplanned outputs are allocated before the first execute(); execute()
+// itself allocates nothing. This file is setup code: it uses the heap and
+// std:: containers, but no exceptions or RTTI (it builds with the runtime's
+// flags).
+//
+// Exit status: 0 on success, 1 on an error (unreadable or invalid file, an
+// input that does not fit the method, a kernel failure), 2 on a usage error.
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "etmlir/runtime/backend.h"
+#include "etmlir/runtime/data_loader.h"
+#include "etmlir/runtime/kernel.h"
+#include "etmlir/runtime/method.h"
+#include "etmlir/runtime/platform.h"
+#include "etmlir/runtime/program.h"
+#include "npz.h"
+#include "portable_kernels.h"
+
+using namespace etmlir;
+
+namespace {
+
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+constexpr size_t kMaxPrintedValues = 8;
+
+const char kUsage[] =
+    "usage: et-run MODEL.pte [options]\n"
+    "\n"
+    "Loads MODEL.pte, runs one method on the etmlir C++ runtime (portable kernels,\n"
+    "one thread), prints its outputs (dtype, shape, first values) and the latency\n"
+    "of execute() over the timed iterations.\n"
+    "\n"
+    "options:\n"
+    "  --inputs FILE       inputs from an .npz written by np.savez(FILE, *arrays):\n"
+    "                      arr_0 feeds input 0, arr_1 input 1, ...; an .npz with\n"
+    "                      other keys feeds inputs in sorted key order. A single\n"
+    "                      .npy file feeds a one-input method. np.savez_compressed\n"
+    "                      files are not supported. Without --inputs, inputs are\n"
+    "                      deterministic pseudo-random values: floats in [-1, 1],\n"
+    "                      ints in [0, --int-bound), bools 0/1, dynamic dims at\n"
+    "                      their upper bound.\n"
+    "  --iterations N      timed runs (default 10, at least 1)\n"
+    "  --warmup N          untimed runs before them (default 2)\n"
+    "  --method NAME       method to run (default: forward, or the only method)\n"
+    "  --temp-bytes N      kernel scratch (temp allocator) size; suffix K, M or G\n"
+    "                      for KiB, MiB, GiB (default 64M)\n"
+    "  --loader mmap|file  read the program by mmap (default) or by read() into\n"
+    "                      heap buffers\n"
+    "  --seed N            seed of the pseudo-random inputs (default 0)\n"
+    "  --int-bound N       integer pseudo-random inputs lie in [0, N) (default 2)\n"
+    "  -h, --help          this text\n"
+    "\n"
+    "exit status: 0 ok, 1 error (bad file, input mismatch, kernel failure),\n"
+    "2 usage error\n";
+
+struct Options {
+  const char* model = nullptr;
+  const char* inputs = nullptr;
+  const char* method = nullptr;
+  uint64_t iterations = 10;
+  uint64_t warmup = 2;
+  uint64_t temp_bytes = uint64_t{64} << 20;
+  bool mmap = true;
+  uint64_t seed = 0;
+  uint64_t int_bound = 2;
+};
+
+int usage_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+int usage_error(const char* fmt, ...) {
+  std::fprintf(stderr, "et-run: ");
+  va_list args;
+  va_start(args, fmt);
+  std::vfprintf(stderr, fmt, args);
+  va_end(args);
+  std::fprintf(stderr, " (et-run --help for usage)\n");
+  return kExitUsage;
+}
+
+int fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+int fail(const char* fmt, ...) {
+  std::fprintf(stderr, "et-run: error: ");
+  va_list args;
+  va_start(args, fmt);
+  std::vfprintf(stderr, fmt, args);
+  va_end(args);
+  std::fprintf(stderr, "\n");
+  return kExitError;
+}
+
+// A decimal count with an optional binary suffix (K, M, G) when `suffixes`.
+bool parse_count(const char* text, bool suffixes, uint64_t* out) {
+  if (text == nullptr || *text < '0' || *text > '9') return false;
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(text, &end, 10);
+  if (errno != 0) return false;
+  unsigned shift = 0;
+  if (suffixes && *end != '\0') {
+    switch (*end) {
+      case 'k': case 'K': shift = 10; break;
+      case 'm': case 'M': shift = 20; break;
+      case 'g': case 'G': shift = 30; break;
+      default: return false;
+    }
+    ++end;
+  }
+  if (*end != '\0') return false;
+  if (shift != 0 && v > (UINT64_MAX >> shift)) return false;
+  *out = static_cast<uint64_t>(v) << shift;
+  return true;
+}
+
+// 0: parsed; -1: --help; otherwise the exit status of a usage error.
+int parse_options(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    const char* arg = argv[i];
+    if (std::strcmp(arg, "-h") == 0 || std::strcmp(arg, "--help") == 0) return -1;
+    if (std::strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
+      if (arg[0] == '-' && arg[1] != '\0') return usage_error("unknown option '%s'", arg);
+      if (o->model != nullptr) return usage_error("more than one model given ('%s' and '%s')", o->model, arg);
+      o->model = arg;
+      continue;
+    }
+    // --name VALUE or --name=VALUE
+    std::string name(arg);
+    const char* value = nullptr;
+    size_t eq = name.find('=');
+    if (eq != std::string::npos) {
+      value = arg + eq + 1;
+      name.resize(eq);
+    }
+    static const char* const kKnown[] = {"--inputs", "--iterations", "--warmup", "--method", "--temp-bytes",
+                                         "--loader", "--seed",       "--int-bound"};
+    bool known = false;
+    for (const char* k : kKnown) known = known || name == k;
+    if (!known) return usage_error("unknown option '%s'", name.c_str());
+    if (value == nullptr) {
+      if (i + 1 >= argc) return usage_error("%s needs a value", name.c_str());
+      value = argv[++i];
+    }
+    if (name == "--inputs") {
+      o->inputs = value;
+    } else if (name == "--method") {
+      o->method = value;
+    } else if (name == "--loader") {
+      if (std::strcmp(value, "mmap") == 0) {
+        o->mmap = true;
+      } else if (std::strcmp(value, "file") == 0) {
+        o->mmap = false;
+      } else {
+        return usage_error("--loader takes mmap or file, not '%s'", value);
+      }
+    } else if (name == "--temp-bytes") {
+      if (!parse_count(value, true, &o->temp_bytes))
+        return usage_error("--temp-bytes takes a byte count (like 1048576 or 64M), not '%s'", value);
+    } else {
+      uint64_t* target = name == "--iterations" ? &o->iterations
+                         : name == "--warmup"   ? &o->warmup
+                         : name == "--seed"     ? &o->seed
+                                                : &o->int_bound;
+      if (!parse_count(value, false, target))
+        return usage_error("%s takes a non-negative integer, not '%s'", name.c_str(), value);
+    }
+  }
+  if (o->model == nullptr) return usage_error("no model given");
+  if (o->iterations == 0) return usage_error("--iterations must be at least 1");
+  if (o->int_bound == 0) return usage_error("--int-bound must be at least 1");
+  return 0;
+}
+
+// ---- Memory --------------------------------------------------------------------
+
+struct FreeDeleter {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<uint8_t, FreeDeleter>;
+
+// 64-byte aligned, or null when out of memory.
+Buffer allocate_aligned(size_t size) {
+  void* p = nullptr;
+  if (posix_memalign(&p, 64, size == 0 ? 1 : size) != 0) return Buffer();
+  return Buffer(static_cast<uint8_t*>(p));
+}
+
+// "1,647,104"
+std::string grouped(uint64_t v) {
+  std::string digits = std::to_string(v);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// ---- Values ------------------------------------------------------------------------
+
+float half_to_float(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1F;
+  uint32_t mant = h & 0x3FF;
+  uint32_t bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {  // subnormal: normalize
+    exp = 113;
+    while ((mant & 0x400) == 0) {
+      mant <<= 1;
+      --exp;
+    }
+    bits = sign | (exp << 23) | ((mant & 0x3FF) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+// Truncating float -> half for values in [-1, 1] (tiny ones flush to zero).
+uint16_t float_to_half(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000);
+  int32_t exp = static_cast<int32_t>((bits >> 23) & 0xFF) - 127 + 15;
+  if (exp <= 0) return sign;
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7C00);
+  return static_cast<uint16_t>(sign | (exp << 10) | ((bits >> 13) & 0x3FF));
+}
+
+float bf16_to_float(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+// Element `i` of `data` as text (floats with 7 significant digits).
+std::string format_element(ScalarType dtype, const void* data, size_t i) {
+  char buffer[64];
+  switch (dtype) {
+    case ScalarType::Float: std::snprintf(buffer, sizeof(buffer), "%.7g", static_cast<const float*>(data)[i]); break;
+    case ScalarType::Double: std::snprintf(buffer, sizeof(buffer), "%.10g", static_cast<const double*>(data)[i]); break;
+    case ScalarType::Half:
+      std::snprintf(buffer, sizeof(buffer), "%.5g", half_to_float(static_cast<const uint16_t*>(data)[i]));
+      break;
+    case ScalarType::BFloat16:
+      std::snprintf(buffer, sizeof(buffer), "%.4g", bf16_to_float(static_cast<const uint16_t*>(data)[i]));
+      break;
+    case ScalarType::Int64:
+      std::snprintf(buffer, sizeof(buffer), "%" PRId64, static_cast<const int64_t*>(data)[i]);
+      break;
+    case ScalarType::Int32:
+      std::snprintf(buffer, sizeof(buffer), "%" PRId32, static_cast<const int32_t*>(data)[i]);
+      break;
+    case ScalarType::Int16: std::snprintf(buffer, sizeof(buffer), "%d", static_cast<const int16_t*>(data)[i]); break;
+    case ScalarType::Int8: std::snprintf(buffer, sizeof(buffer), "%d", static_cast<const int8_t*>(data)[i]); break;
+    case ScalarType::UInt8: std::snprintf(buffer, sizeof(buffer), "%u", static_cast<const uint8_t*>(data)[i]); break;
+    case ScalarType::Bool:
+      std::snprintf(buffer, sizeof(buffer), "%s", static_cast<const uint8_t*>(data)[i] ? "true" : "false");
+      break;
+  }
+  return buffer;
+}
+
+std::string format_shape(const int64_t* sizes, int32_t dim, bool bounds) {
+  std::string out = "[";
+  for (int32_t d = 0; d < dim; ++d) {
+    if (d > 0) out += ", ";
+    if (bounds) out += "<=";
+    out += std::to_string(sizes[d]);
+  }
+  return out + "]";
+}
+
+std::string describe_info(const MethodMeta::TensorInfo& info) {
+  return std::string(dtype_name(info.dtype)) + format_shape(info.sizes, info.dim, info.dynamic) +
+         (info.planned ? "" : " (unplanned)");
+}
+
+// "float32[8, 10]: [v0, ..., v7, ...] (80 values)"
+std::string describe_tensor(const Tensor& t) {
+  std::string out = std::string(dtype_name(t.dtype())) + format_shape(t.sizes(), t.dim(), false) + ": [";
+  size_t numel = static_cast<size_t>(t.numel());
+  size_t shown = std::min(numel, kMaxPrintedValues);
+  for (size_t i = 0; i < shown; ++i) {
+    if (i > 0) out += ", ";
+    out += format_element(t.dtype(), t.data(), i);
+  }
+  if (shown < numel) out += ", ...";
+  return out + "] (" + grouped(numel) + (numel == 1 ? " value)" : " values)");
+}
+
+std::string describe_value(const EValue& v) {
+  char buffer[64];
+  switch (v.tag) {
+    case Tag::Tensor: return describe_tensor(v.to_tensor());
+    case Tag::Int: std::snprintf(buffer, sizeof(buffer), "int %" PRId64, v.to_int()); return buffer;
+    case Tag::Double: std::snprintf(buffer, sizeof(buffer), "double %.10g", v.to_double()); return buffer;
+    case Tag::Bool: return v.to_bool() ? "bool true" : "bool false";
+    case Tag::None: return "None";
+    case Tag::TensorList: {
+      std::string out = "tensor list of " + std::to_string(v.to_tensor_list().size());
+      size_t k = 0;
+      for (Tensor* t : v.to_tensor_list()) out += "\n    [" + std::to_string(k++) + "] " + describe_tensor(*t);
+      return out;
+    }
+    default: return tag_name(v.tag);
+  }
+}
+
+// splitmix64: deterministic across platforms.
+struct Random {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [-1, 1].
+  double unit() { return static_cast<double>(next() >> 11) * (2.0 / 9007199254740991.0) - 1.0; }
+};
+
+void fill_random(ScalarType dtype, void* data, size_t numel, uint64_t int_bound, Random& rng) {
+  for (size_t i = 0; i < numel; ++i) {
+    switch (dtype) {
+      case ScalarType::Float: static_cast<float*>(data)[i] = static_cast<float>(rng.unit()); break;
+      case ScalarType::Double: static_cast<double*>(data)[i] = rng.unit(); break;
+      case ScalarType::Half: static_cast<uint16_t*>(data)[i] = float_to_half(static_cast<float>(rng.unit())); break;
+      case ScalarType::BFloat16: {
+        float f = static_cast<float>(rng.unit());
+        uint32_t bits;
+        std::memcpy(&bits, &f, sizeof(bits));
+        static_cast<uint16_t*>(data)[i] = static_cast<uint16_t>(bits >> 16);
+        break;
+      }
+      case ScalarType::Int64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(rng.next() % int_bound); break;
+      case ScalarType::Int32:
+        static_cast<int32_t*>(data)[i] = static_cast<int32_t>(rng.next() % std::min<uint64_t>(int_bound, INT32_MAX));
+        break;
+      case ScalarType::Int16:
+        static_cast<int16_t*>(data)[i] = static_cast<int16_t>(rng.next() % std::min<uint64_t>(int_bound, INT16_MAX));
+        break;
+      case ScalarType::Int8:
+        static_cast<int8_t*>(data)[i] = static_cast<int8_t>(rng.next() % std::min<uint64_t>(int_bound, INT8_MAX));
+        break;
+      case ScalarType::UInt8:
+        static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(rng.next() % std::min<uint64_t>(int_bound, 256));
+        break;
+      case ScalarType::Bool: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(rng.next() & 1); break;
+    }
+  }
+}
+
+// One method input, owned here until the run ends.
+struct Input {
+  ScalarType dtype;
+  std::vector<int64_t> sizes;
+  Buffer data;
+  size_t nbytes;
+  std::string source;  // "x.npz:arr_0" or "random"
+};
+
+int run(const Options& o) {
+  // ---- Program ----
+  std::unique_ptr<DataLoader> loader;
+  if (o.mmap) {
+    Result<MmapDataLoader> opened = MmapDataLoader::open(o.model);
+    if (!opened.ok()) return fail("%s", opened.error().message());
+    loader.reset(new MmapDataLoader(static_cast<MmapDataLoader&&>(opened.get())));
+  } else {
+    Result<FileDataLoader> opened = FileDataLoader::open(o.model);
+    if (!opened.ok()) return fail("%s", opened.error().message());
+    loader.reset(new FileDataLoader(static_cast<FileDataLoader&&>(opened.get())));
+  }
+  Result<Program> program = Program::load(loader.get());
+  if (!program.ok()) return fail("%s: %s", o.model, program.error().message());
+
+  std::string methods;
+  const char* method_name = o.method;
+  for (size_t i = 0; i < program->num_methods(); ++i) {
+    methods += std::string(i ? ", " : "") + program->method_name(i);
+    if (o.method == nullptr && std::strcmp(program->method_name(i), "forward") == 0) method_name = "forward";
+  }
+  if (method_name == nullptr) {
+    if (program->num_methods() != 1)
+      return fail("%s has no method 'forward'; pick one with --method (methods: %s)", o.model, methods.c_str());
+    method_name = program->method_name(0);
+  }
+  Result<MethodMeta> meta = program->method_meta(method_name);
+  if (!meta.ok())
+    return fail("%s has no method '%s' (methods: %s)", o.model, method_name,
+                methods.empty() ? "none" : methods.c_str());
+
+  std::printf("program: %s (%s bytes, %s loader), methods: %s\n", o.model, grouped(loader->size()).c_str(),
+              o.mmap ? "mmap" : "file", methods.c_str());
+  std::printf("method '%s': %zu instructions, %zu operators\n", method_name, meta->num_instructions(),
+              meta->num_operators());
+  if (meta->num_operators() > 0) {
+    std::string ops;
+    char name[256];
+    for (size_t i = 0; i < meta->num_operators(); ++i)
+      ops += std::string(i ? ", " : "") + meta->operator_name(i, name, sizeof(name));
+    std::printf("  operators: %s\n", ops.c_str());
+  }
+  std::vector<MethodMeta::TensorInfo> input_info(meta->num_inputs());
+  for (size_t i = 0; i < meta->num_inputs(); ++i) {
+    if (!meta->input_tensor(i, &input_info[i])) {
+      std::printf("  input %zu: not a tensor\n", i);
+      return fail("method '%s' input %zu is not a tensor; et-run feeds tensor inputs only", method_name, i);
+    }
+    std::printf("  input %zu: %s\n", i, describe_info(input_info[i]).c_str());
+  }
+  for (size_t i = 0; i < meta->num_outputs(); ++i) {
+    MethodMeta::TensorInfo info;
+    if (meta->output_tensor(i, &info)) {
+      std::printf("  output %zu: %s\n", i, describe_info(info).c_str());
+    } else {
+      std::printf("  output %zu: not a tensor\n", i);
+    }
+  }
+
+  // ---- Kernels ----
+  std::unique_ptr<KernelRegistry> kernels(new KernelRegistry());
+  if (Error e = register_prim_kernels(*kernels)) return fail("registering kernels: %s", e.message());
+  if (Error e = register_portable_kernels(*kernels)) return fail("registering kernels: %s", e.message());
+#ifdef ETMLIR_SELECTIVE_BUILD
+  std::printf("kernels: %zu registered (selective build of %zu operators)\n", kernels->size(),
+              sizeof(detail::kSelectedOperators) / sizeof(detail::kSelectedOperators[0]));
+#else
+  std::printf("kernels: %zu registered (all portable kernels)\n", kernels->size());
+#endif
+  BackendRegistry backends;
+
+  // ---- Inputs (read and checked before any memory is planned) ----
+  std::vector<Input> inputs;
+  if (o.inputs != nullptr) {
+    tools::NpzFile npz;
+    if (Error e = tools::read_npz(o.inputs, &npz)) return fail("%s", e.message());
+    tools::sort_for_inputs(&npz.arrays);
+    if (npz.arrays.size() != meta->num_inputs()) {
+      std::string keys;
+      for (const tools::NpyArray& a : npz.arrays) keys += std::string(keys.empty() ? "" : ", ") + a.name;
+      return fail("%s has %zu array%s (%s); method '%s' takes %zu input%s", o.inputs, npz.arrays.size(),
+                  npz.arrays.size() == 1 ? "" : "s", keys.c_str(), method_name, meta->num_inputs(),
+                  meta->num_inputs() == 1 ? "" : "s");
+    }
+    std::printf("inputs: from %s (arr_0 -> input 0, arr_1 -> input 1, ...; other keys in sorted order)\n", o.inputs);
+    for (const tools::NpyArray& a : npz.arrays) {
+      // An .npz array is "file.npz:key"; a lone .npy is named by its path.
+      std::string source = a.name == o.inputs ? a.name : std::string(o.inputs) + ":" + a.name;
+      Input in{a.dtype, a.shape, allocate_aligned(a.nbytes), a.nbytes, source};
+      if (!in.data) return fail("out of memory for %s (%zu bytes)", in.source.c_str(), a.nbytes);
+      if (a.nbytes) std::memcpy(in.data.get(), a.data, a.nbytes);
+      inputs.push_back(std::move(in));
+    }
+  } else {
+    std::printf(
+        "inputs: pseudo-random (seed %" PRIu64 "): floats in [-1, 1], ints in [0, %" PRIu64
+        "), bools 0/1, dynamic dims at their upper bound\n",
+        o.seed, o.int_bound);
+    Random rng{o.seed};
+    for (const MethodMeta::TensorInfo& info : input_info) {
+      std::vector<int64_t> sizes(info.sizes, info.sizes + info.dim);
+      size_t numel = 1;
+      for (int64_t s : sizes) numel *= static_cast<size_t>(s);
+      size_t nbytes = numel * element_size(info.dtype);
+      Input in{info.dtype, sizes, allocate_aligned(nbytes), nbytes, "random"};
+      if (!in.data) return fail("out of memory for a random input (%zu bytes)", nbytes);
+      fill_random(info.dtype, in.data.get(), numel, o.int_bound, rng);
+      inputs.push_back(std::move(in));
+    }
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::printf("  input %zu <- %s %s%s\n", i, inputs[i].source.c_str(), dtype_name(inputs[i].dtype),
+                format_shape(inputs[i].sizes.data(), static_cast<int32_t>(inputs[i].sizes.size()), false).c_str());
+  }
+
+  // ---- Memory: everything the method will use, allocated now ----
+  size_t method_bytes = meta->method_allocator_bytes();
+  Buffer method_buffer = allocate_aligned(method_bytes);
+  Buffer temp_buffer = allocate_aligned(static_cast<size_t>(o.temp_bytes));
+  if (!method_buffer || !temp_buffer) return fail("out of memory for the method allocator or the temp allocator");
+  MemoryAllocator method_allocator(method_buffer.get(), method_bytes);
+  MemoryAllocator temp_allocator(temp_buffer.get(), static_cast<size_t>(o.temp_bytes));
+  std::vector<Buffer> arenas;
+  std::vector<Span<uint8_t>> arena_spans;
+  std::string memory_line = "method allocator " + grouped(method_bytes) + " B";
+  for (size_t i = 0; i < meta->num_arenas(); ++i) {
+    size_t size = static_cast<size_t>(meta->arena_size(i));
+    arenas.push_back(allocate_aligned(size));
+    if (!arenas.back()) return fail("out of memory for arena %zu (%zu bytes)", i, size);
+    arena_spans.emplace_back(arenas.back().get(), size);
+    memory_line += ", arena " + std::to_string(i) + " '" + meta->arena_name(i) + "' " + grouped(size) + " B";
+  }
+  memory_line += ", temp " + grouped(o.temp_bytes) + " B";
+  std::printf("memory (allocated before execute): %s\n", memory_line.c_str());
+  MemoryManager memory;
+  memory.method_allocator = &method_allocator;
+  memory.planned_arenas = Span<Span<uint8_t>>(arena_spans.data(), arena_spans.size());
+  memory.temp_allocator = &temp_allocator;
+
+  Result<Method> method = program->load_method(method_name, &memory, kernels.get(), &backends);
+  if (!method.ok()) return fail("%s", method.error().message());
+  std::vector<Buffer> output_buffers;
+  for (size_t i = 0; i < meta->num_outputs(); ++i) {
+    MethodMeta::TensorInfo info;
+    if (!meta->output_tensor(i, &info) || info.planned) continue;
+    size_t n = element_size(info.dtype);
+    for (int32_t d = 0; d < info.dim; ++d) n *= static_cast<size_t>(info.sizes[d]);
+    output_buffers.push_back(allocate_aligned(n));
+    if (!output_buffers.back()) return fail("out of memory for output %zu (%zu bytes)", i, n);
+    if (Error e = method->set_output_buffer(i, output_buffers.back().get(), n)) return fail("%s", e.message());
+  }
+
+  // ---- Run ----
+  // Inputs are set before every execute (outside the timed region): a planned
+  // input's arena bytes may be reused by later instructions.
+  auto set_inputs = [&]() -> Error {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Input& in = inputs[i];
+      Error e = method->set_input(i, in.data.get(), in.nbytes, in.dtype,
+                                  Span<const int64_t>(in.sizes.data(), in.sizes.size()));
+      if (e) {
+        if (in.source != "random") e.prefix("%s", in.source.c_str());
+        return e;
+      }
+    }
+    return Error::ok();
+  };
+  std::vector<uint64_t> times;
+  times.reserve(static_cast<size_t>(o.iterations));
+  for (uint64_t run = 0; run < o.warmup + o.iterations; ++run) {
+    if (Error e = set_inputs()) return fail("%s", e.message());
+    uint64_t start = pal_now_ns();
+    Error e = method->execute();
+    uint64_t elapsed = pal_now_ns() - start;
+    if (e) return fail("%s", e.message());
+    if (run >= o.warmup) times.push_back(elapsed);
+  }
+
+  std::printf("outputs:\n");
+  for (size_t i = 0; i < method->num_outputs(); ++i)
+    std::printf("  output %zu: %s\n", i, describe_value(method->output(i)).c_str());
+
+  std::sort(times.begin(), times.end());
+  size_t n = times.size();
+  double median_ns = n % 2 ? static_cast<double>(times[n / 2])
+                           : (static_cast<double>(times[n / 2 - 1]) + static_cast<double>(times[n / 2])) / 2.0;
+  std::printf("iterations: %zu (after %" PRIu64 " warmup)\n", n, o.warmup);
+  std::printf("threads: 1\n");
+  std::printf("latency (ms): min %.4f  median %.4f  max %.4f\n", static_cast<double>(times.front()) / 1e6,
+              median_ns / 1e6, static_cast<double>(times.back()) / 1e6);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  int parsed = parse_options(argc, argv, &options);
+  if (parsed == -1) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (parsed != 0) return parsed;
+  return run(options);
+}
