@@ -392,6 +392,11 @@ def test_any_all_and_dims():
     expected = aten.any.dims(x, [0], True)
     (y,) = kernels.call("aten::any.dims_out", x, [0], True, out_for(expected))
     np.testing.assert_array_equal(y, expected.numpy())
+    # any.dims: None reduces every dim, [] none (unlike sum/mean/amax, where [] means every dim).
+    for dims in (None, []):
+        expected = aten.any.dims(x, dims, False)
+        (y,) = kernels.call("aten::any.dims_out", x, dims, False, out_for(expected))
+        np.testing.assert_array_equal(y, expected.numpy())
     expect_error("aten::any.out", "must be bool", x, 0, False, kernels.Out((4,)))
 
 

@@ -33,43 +33,37 @@ Blocking choose_blocking(int64_t m, int64_t n, int64_t k, size_t scratch) {
   return bl;
 }
 
-// acc (kMR x kNR) = A panel (kc x kMR, packed) * B panel (kc rows of kNR
-// floats, row stride ldb). The fixed-trip inner loops unroll fully and GCC
-// vectorizes the j loop; the accumulators stay in registers (8 of the 16
-// SSE registers for 4 x 8).
+// C tile = alpha * (A panel * B panel) + beta * C tile. Full tiles are
+// updated straight from the register accumulators; edge tiles go through
+// a small buffer.
 __attribute__((noinline)) void micro_kernel(int64_t kc, const float* __restrict a, const float* __restrict b,
-                                            int64_t ldb, float* __restrict acc) {
-  float c[kMR][kNR] = {};
+                                            int64_t ldb, int mr, int nr, float alpha, float beta,
+                                            float* __restrict c, int64_t ldc) {
+  float acc[kMR][kNR] = {};
   for (int64_t p = 0; p < kc; ++p) {
     const float* bp = b + p * ldb;
     const float* ap = a + p * kMR;
     for (int i = 0; i < kMR; ++i) {
       const float av = ap[i];
-      for (int j = 0; j < kNR; ++j) c[i][j] += av * bp[j];
+      for (int j = 0; j < kNR; ++j) acc[i][j] += av * bp[j];
     }
   }
-  for (int i = 0; i < kMR; ++i)
-    for (int j = 0; j < kNR; ++j) acc[i * kNR + j] = c[i][j];
-}
-
-// C tile (mr x nr) = alpha * acc + beta * C tile; beta == 0 does not read C.
-void store_tile(const float* acc, int mr, int nr, float alpha, float beta, float* c, int64_t ldc) {
   if (mr == kMR && nr == kNR) {
     if (beta == 0.0f) {
       for (int i = 0; i < kMR; ++i)
-        for (int j = 0; j < kNR; ++j) c[i * ldc + j] = alpha * acc[i * kNR + j];
+        for (int j = 0; j < kNR; ++j) c[i * ldc + j] = alpha * acc[i][j];
     } else if (beta == 1.0f) {
       for (int i = 0; i < kMR; ++i)
-        for (int j = 0; j < kNR; ++j) c[i * ldc + j] += alpha * acc[i * kNR + j];
+        for (int j = 0; j < kNR; ++j) c[i * ldc + j] += alpha * acc[i][j];
     } else {
       for (int i = 0; i < kMR; ++i)
-        for (int j = 0; j < kNR; ++j) c[i * ldc + j] = alpha * acc[i * kNR + j] + beta * c[i * ldc + j];
+        for (int j = 0; j < kNR; ++j) c[i * ldc + j] = alpha * acc[i][j] + beta * c[i * ldc + j];
     }
     return;
   }
   for (int i = 0; i < mr; ++i) {
     for (int j = 0; j < nr; ++j) {
-      float v = alpha * acc[i * kNR + j];
+      const float v = alpha * acc[i][j];
       c[i * ldc + j] = beta == 0.0f ? v : v + beta * c[i * ldc + j];
     }
   }
@@ -190,7 +184,6 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, co
   // With few rows each B element is used by at most four micro-kernel calls:
   // reading a row-major B in place beats packing it first.
   const bool b_in_place = b.pack == nullptr && b.view.col_stride == 1 && m <= 4 * kMR;
-  alignas(16) float acc[kMR * kNR];
 
   for (int64_t jc = 0; jc < n; jc += bl.nc) {
     const int64_t nc = min64(bl.nc, n - jc);
@@ -222,8 +215,8 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const MatrixView& a, co
           }
           for (int64_t ir = 0; ir < mc; ir += kMR) {
             const int mr = static_cast<int>(min64(kMR, mc - ir));
-            micro_kernel(kc, a_packed + ir * kc, b_panel, ldb, acc);
-            store_tile(acc, mr, nr, alpha, beta_block, c + (ic + ir) * ldc + jc + jr, ldc);
+            micro_kernel(kc, a_packed + ir * kc, b_panel, ldb, mr, nr, alpha, beta_block, c + (ic + ir) * ldc + jc + jr,
+                         ldc);
           }
         }
       }

@@ -29,7 +29,7 @@ constexpr int kMR = 4;          // rows of C per micro-kernel call
 constexpr int kNR = 8;          // columns of C per micro-kernel call
 constexpr int64_t kKC = 256;    // depth of one packed block
 constexpr int64_t kMC = 128;    // rows of one packed A block
-constexpr int64_t kNC = 1024;   // columns of one packed B block
+constexpr int64_t kNC = 512;    // columns of one packed B block
 
 // A read-only float matrix with arbitrary element strides: element (r, c) is
 // data[r * row_stride + c * col_stride]. The viewer owns nothing.

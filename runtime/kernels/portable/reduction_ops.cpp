@@ -45,12 +45,15 @@ Span<const int64_t> dims_of(const EValue& dims) {
   return dims.is_none() ? Span<const int64_t>() : dims.to_int_list();
 }
 
-// `dims` empty means every dim; duplicates are errors.
-Error make_plan(KernelContext& ctx, const Tensor& in, Span<const int64_t> dims, bool keepdim, Plan* plan) {
+// `dims` empty means every dim (sum, mean, amax), or no dim at all when
+// `empty_is_none` (any.dims, where only None means every dim); duplicates
+// are errors.
+Error make_plan(KernelContext& ctx, const Tensor& in, Span<const int64_t> dims, bool keepdim, Plan* plan,
+                bool empty_is_none = false) {
   ET_CHECK_OK(linalg::check_sane(ctx, in, "self"));
   const int32_t rank = in.dim();
   bool reduce[kMaxDims] = {};
-  if (dims.empty()) {
+  if (dims.empty() && !empty_is_none) {
     for (int32_t d = 0; d < rank; ++d) reduce[d] = true;
   } else {
     for (size_t i = 0; i < dims.size(); ++i) {
@@ -323,10 +326,11 @@ Error any_dim_out(KernelContext& ctx, EValue** args) {
 }
 
 // aten::any.dims_out(Tensor self, int[]? dim=None, bool keepdim=False, *, Tensor(a!) out)
+// dim=None reduces every dim; dim=[] none (torch's semantics for any.dims).
 Error any_dims_out(KernelContext& ctx, EValue** args) {
   const Tensor& self = args[0]->to_tensor();
   Plan plan;
-  ET_CHECK_OK(make_plan(ctx, self, dims_of(*args[1]), args[2]->to_bool(), &plan));
+  ET_CHECK_OK(make_plan(ctx, self, dims_of(*args[1]), args[2]->to_bool(), &plan, !args[1]->is_none()));
   return any_impl(ctx, self, args[3]->to_tensor(), plan);
 }
 
