@@ -257,6 +257,22 @@ class PyMethod {
     if (inputs.size() != method_->num_inputs())
       throw RuntimeFailure("method '" + std::string(method_->name()) + "' takes " +
                            std::to_string(method_->num_inputs()) + " inputs, got " + std::to_string(inputs.size()));
+    set_inputs(inputs);
+    last_inputs_ = inputs;
+    Error error;
+    {
+      nb::gil_scoped_release release;
+      error = method_->execute();
+    }
+    if (error) raise(error);
+    nb::list outputs;
+    for (size_t i = 0; i < method_->num_outputs(); ++i) outputs.append(evalue_to_python(method_->output(i)));
+    return outputs;
+  }
+
+  // Sets every input (copying planned ones into their arena). Runs before
+  // each execute: the memory plan may reuse an input's bytes once it is dead.
+  void set_inputs(const std::vector<Array>& inputs) {
     for (size_t i = 0; i < inputs.size(); ++i) {
       const Array& a = inputs[i];
       ScalarType dtype;
@@ -269,34 +285,33 @@ class PyMethod {
       for (size_t d = 0; d < a.ndim(); ++d) sizes[d] = static_cast<int64_t>(a.shape(d));
       if (Error e = method_->set_input(i, a.data(), a.nbytes(), dtype, Span<const int64_t>(sizes, a.ndim()))) raise(e);
     }
-    Error error;
-    {
-      nb::gil_scoped_release release;
-      error = method_->execute();
-    }
-    if (error) raise(error);
-    nb::list outputs;
-    for (size_t i = 0; i < method_->num_outputs(); ++i) outputs.append(evalue_to_python(method_->output(i)));
-    return outputs;
   }
 
-  // Runs `iterations` times on the inputs already set; returns ns per run.
+  // Runs `iterations` times on the inputs of the last run() (set again,
+  // untimed, before each execute); returns ns per execute.
   std::vector<uint64_t> time_runs(size_t iterations) {
+    if (last_inputs_.size() != method_->num_inputs()) throw RuntimeFailure("time_runs: call the method once first");
     std::vector<uint64_t> times;
-    nb::gil_scoped_release release;
     for (size_t i = 0; i < iterations; ++i) {
-      uint64_t start = pal_now_ns();
-      if (Error e = method_->execute()) {
-        nb::gil_scoped_acquire acquire;
-        raise(e);
+      set_inputs(last_inputs_);
+      Error error;
+      uint64_t elapsed = 0;
+      {
+        nb::gil_scoped_release release;
+        uint64_t start = pal_now_ns();
+        error = method_->execute();
+        elapsed = pal_now_ns() - start;
       }
-      times.push_back(pal_now_ns() - start);
+      if (error) raise(error);
+      times.push_back(elapsed);
     }
     return times;
   }
 
   // Per-instruction time of one execute: [(name, ns), ...].
   nb::list profile() {
+    if (last_inputs_.size() != method_->num_inputs()) throw RuntimeFailure("profile: call the method once first");
+    set_inputs(last_inputs_);
     std::vector<uint64_t> ns(method_->num_instructions());
     method_->set_profiling(ns.data());
     Error e = method_->execute();
@@ -320,6 +335,7 @@ class PyMethod {
   MemoryAllocator temp_allocator_;
   MemoryManager memory_;
   std::unique_ptr<Method> method_;
+  std::vector<Array> last_inputs_;  // keeps the arrays alive for time_runs/profile
 };
 
 // ---- run_kernel: one kernel call on Python values (for kernel tests) ----------
