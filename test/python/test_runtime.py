@@ -67,22 +67,22 @@ def test_numpy_inputs_give_numpy_outputs_and_files_load_by_path(zoo, pte_zoo, tm
 
 
 def test_wrong_input_count_names_the_method_and_the_signature(methods):
-    with pytest.raises(rt.Error, match=r"method 'forward' takes 1 inputs \(float32\[1, 784\]\), got 2"):
+    with pytest.raises(rt.Error, match=r"method 'forward' takes 1 inputs \(float32\[8, 784\]\), got 2"):
         methods["mlp"](np.zeros((8, 784), np.float32), np.zeros((8, 784), np.float32))
 
 
 def test_wrong_input_shape_names_the_input_expected_and_actual(methods):
-    with pytest.raises(rt.Error, match=r"input 0: expected float32\[1, 784\], got float32\[1, 783\]"):
+    with pytest.raises(rt.Error, match=r"input 0: expected float32\[8, 784\], got float32\[8, 783\]"):
         methods["mlp"](np.zeros((8, 783), np.float32))
 
 
 def test_dynamic_input_beyond_its_bound_is_rejected(methods):
-    with pytest.raises(rt.Error, match=r"input 0: expected int64\[1, <=256\], got int64\[1, 257\]"):
+    with pytest.raises(rt.Error, match=r"input 0: expected int64\[<=1, <=256\], got int64\[1, 257\]"):
         methods["nanogpt"](np.zeros((1, 257), np.int64))
 
 
 def test_wrong_input_dtype_names_both_dtypes(methods):
-    with pytest.raises(rt.Error, match=r"input 0: expected float32\[1, 784\], got float64\[1, 784\]"):
+    with pytest.raises(rt.Error, match=r"input 0: expected float32\[8, 784\], got float64\[8, 784\]"):
         methods["mlp"](np.zeros((8, 784), np.float64))
 
 
