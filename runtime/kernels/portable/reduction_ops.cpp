@@ -105,12 +105,18 @@ Error make_plan(KernelContext& ctx, const Tensor& in, Span<const int64_t> dims, 
 // returns false.
 template <typename F>
 void for_each_reduced(const Loop& r, int64_t base, F&& f) {
-  for (int32_t d = 0; d < r.n; ++d) {
-    if (r.size[d] == 0) return;  // nothing to reduce
-  }
   if (r.n == 0) {
     f(base);
     return;
+  }
+  if (r.n == 1) {  // the common case: one (merged) run of reduced elements
+    for (int64_t i = 0; i < r.size[0]; ++i) {
+      if (!f(base + i * r.stride[0])) return;
+    }
+    return;
+  }
+  for (int32_t d = 0; d < r.n; ++d) {
+    if (r.size[d] == 0) return;  // nothing to reduce
   }
   int64_t index[kMaxDims] = {};
   const int32_t inner = r.n - 1;
@@ -134,6 +140,12 @@ void for_each_reduced(const Loop& r, int64_t base, F&& f) {
 // Calls g(out_index, base) for every output element, in output order.
 template <typename G>
 void for_each_output(const Loop& k, G&& g) {
+  if (k.n <= 1) {
+    const int64_t size = k.n == 0 ? 1 : k.size[0];
+    const int64_t stride = k.n == 0 ? 0 : k.stride[0];
+    for (int64_t o = 0; o < size; ++o) g(o, o * stride);
+    return;
+  }
   int64_t index[kMaxDims] = {};
   int64_t out_index = 0;
   for (;;) {

@@ -86,12 +86,30 @@ float exp_shifted(const float* x, float* y, int64_t n, float max) {
   return sum;
 }
 
-template <bool kLog>
-void softmax_contiguous_row(const float* x, float* y, int64_t n) {
-  float max = x[0];
-  for (int64_t i = 1; i < n; ++i) {
+// The largest of x[0..n), n >= 1; NaN if any is NaN.
+float row_max(const float* x, int64_t n) {
+  V4f best = {x[0], x[0], x[0], x[0]};
+  V4i nan = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    V4f v;
+    std::memcpy(&v, x + i, sizeof(v));
+    const V4i greater = v > best;
+    best = (V4f)(((V4i)v & greater) | ((V4i)best & ~greater));
+    nan |= v != v;
+  }
+  float max = best[0];
+  for (int j = 1; j < 4; ++j) max = best[j] > max ? best[j] : max;
+  for (; i < n; ++i) {
     if (x[i] > max || x[i] != x[i]) max = x[i];
   }
+  if (nan[0] | nan[1] | nan[2] | nan[3]) return NAN;
+  return max;
+}
+
+template <bool kLog>
+void softmax_contiguous_row(const float* x, float* y, int64_t n) {
+  const float max = row_max(x, n);
   if (!std::isfinite(max)) {  // NaN or +inf in the row: std::exp's special cases, as torch
     softmax_row<float, kLog>(x, y, n, 1);
     return;
