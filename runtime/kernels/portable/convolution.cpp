@@ -244,6 +244,54 @@ void depthwise_row(const ConvShape& s, const float* irow, const float* k, float*
   }
 }
 
+// One output pixel of a 3x3, dilation-1 depthwise plane, taps outside the
+// input skipped (edges).
+inline float dw3x3_pixel(const float* in, int64_t h, int64_t w, const float* k, float b, int64_t iy0, int64_t ix0) {
+  float acc = b;
+  for (int64_t i = 0; i < 3; ++i) {
+    const int64_t iy = iy0 + i;
+    if (iy < 0 || iy >= h) continue;
+    for (int64_t j = 0; j < 3; ++j) {
+      const int64_t ix = ix0 + j;
+      if (ix >= 0 && ix < w) acc += k[i * 3 + j] * in[iy * w + ix];
+    }
+  }
+  return acc;
+}
+
+// A whole 3x3 depthwise plane with stride S (1 or 2), dilation 1: output
+// rows whose three input rows exist take all nine taps in one pass over
+// their interior columns; edge pixels go through dw3x3_pixel.
+template <int S>
+void dw3x3_plane(const ConvShape& s, const float* in, const float* k, float b, float* out) {
+  const int64_t h = s.h, w = s.w, oh = s.oh, ow = s.ow, ph = s.ph, pw = s.pw;
+  // Columns whose taps ox*S - pw + {0, 1, 2} all lie in [0, w).
+  int64_t lo = (pw + S - 1) / S;
+  int64_t hi = w - 3 + pw < 0 ? 0 : (w - 3 + pw) / S + 1;
+  if (lo > ow) lo = ow;
+  if (hi > ow) hi = ow;
+  if (hi < lo) hi = lo;
+  const float k0 = k[0], k1 = k[1], k2 = k[2], k3 = k[3], k4 = k[4], k5 = k[5], k6 = k[6], k7 = k[7], k8 = k[8];
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    const int64_t iy0 = oy * S - ph;
+    float* orow = out + oy * ow;
+    if (iy0 < 0 || iy0 + 2 >= h) {
+      for (int64_t ox = 0; ox < ow; ++ox) orow[ox] = dw3x3_pixel(in, h, w, k, b, iy0, ox * S - pw);
+      continue;
+    }
+    for (int64_t ox = 0; ox < lo; ++ox) orow[ox] = dw3x3_pixel(in, h, w, k, b, iy0, ox * S - pw);
+    const float* r0 = in + iy0 * w;
+    const float* r1 = r0 + w;
+    const float* r2 = r1 + w;
+    for (int64_t ox = lo; ox < hi; ++ox) {
+      const int64_t c = ox * S - pw;  // >= 0 and c + 2 < w in the interior
+      orow[ox] = b + (k0 * r0[c] + k1 * r0[c + 1] + k2 * r0[c + 2]) + (k3 * r1[c] + k4 * r1[c + 1] + k5 * r1[c + 2]) +
+                 (k6 * r2[c] + k7 * r2[c + 1] + k8 * r2[c + 2]);
+    }
+    for (int64_t ox = hi; ox < ow; ++ox) orow[ox] = dw3x3_pixel(in, h, w, k, b, iy0, ox * S - pw);
+  }
+}
+
 // One input channel per group: each output channel is a 2-D correlation of
 // one input plane, computed an output row at a time.
 void conv_depthwise(const ConvShape& s, const float* x, const float* wt, const float* bias, float* y) {
@@ -256,6 +304,14 @@ void conv_depthwise(const ConvShape& s, const float* x, const float* wt, const f
       const float* k = wt + oc * s.kh * s.kw;
       float* out = y + (n * s.cout + oc) * out_plane;
       const float b = bias ? bias[oc] : 0.0f;
+      if (s.kh == 3 && s.kw == 3 && s.dh == 1 && s.dw == 1 && s.sh == s.sw && (s.sh == 1 || s.sh == 2)) {
+        if (s.sh == 1) {
+          dw3x3_plane<1>(s, plane, k, b, out);
+        } else {
+          dw3x3_plane<2>(s, plane, k, b, out);
+        }
+        continue;
+      }
       for (int64_t oy = 0; oy < s.oh; ++oy) {
         float* orow = out + oy * s.ow;
         for (int64_t ox = 0; ox < s.ow; ++ox) orow[ox] = b;
