@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
             want = expected_signature(match["name"])
             if match["sig"] != want:
                 bad += 1
-                print(f"{path.relative_to(ROOT)}: {match['name']}: \"{match['sig']}\" -> \"{want}\"")
+                print(f"{path.resolve().relative_to(ROOT)}: {match['name']}: \"{match['sig']}\" -> \"{want}\"")
                 return match.group(1) + want + match.group(4)
             return match.group(0)
 

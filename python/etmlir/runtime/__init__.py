@@ -82,7 +82,8 @@ class Method:
             raise Error(
                 f"method '{self.name}' input {index}: expected a numpy array or torch tensor "
                 f"({self.inputs[index]}), got {type(value).__name__}")
-        return np.ascontiguousarray(value)
+        # np.require keeps 0-d arrays 0-d (np.ascontiguousarray makes them 1-d).
+        return np.require(value, requirements="C")
 
     def benchmark(self, *inputs: Any, iterations: int = 10, warmup: int = 2) -> list[float]:
         """Seconds per execute() on these inputs (the run loop is in C++)."""

@@ -49,7 +49,8 @@ def _is_tensor(value: Any) -> bool:
 def _array(value: Any) -> np.ndarray:
     if not isinstance(value, np.ndarray):
         value = value.detach().cpu().contiguous().numpy()
-    return np.ascontiguousarray(value)
+    # np.require keeps 0-d arrays 0-d (np.ascontiguousarray makes them 1-d).
+    return np.require(value, requirements="C")
 
 
 def _encode(arg: Any) -> tuple:
