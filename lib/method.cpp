@@ -292,6 +292,18 @@ Result<Method> Program::load_method(const char* name, MemoryManager* memory, con
     const schema::Tensor* t = m.values()->Get(static_cast<flatbuffers::uoffset_t>(idx))->value_as_Tensor();
     return t != nullptr && t->constant() != nullptr;
   };
+  // A constant tensor, or a tensor list holding one.
+  auto holds_constant = [&](int32_t idx) {
+    if (is_constant_tensor(idx)) return true;
+    const schema::EValue* ev = m.values()->Get(static_cast<flatbuffers::uoffset_t>(idx));
+    const flatbuffers::Vector<int32_t>* items = nullptr;
+    if (const schema::TensorList* list = ev->value_as_TensorList()) items = list->items();
+    if (const schema::OptionalTensorList* list = ev->value_as_OptionalTensorList()) items = list->items();
+    for (flatbuffers::uoffset_t k = 0; items && k < items->size(); ++k) {
+      if (items->Get(k) >= 0 && is_constant_tensor(items->Get(k))) return true;
+    }
+    return false;
+  };
 
   // Inputs and outputs: indices into the value table (checked by Program::load).
   method.inputs_ = m.inputs() ? m.inputs()->data() : nullptr;
@@ -345,23 +357,23 @@ Result<Method> Program::load_method(const char* name, MemoryManager* memory, con
         }
         step.fn = entry->fn;
         args = call->args();
-        // Arity and kinds against the registered signature; outputs (after
-        // '|') must not be constants.
+        // Arity and kinds against the registered signature. Outputs must not
+        // be constants (a kernel would write the loader's read-only bytes):
+        // those after '|' if the signature marks them, else the last argument
+        // (out variants take their outputs last).
         size_t expected = 0;
         for (const char* c = entry->signature; *c; ++c) expected += *c != '|';
+        const char* bar = std::strchr(entry->signature, '|');
+        size_t first_output = bar ? static_cast<size_t>(bar - entry->signature) : (expected ? expected - 1 : 0);
         if (count(args) != expected) {
           return Error::make(ErrorCode::InvalidProgram,
                              "invalid program: method '%s' instruction %zu calls %s with %zu arguments; its kernel "
                              "takes %zu",
                              method_name, pc, step.name, count(args), expected);
         }
-        bool in_outs = false;
         size_t k = 0;
         for (const char* c = entry->signature; *c; ++c) {
-          if (*c == '|') {
-            in_outs = true;
-            continue;
-          }
+          if (*c == '|') continue;
           int32_t idx = args->Get(static_cast<flatbuffers::uoffset_t>(k));
           if (!matches_signature(*c, method.values_[idx])) {
             return Error::make(ErrorCode::InvalidProgram,
@@ -370,7 +382,7 @@ Result<Method> Program::load_method(const char* name, MemoryManager* memory, con
                                method_name, pc, step.name, k, tag_name(method.values_[idx].tag),
                                signature_kind_name(*c));
           }
-          if (in_outs && is_constant_tensor(idx)) {
+          if (k >= first_output && holds_constant(idx)) {
             return Error::make(ErrorCode::InvalidProgram,
                                "invalid program: method '%s' instruction %zu (%s) writes constant tensor value %d",
                                method_name, pc, step.name, idx);
@@ -528,8 +540,13 @@ Error Method::set_input(size_t i, const void* data, size_t nbytes, ScalarType dt
   if (nbytes < t.nbytes() || (data == nullptr && t.nbytes() > 0))
     return Error::make(ErrorCode::InvalidArgument, "method '%s' input %zu: %zu bytes given, %s needs %zu", name_, i,
                        nbytes, describe_given(dtype, sizes, given, sizeof(given)), t.nbytes());
-  if (t.capacity() > 0 && t.mutable_data() != nullptr && t.mutable_data() != data && t.capacity() >= t.nbytes()) {
-    std::memcpy(t.mutable_data(), data, t.nbytes());  // planned: copy into the arena
+  // Planned-ness comes from the program: after a first set_input an unplanned
+  // input points at the caller's previous buffer, which must not be written.
+  const schema::Method* m =
+      schema::GetProgram(program_->flatbuffer())->methods()->Get(static_cast<flatbuffers::uoffset_t>(method_index_));
+  const schema::Tensor* planned = m->values()->Get(static_cast<flatbuffers::uoffset_t>(inputs_[i]))->value_as_Tensor();
+  if (planned != nullptr && planned->allocation() != nullptr) {
+    if (t.nbytes() > 0 && t.mutable_data() != data) std::memcpy(t.mutable_data(), data, t.nbytes());  // into the arena
   } else {
     t.set_data(const_cast<void*>(data), nbytes);  // unplanned: the caller's memory
   }

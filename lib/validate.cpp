@@ -44,6 +44,10 @@ Error check_tensor(const schema::Method& method, const schema::Tensor& t, size_t
   size_t dim = count(t.sizes());
   if (dim > static_cast<size_t>(kMaxDims))
     return bad(method, "value %zu: tensor has %zu dims; this runtime supports up to %d", index, dim, kMaxDims);
+  // The verifier aligns a vector's length, not its 8-byte elements; an
+  // unaligned int64 load faults on some targets (and is UB everywhere).
+  if (t.sizes() && reinterpret_cast<uintptr_t>(t.sizes()->data()) % alignof(int64_t) != 0)
+    return bad(method, "value %zu: tensor sizes are not 8-byte aligned", index);
   if (count(t.dim_order()) != dim)
     return bad(method, "value %zu: tensor has %zu sizes but %zu dim_order entries", index, dim, count(t.dim_order()));
   uint64_t numel = 1;
@@ -169,6 +173,10 @@ Error validate_method(const schema::Program& program, const schema::Method& meth
   }
   for (size_t i = 0; i < num_values; ++i) {
     const schema::EValue* ev = method.values()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    // The verifier accepts a union whose type is set but whose table is
+    // absent; every accessor below (and Method loading) would read through null.
+    if (ev->value() == nullptr && ev->value_type() != schema::Value::NONE && ev->value_type() != schema::Value::Null)
+      return bad(method, "value %zu has kind %d but no content", i, static_cast<int>(ev->value_type()));
     switch (ev->value_type()) {
       case schema::Value::Null:
       case schema::Value::Int:
@@ -193,7 +201,12 @@ Error validate_method(const schema::Program& program, const schema::Method& meth
         }
         break;
       }
-      case schema::Value::DoubleList:
+      case schema::Value::DoubleList: {
+        const auto* items = ev->value_as_DoubleList()->items();
+        if (items && reinterpret_cast<uintptr_t>(items->data()) % alignof(double) != 0)
+          return bad(method, "value %zu: double list items are not 8-byte aligned", i);
+        break;
+      }
       case schema::Value::BoolList:
         break;
       case schema::Value::TensorList:
@@ -213,6 +226,22 @@ Error validate_method(const schema::Program& program, const schema::Method& meth
   }
   ET_CHECK_OK(check_indices(method, method.inputs(), "inputs", 0, false));
   ET_CHECK_OK(check_indices(method, method.outputs(), "outputs", 0, false));
+  // A tensor with neither an arena nor a constant gets its memory from the
+  // caller, so it must be a method input or output; any other would reach a
+  // kernel as a null data pointer.
+  auto listed = [](const flatbuffers::Vector<int32_t>* items, size_t value) {
+    for (flatbuffers::uoffset_t k = 0; items && k < items->size(); ++k) {
+      if (static_cast<size_t>(items->Get(k)) == value) return true;
+    }
+    return false;
+  };
+  for (size_t i = 0; i < num_values; ++i) {
+    const schema::Tensor* t = method.values()->Get(static_cast<flatbuffers::uoffset_t>(i))->value_as_Tensor();
+    if (!t || t->allocation() || t->constant() || t->nbytes() == 0) continue;
+    if (!listed(method.inputs(), i) && !listed(method.outputs(), i))
+      return bad(method, "value %zu: tensor of %llu bytes has no memory (not planned, not constant) and is not a "
+                 "method input or output", i, static_cast<ull>(t->nbytes()));
+  }
   for (size_t i = 0; i < count(method.operators()); ++i) {
     const schema::Operator* op = method.operators()->Get(static_cast<flatbuffers::uoffset_t>(i));
     if (!op->name()) return bad(method, "operator %zu has no name", i);
@@ -233,6 +262,8 @@ Error validate_method(const schema::Program& program, const schema::Method& meth
   size_t num_instructions = count(method.instructions());
   for (size_t i = 0; i < num_instructions; ++i) {
     const schema::Instruction* ins = method.instructions()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    if (ins->kind() == nullptr && ins->kind_type() != schema::InstructionKind::NONE)
+      return bad(method, "instruction %zu has kind %d but no content", i, static_cast<int>(ins->kind_type()));
     switch (ins->kind_type()) {
       case schema::InstructionKind::KernelCall: {
         const schema::KernelCall* call = ins->kind_as_KernelCall();
