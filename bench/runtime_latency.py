@@ -1,7 +1,8 @@
 """Benchmark: latency of each zoo model on etmlir's runtime vs torch eager vs ExecuTorch 1.5.1, one thread.
 
-Run from the repository root (our environment; ExecuTorch in its own, see
-scripts/setup_bench.sh, which `make bench-memory` also uses):
+Run from the repository root with `make bench-latency`, or without make (our
+environment; ExecuTorch in its own, made by scripts/setup_bench.sh, which
+`make bench-memory` also uses):
 
     bash scripts/setup_bench.sh .venv-bench      # once: executorch==1.5.1 + torch 2.13.0
     OMP_NUM_THREADS=1 .venv/bin/python bench/runtime_latency.py [--models mlp nanogpt] [--seq-lens 64 256]
@@ -20,7 +21,8 @@ dynamic sequence dim), on the same inputs:
               .npz, outputs come back as an .npz, timings as JSON). That wheel's kernel library is
               ExecuTorch's "optimized" one: portable kernels except ~20 ops with optimized kernels
               (add/mul/sub/div, mm/bmm/linear, layer_norm, gelu, ...); the ops of each program
-              that hit one are printed under the table.
+              that hit one are printed under the table. Those make its numbers lower than an
+              all-portable build's, so etmlir/ET errs against us.
 Every number is the median over repeated runs after warmup. Without --iterations
 each measurement gets as many runs as fit in --budget seconds (at least 3,
 at most 1000): a model whose single run exceeds budget/3 (ExecuTorch's
