@@ -298,6 +298,17 @@ def test_softmax_rows_with_nan_or_inf_follow_torch():
         np.testing.assert_allclose(y, expected.numpy(), rtol=1e-5, atol=1e-6, equal_nan=True)
 
 
+def test_softmax_over_a_leading_dim_with_nan_or_inf_follows_torch():
+    # The column path (inner dims > 1, e.g. softmax over channels) falls back per block on NaN/inf.
+    x = torch.tensor([[1.0, float("nan"), 2.0, 0.0, 1.0], [float("inf"), 1.0, 2.0, 3.0, 4.0],
+                      [float("-inf")] * 5, [-100.0, -200.0, -50.0, 0.0, -90.0]]).t().contiguous()
+    for op, fn in [("aten::_softmax.out", aten._softmax), ("aten::_log_softmax.out", aten._log_softmax)]:
+        for sample in (x, x[:, 2:].contiguous(), torch.randn(1, 8, 32, 32) * 9):
+            expected = fn(sample, 0 if sample.dim() == 2 else 1, False)
+            (y,) = kernels.call(op, sample, 0 if sample.dim() == 2 else 1, False, out_for(expected))
+            np.testing.assert_allclose(y, expected.numpy(), rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
 def test_softmax_is_stable_and_masks_minus_inf():
     x = torch.tensor([[1000.0, 999.0, float("-inf")], [float("-inf"), 0.0, -1000.0]])
     for op, fn in [("aten::_softmax.out", aten._softmax), ("aten::_log_softmax.out", aten._log_softmax)]:
