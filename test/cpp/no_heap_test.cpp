@@ -1,0 +1,267 @@
+// execute() performs no heap allocation: this binary replaces malloc, calloc,
+// realloc, free, aligned_alloc, memalign, posix_memalign and every operator
+// new/delete with counting versions (forwarding to glibc's __libc_*), armed
+// only around the calls under test.
+//
+// Built in the plain build only: ASan/UBSan replace malloc themselves
+// (test/cpp/CMakeLists.txt leaves this test out when ETMLIR_SANITIZE is on).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "etmlir/runtime/backend.h"
+#include "etmlir/runtime/method.h"
+#include "etmlir/runtime/program.h"
+#include "test_util.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#error "no_heap_test replaces malloc; build it without sanitizers"
+#endif
+
+extern "C" {
+void* __libc_malloc(size_t size);
+void* __libc_calloc(size_t count, size_t size);
+void* __libc_realloc(void* p, size_t size);
+void __libc_free(void* p);
+void* __libc_memalign(size_t alignment, size_t size);
+}
+
+namespace {
+
+std::atomic<bool> g_armed{false};
+std::atomic<size_t> g_allocations{0};
+
+inline void note() {
+  if (g_armed.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Counts heap calls made while it lives.
+class HeapCounter {
+ public:
+  HeapCounter() {
+    g_allocations.store(0);
+    g_armed.store(true);
+  }
+  ~HeapCounter() { g_armed.store(false); }
+  size_t count() const { return g_allocations.load(); }
+};
+
+}  // namespace
+
+extern "C" {
+void* malloc(size_t size) noexcept {
+  note();
+  return __libc_malloc(size);
+}
+void* calloc(size_t count, size_t size) noexcept {
+  note();
+  return __libc_calloc(count, size);
+}
+void* realloc(void* p, size_t size) noexcept {
+  note();
+  return __libc_realloc(p, size);
+}
+void free(void* p) noexcept {
+  if (p != nullptr) note();
+  __libc_free(p);
+}
+void* aligned_alloc(size_t alignment, size_t size) noexcept {
+  note();
+  return __libc_memalign(alignment, size);
+}
+void* memalign(size_t alignment, size_t size) noexcept {
+  note();
+  return __libc_memalign(alignment, size);
+}
+int posix_memalign(void** out, size_t alignment, size_t size) noexcept {
+  note();
+  void* p = __libc_memalign(alignment, size);
+  if (p == nullptr) return ENOMEM;
+  *out = p;
+  return 0;
+}
+}  // extern "C"
+
+void* operator new(size_t size) {
+  void* p = malloc(size ? size : 1);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+void* operator new[](size_t size) { return operator new(size); }
+void* operator new(size_t size, const std::nothrow_t&) noexcept { return malloc(size ? size : 1); }
+void* operator new[](size_t size, const std::nothrow_t&) noexcept { return malloc(size ? size : 1); }
+void* operator new(size_t size, std::align_val_t alignment) {
+  void* p = nullptr;
+  if (posix_memalign(&p, static_cast<size_t>(alignment), size ? size : 1) != 0) throw std::bad_alloc();
+  return p;
+}
+void* operator new[](size_t size, std::align_val_t alignment) { return operator new(size, alignment); }
+void operator delete(void* p) noexcept { free(p); }
+void operator delete[](void* p) noexcept { free(p); }
+void operator delete(void* p, size_t) noexcept { free(p); }
+void operator delete[](void* p, size_t) noexcept { free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { free(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { free(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { free(p); }
+
+namespace etmlir {
+namespace {
+
+using test::LoadedProgram;
+using test::LoaderKind;
+using test::MethodMemory;
+
+// Keeps the compiler from removing an allocation whose result is unused.
+void* volatile g_sink;
+
+TEST(NoHeap, CounterSeesEveryKindOfAllocation) {
+  HeapCounter counter;
+  void* (*volatile do_malloc)(size_t) = malloc;
+  g_sink = do_malloc(16);
+  free(g_sink);
+  void* p = nullptr;
+  ASSERT_EQ(posix_memalign(&p, 64, 128), 0);
+  g_sink = p;
+  free(g_sink);
+  auto owned = std::make_unique<std::string>(100, 'x');
+  g_sink = owned.get();
+  owned.reset();
+  EXPECT_GE(counter.count(), 6u) << "the malloc replacement is not in use: the other tests would prove nothing";
+}
+
+// A loaded method with its inputs set from the fixture's reference input (or zeros).
+struct Loaded {
+  std::unique_ptr<LoadedProgram> program;
+  std::unique_ptr<MethodMemory> memory;
+  std::unique_ptr<Method> method;
+  std::vector<std::unique_ptr<test::AlignedBuffer>> inputs;
+};
+
+std::unique_ptr<Loaded> load(const std::string& file, LoaderKind kind, const BackendRegistry* backends = nullptr) {
+  auto loaded = std::make_unique<Loaded>();
+  loaded->program = std::make_unique<LoadedProgram>();
+  Error e = test::load_program(test::fixture_path(file), kind, loaded->program.get());
+  EXPECT_FALSE(e) << file << ": " << e.message();
+  if (e) return nullptr;
+  Result<MethodMeta> meta = loaded->program->program->method_meta("forward");
+  EXPECT_TRUE(meta.ok());
+  loaded->memory = std::make_unique<MethodMemory>(*meta, test::kDefaultTempBytes);
+  Result<Method> method =
+      loaded->program->program->load_method("forward", &loaded->memory->manager, &test::all_kernels(), backends);
+  EXPECT_TRUE(method.ok()) << file << ": " << method.error().message();
+  if (!method.ok()) return nullptr;
+  loaded->method = std::make_unique<Method>(static_cast<Method&&>(method.get()));
+  for (size_t i = 0; i < meta->num_inputs(); ++i) {
+    MethodMeta::TensorInfo info;
+    if (!meta->input_tensor(i, &info)) continue;
+    size_t nbytes = element_size(info.dtype);
+    for (int32_t d = 0; d < info.dim; ++d) nbytes *= static_cast<size_t>(info.sizes[d]);
+    loaded->inputs.push_back(std::make_unique<test::AlignedBuffer>(nbytes));
+    Error set = loaded->method->set_input(i, loaded->inputs.back()->data(), nbytes, info.dtype,
+                                          Span<const int64_t>(info.sizes, static_cast<size_t>(info.dim)));
+    EXPECT_FALSE(set) << set.message();
+  }
+  return loaded;
+}
+
+struct Case {
+  const char* file;
+  LoaderKind loader;
+};
+
+class NoHeapExecute : public ::testing::TestWithParam<Case> {};
+
+TEST_P(NoHeapExecute, ThreeExecutesAllocateNothing) {
+  ETMLIR_REQUIRE_FIXTURES();
+  auto loaded = load(GetParam().file, GetParam().loader);
+  ASSERT_TRUE(loaded);
+  Error errors[3];
+  size_t allocations;
+  {
+    HeapCounter counter;
+    for (Error& e : errors) e = loaded->method->execute();
+    allocations = counter.count();
+  }
+  for (const Error& e : errors) ASSERT_FALSE(e) << e.message();
+  EXPECT_EQ(allocations, 0u) << "heap calls during execute() of " << GetParam().file;
+}
+
+TEST_P(NoHeapExecute, SetInputAndProfiledExecuteAllocateNothing) {
+  ETMLIR_REQUIRE_FIXTURES();
+  auto loaded = load(GetParam().file, GetParam().loader);
+  ASSERT_TRUE(loaded);
+  Result<MethodMeta> meta = loaded->program->program->method_meta("forward");
+  ASSERT_TRUE(meta.ok());
+  MethodMeta::TensorInfo info;
+  ASSERT_TRUE(meta->input_tensor(0, &info));
+  std::vector<uint64_t> profile(loaded->method->num_instructions());
+  Error set;
+  Error run;
+  size_t allocations;
+  {
+    HeapCounter counter;
+    set = loaded->method->set_input(0, loaded->inputs[0]->data(), loaded->inputs[0]->size(), info.dtype,
+                                    Span<const int64_t>(info.sizes, static_cast<size_t>(info.dim)));
+    loaded->method->set_profiling(profile.data());
+    run = loaded->method->execute();
+    allocations = counter.count();
+  }
+  ASSERT_FALSE(set) << set.message();
+  ASSERT_FALSE(run) << run.message();
+  EXPECT_EQ(allocations, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, NoHeapExecute,
+                         ::testing::Values(Case{"mlp.pte", LoaderKind::Buffer}, Case{"mlp.pte", LoaderKind::File},
+                                           Case{"mlp.pte", LoaderKind::Mmap}, Case{"seed_cnn.pte", LoaderKind::Buffer},
+                                           Case{"seed_cnn.pte", LoaderKind::File},
+                                           Case{"seed_cnn.pte", LoaderKind::Mmap},
+                                           Case{"dynamic.pte", LoaderKind::Mmap}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           std::string name = info.param.file;
+                           return name.substr(0, name.find('.')) + "_" + test::loader_kind_name(info.param.loader);
+                         });
+
+// A backend that copies its input to its output.
+class CopyBackend : public Backend {
+ public:
+  bool is_available() const override { return true; }
+  Result<DelegateHandle> init(BackendInitContext&, Span<const uint8_t>, Span<const CompileSpec>) override {
+    return DelegateHandle(this);
+  }
+  Error execute(BackendExecuteContext&, DelegateHandle, Span<EValue*> args) override {
+    const Tensor& in = args[0]->to_tensor();
+    std::memcpy(args[1]->to_tensor().mutable_data(), in.data(), in.nbytes());
+    return Error::ok();
+  }
+  void destroy(DelegateHandle) override {}
+};
+
+TEST(NoHeap, DelegateCallAllocatesNothing) {
+  ETMLIR_REQUIRE_FIXTURES();
+  CopyBackend backend;
+  BackendRegistry backends;
+  ASSERT_FALSE(backends.add("fake_delegate", &backend));
+  auto loaded = load("delegate.pte", LoaderKind::Mmap, &backends);
+  ASSERT_TRUE(loaded);
+  Error run;
+  size_t allocations;
+  {
+    HeapCounter counter;
+    for (int i = 0; i < 3; ++i) run = loaded->method->execute();
+    allocations = counter.count();
+  }
+  ASSERT_FALSE(run) << run.message();
+  EXPECT_EQ(allocations, 0u);
+}
+
+}  // namespace
+}  // namespace etmlir

@@ -1,0 +1,107 @@
+// Helpers shared by the C++ tests: fixture files, aligned buffers, the full
+// kernel registry, memory for a method sized from its MethodMeta, and a
+// writer for hand-made .pte files (FlatBuffer + 64-byte header + segments).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "etmlir/runtime/backend.h"
+#include "etmlir/runtime/data_loader.h"
+#include "etmlir/runtime/kernel.h"
+#include "etmlir/runtime/memory.h"
+#include "etmlir/runtime/method.h"
+#include "etmlir/runtime/program.h"
+
+namespace etmlir {
+namespace test {
+
+// $ETMLIR_TEST_PTE_DIR ("" when unset): where make_fixtures.py wrote the .pte files.
+std::string fixture_dir();
+// fixture_dir()/name.
+std::string fixture_path(const std::string& name);
+
+// Skips the test when the fixtures are not available.
+#define ETMLIR_REQUIRE_FIXTURES()                                                                    \
+  do {                                                                                               \
+    if (::etmlir::test::fixture_dir().empty())                                                      \
+      GTEST_SKIP() << "ETMLIR_TEST_PTE_DIR is not set (scripts/cpp_test.sh writes and sets it)";   \
+  } while (0)
+
+// EXPECT_CONTAINS(message, "needle"): gtest's substring check (no gmock needed).
+#define EXPECT_CONTAINS(haystack, needle) EXPECT_PRED_FORMAT2(::testing::IsSubstring, needle, haystack)
+#define ASSERT_CONTAINS(haystack, needle) ASSERT_PRED_FORMAT2(::testing::IsSubstring, needle, haystack)
+
+// The whole file (empty vector if it cannot be read; the caller asserts).
+std::vector<uint8_t> read_file(const std::string& path);
+
+// Zeroed heap memory aligned to 64 bytes (data() is never null).
+class AlignedBuffer {
+ public:
+  explicit AlignedBuffer(size_t size);
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ~AlignedBuffer();
+  uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  uint8_t* data_;
+  size_t size_;
+};
+
+// The prim kernels and every portable kernel, registered once.
+const KernelRegistry& all_kernels();
+
+// Memory for one method: method allocator (MethodMeta::method_allocator_bytes),
+// one 64-byte-aligned buffer per arena, a temp allocator.
+struct MethodMemory {
+  MethodMemory(const MethodMeta& meta, size_t temp_bytes);
+  std::unique_ptr<AlignedBuffer> method_buffer;
+  std::unique_ptr<AlignedBuffer> temp_buffer;
+  std::vector<std::unique_ptr<AlignedBuffer>> arena_buffers;
+  std::vector<Span<uint8_t>> arenas;
+  MemoryAllocator method_allocator;
+  MemoryAllocator temp_allocator;
+  MemoryManager manager;
+};
+
+constexpr size_t kDefaultTempBytes = size_t{16} << 20;
+
+// A loaded Program that owns its bytes and loader.
+struct LoadedProgram {
+  std::unique_ptr<AlignedBuffer> bytes;  // BufferDataLoader only
+  std::unique_ptr<DataLoader> loader;
+  std::unique_ptr<Program> program;
+};
+enum class LoaderKind { Buffer, File, Mmap };
+const char* loader_kind_name(LoaderKind kind);
+// Loads `path` through `kind`; on failure returns the Error (program is null).
+Error load_program(const std::string& path, LoaderKind kind, LoadedProgram* out);
+
+// A reference input/output pair written by make_fixtures.py.
+struct Reference {
+  std::vector<int64_t> input_shape;
+  std::vector<float> input;
+  std::vector<int64_t> expected_shape;
+  std::vector<float> expected;
+};
+// Reads <name>.input.bin, <name>.expected.bin, <name>.shapes.txt; false if missing.
+bool read_reference(const std::string& name, Reference* out);
+
+// ---- Hand-made .pte files -----------------------------------------------------
+
+constexpr uint32_t kSegmentAlignment = 4096;
+// Offsets (from the segment base) of `segments` laid out one after another, each aligned.
+std::vector<uint64_t> segment_offsets(const std::vector<std::vector<uint8_t>>& segments,
+                                      uint32_t alignment = kSegmentAlignment);
+// The container: 64-byte "ETXH" header, the FlatBuffer at 64, then the segments.
+std::vector<uint8_t> pack_pte(const uint8_t* flatbuffer, size_t flatbuffer_size,
+                              const std::vector<std::vector<uint8_t>>& segments,
+                              uint32_t alignment = kSegmentAlignment);
+
+}  // namespace test
+}  // namespace etmlir
