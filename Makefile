@@ -47,8 +47,8 @@ pytest:
 	$(PY) -m pytest -q test/python
 
 # GoogleTest suites of the runtime core, plus the loader fuzz test under ASan+UBSan (test/cpp).
-cpp-test:
-	bash scripts/cpp_test.sh
+cpp-test: setup
+	bash scripts/cpp_test.sh $(VENV)
 
 # Planned arena bytes, ours vs ExecuTorch 1.5.1, per zoo model (separate environment: the bench extra).
 BENCH_VENV ?= .venv-bench

@@ -285,6 +285,11 @@ Error validate_method(const schema::Program& program, const schema::Method& meth
         const schema::JumpFalse* jump = ins->kind_as_JumpFalse();
         if (!value_is(method, jump->cond(), schema::Value::Bool))
           return bad(method, "instruction %zu: jump condition (value %d) is not a bool", i, jump->cond());
+        // Forward jumps only: a backward jump could loop forever, and the
+        // emitter writes none (loops are not supported).
+        if (jump->target() <= i)
+          return bad(method, "instruction %zu jumps back to %u (this runtime runs forward jumps only)", i,
+                     jump->target());
         if (jump->target() > num_instructions)
           return bad(method, "instruction %zu jumps to %u; the method has %zu instructions", i, jump->target(),
                      num_instructions);
