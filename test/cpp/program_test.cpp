@@ -940,6 +940,22 @@ TEST(BuiltProgram, MisalignedInt64VectorIsRefused) {
   EXPECT_CONTAINS(built->error.message(), "value 0: tensor sizes are not 8-byte aligned");
 }
 
+TEST(BuiltProgram, BackwardJumpIsRefused) {
+  // execute() would loop forever on `0: jump_false %false -> 0`.
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<flatbuffers::Offset<fbs::EValue>> values = {
+      fbs::CreateEValue(fbb, fbs::Value::Bool, fbs::CreateBool(fbb, false).Union())};
+  std::vector<flatbuffers::Offset<fbs::Instruction>> instructions = {
+      fbs::CreateInstruction(fbb, fbs::InstructionKind::JumpFalse, fbs::CreateJumpFalse(fbb, 0, 0).Union(), 0)};
+  auto method = fbs::CreateMethodDirect(fbb, "forward", &values, nullptr, nullptr, &instructions);
+  std::vector<flatbuffers::Offset<fbs::Method>> methods = {method};
+  fbb.Finish(fbs::CreateProgramDirect(fbb, 1, &methods), fbs::ProgramIdentifier());
+  auto built = load_bytes(test::pack_pte(fbb.GetBufferPointer(), fbb.GetSize(), {}));
+  ASSERT_FALSE(built->program);
+  EXPECT_EQ(built->error.code(), ErrorCode::InvalidProgram);
+  EXPECT_CONTAINS(built->error.message(), "instruction 0 jumps back to 0");
+}
+
 TEST(BuiltProgram, ProgramWithoutMethodsIsRefused) {
   flatbuffers::FlatBufferBuilder fbb;
   fbb.Finish(fbs::CreateProgramDirect(fbb, 1), fbs::ProgramIdentifier());
