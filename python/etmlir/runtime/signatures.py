@@ -22,7 +22,7 @@ _KINDS = {
     "Tensor": "T", "Tensor?": "t",
     "int": "i", "SymInt": "i", "int?": "I", "SymInt?": "I",
     "float": "f", "float?": "F",
-    "Scalar": "s", "Scalar?": "S", "number": "s",
+    "Scalar": "s", "Scalar?": "S", "number": "s", "number?": "S",
     "bool": "b", "bool?": "B",
     "int[]": "L", "SymInt[]": "L", "int[]?": "M", "SymInt[]?": "M",
     "float[]": "D", "float[]?": "G",
