@@ -101,35 +101,14 @@ Error out_of_method_memory(const char* method, const char* what) {
                      method, what);
 }
 
-// "float32[1, <=256]" for a tensor meta.
+// "float32[1, <=256]": what an input accepts (upper bounds when dynamic).
 const char* describe_expected(const Tensor& t, char* buffer, size_t size) {
-  size_t used = 0;
-  auto put = [&](const char* fmt, auto... args) {
-    if (used < size) {
-      int n = std::snprintf(buffer + used, size - used, fmt, args...);
-      if (n > 0) used += static_cast<size_t>(n);
-    }
-  };
-  put("%s[", dtype_name(t.dtype()));
-  for (int32_t d = 0; d < t.dim(); ++d) {
-    put("%s%s%lld", d ? ", " : "", t.is_dynamic() ? "<=" : "", static_cast<long long>(t.upper_bounds()[d]));
-  }
-  put("]");
-  return buffer;
+  return format_shape(t.dtype(), t.upper_bounds(), static_cast<size_t>(t.dim()), t.is_dynamic() ? "<=" : "", buffer,
+                      size);
 }
 
 const char* describe_given(ScalarType dtype, Span<const int64_t> sizes, char* buffer, size_t size) {
-  size_t used = 0;
-  auto put = [&](const char* fmt, auto... args) {
-    if (used < size) {
-      int n = std::snprintf(buffer + used, size - used, fmt, args...);
-      if (n > 0) used += static_cast<size_t>(n);
-    }
-  };
-  put("%s[", dtype_name(dtype));
-  for (size_t d = 0; d < sizes.size(); ++d) put("%s%lld", d ? ", " : "", static_cast<long long>(sizes[d]));
-  put("]");
-  return buffer;
+  return format_shape(dtype, sizes.data(), sizes.size(), "", buffer, size);
 }
 
 }  // namespace

@@ -82,7 +82,9 @@ Error Tensor::resize(Span<const int64_t> new_sizes, const char* name) {
   return Error::ok();
 }
 
-const char* Tensor::describe(char* buffer, size_t size) const {
+const char* format_shape(ScalarType dtype, const int64_t* sizes, size_t dim, const char* dim_prefix, char* buffer,
+                         size_t size) {
+  if (size == 0) return buffer;
   size_t used = 0;
   auto put = [&](const char* fmt, auto... args) {
     if (used < size) {
@@ -90,11 +92,15 @@ const char* Tensor::describe(char* buffer, size_t size) const {
       if (n > 0) used += static_cast<size_t>(n);
     }
   };
-  put("%s[", dtype_name(dtype_));
-  for (int32_t d = 0; d < dim_; ++d) put(d ? ", %lld" : "%lld", static_cast<long long>(sizes_[d]));
+  put("%s[", dtype_name(dtype));
+  for (size_t d = 0; d < dim; ++d) put("%s%s%lld", d ? ", " : "", dim_prefix, static_cast<long long>(sizes[d]));
   put("]");
-  if (size) buffer[used < size ? used : size - 1] = '\0';
+  buffer[used < size ? used : size - 1] = '\0';
   return buffer;
+}
+
+const char* Tensor::describe(char* buffer, size_t size) const {
+  return format_shape(dtype_, sizes_, static_cast<size_t>(dim_), "", buffer, size);
 }
 
 }  // namespace etmlir

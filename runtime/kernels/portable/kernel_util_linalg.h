@@ -10,6 +10,7 @@
 #include "etmlir/runtime/evalue.h"
 #include "etmlir/runtime/kernel.h"
 #include "etmlir/runtime/tensor.h"
+#include "kernel_util.h"
 
 namespace etmlir {
 namespace linalg {
@@ -81,28 +82,9 @@ inline Error unsupported_dtype(KernelContext& ctx, const Tensor& t, const char* 
 // A 'f'/'F' argument: the loader accepts an Int there too.
 inline double number_arg(const EValue& v) { return v.scalar_to_double(); }
 
-// Calls f(T{}) with the C++ type of `dtype` among float, double, int32,
-// int64; false (f not called) for any other dtype.
-template <typename F>
-bool dispatch_real(ScalarType dtype, F&& f) {
-  switch (dtype) {
-    case ScalarType::Float: f(float{}); return true;
-    case ScalarType::Double: f(double{}); return true;
-    case ScalarType::Int32: f(int32_t{}); return true;
-    case ScalarType::Int64: f(int64_t{}); return true;
-    default: return false;
-  }
-}
-
-// The same for float and double only.
-template <typename F>
-bool dispatch_floating(ScalarType dtype, F&& f) {
-  switch (dtype) {
-    case ScalarType::Float: f(float{}); return true;
-    case ScalarType::Double: f(double{}); return true;
-    default: return false;
-  }
-}
+// Element-type dispatch: the elementwise kernels' (kernel_util.h).
+using kutil::dispatch_floating;
+using kutil::dispatch_real;
 
 // Every dtype whose elements are plain numbers (bool as bool, 8/16-bit ints);
 // not Half/BFloat16.
