@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -124,6 +125,23 @@ def main_job() -> None:
     print(f"  max |runtime - eager| over the 1000 logits: {diff:.2e}")
     print(f"  latency: median {times[len(times) // 2] * 1e3:.1f} ms, min {times[0] * 1e3:.1f} ms "
           f"over {ITERATIONS} runs (portable kernels, 1 thread)")
+    _run_et_run(path, image.numpy())
+
+
+def _run_et_run(path: Path, image: np.ndarray) -> None:
+    """The same program through the C++ command-line runner, no Python in the loop."""
+    et_run = Path(sys.executable).parent / "et-run"
+    if not et_run.exists():
+        print(f"  (et-run not found next to {sys.executable}; `pip install -e .` builds it)")
+        return
+    inputs = OUT_DIR / "chelsea.npz"
+    np.savez(inputs, image)
+    command = [str(et_run), str(path), "--inputs", str(inputs), "--iterations", str(ITERATIONS)]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise etmlir.runtime.Error(f"et-run failed: {result.stderr.strip()}")
+    latency = [line.strip() for line in result.stdout.splitlines() if line.startswith("latency")]
+    print(f"  et-run {path} --inputs {inputs}: {latency[0] if latency else result.stdout.strip()}")
 
 
 def main(argv: list[str] | None = None) -> int:
