@@ -5,9 +5,10 @@
     print(et.memory_plan())       # per-arena planned bytes vs. the sum of the tensor sizes
     et.save("model.pte")          # et-inspect model.pte
 
-`to_executorch` runs `et-to-out-variants`, `et-plan-memory` and
-`et-verify-memory-plan` on a copy of the edge module, then serializes it
-(`etmlir.serialize`). The edge program is left unchanged.
+`to_executorch` runs `et-fold-constants` (unless the config says not to),
+`et-to-out-variants`, `et-plan-memory` and `et-verify-memory-plan` on a copy
+of the edge module, then serializes it (`etmlir.serialize`). The edge program
+is left unchanged.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from etmlir.program import Program, clone_module
 
 @dataclasses.dataclass(frozen=True)
 class ExecutorchConfig:
-    """Choices `to_executorch` leaves to the user (the et-plan-memory and et-emit options).
+    """Choices `to_executorch` leaves to the user (et-fold-constants, et-plan-memory and et-emit options).
 
     arenas:            planned memories, fastest first, as "name[:bytes]" ("fast:64k", "slow");
                        empty means one arena as large as needed
@@ -38,6 +39,11 @@ class ExecutorchConfig:
     alloc_inputs:      plan the inputs' memory (else the caller provides it at run time)
     alloc_outputs:     plan the outputs' memory (else the caller provides it at run time)
     segment_alignment: alignment of the constant and payload segments in the file (mmap pages)
+    fold_constants:    evaluate copies, views and arithmetic on weights at compile time
+                       (`et-fold-constants`: a linear layer's transposed weight is stored, not
+                       recomputed on every execution)
+    fold_max_bytes:    leave folds whose result or an operand is larger than this many bytes
+                       (the `.pte` stores each folded result)
     """
 
     arenas: tuple[str, ...] = ()
@@ -46,6 +52,8 @@ class ExecutorchConfig:
     alloc_inputs: bool = True
     alloc_outputs: bool = True
     segment_alignment: int = 4096
+    fold_constants: bool = True
+    fold_max_bytes: int = 64 << 20
 
     def plan_options(self) -> str:
         parts = [f"policy={self.policy}", f"alignment={self.alignment}",
@@ -93,9 +101,11 @@ def to_executorch(edge_program: Program, config: ExecutorchConfig | None = None)
     """Lower an edge program to the executable level and serialize it (the edge program is unchanged)."""
     config = config or ExecutorchConfig()
     module = clone_module(edge_program.module)
-    run_pipeline(module, [PipelineElement("et-to-out-variants"),
-                          PipelineElement("et-plan-memory", config.plan_options()),
-                          PipelineElement("et-verify-memory-plan")])
+    passes = [PipelineElement("et-to-out-variants"), PipelineElement("et-plan-memory", config.plan_options()),
+              PipelineElement("et-verify-memory-plan")]
+    if config.fold_constants:
+        passes.insert(0, PipelineElement("et-fold-constants", f"max-bytes={config.fold_max_bytes}"))
+    run_pipeline(module, passes)
     with module.context:
         buffer = _serialize(module, edge_program.weight_buffers, config.segment_alignment)
     return ExecutorchProgram(module=module, example_args=edge_program.example_args,

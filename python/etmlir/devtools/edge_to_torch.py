@@ -14,10 +14,14 @@ becomes
 
     %l = torch.prim.ListConstruct %n_int, %int384 : (!torch.int, !torch.int) -> !torch.list<int>
     %0 = torch.aten.view %x, %l : ... -> !torch.vtensor<[?,384],f32>
+
+The same reading of an op's arguments also runs one edge op with PyTorch eager
+(`run_eagerly`), which is how et-fold-constants evaluates ops on constants.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -27,9 +31,12 @@ from torch_mlir.dialects import func as func_dialect
 from torch_mlir.extras import fx_importer
 
 from etmlir.dialects.edge import DYNAMIC, EDGE_ELEMENT_TYPES, edge_op_of, named_operands
+from etmlir.frontend.aten_ops import lookup_overload
 
 _TORCH_DTYPE = {element: getattr(torch, name) for name, element in EDGE_ELEMENT_TYPES.items()}
 _VTENSOR_ELEMENT = {"i64": "si64", "i32": "si32", "i16": "si16", "i8": "si8"}
+_MEMORY_FORMATS = {str(k): k for k in fx_importer.TORCH_MEMORY_FORMAT_TO_INT}
+_LAYOUTS = {str(k): k for k in fx_importer.TORCH_LAYOUT_TO_INT}
 
 
 def torch_type(t: ir.Type) -> ir.Type:
@@ -195,23 +202,108 @@ def _attribute_operand(builder: _Builder, kind: str, attr: ir.Attribute, sym_val
         return size(ir.IntegerAttr(attr).value)
     if kind == "symint[]":
         return builder.list_of("int", [size(v) for v in ir.DenseI64ArrayAttr(attr)])
-    if kind == "int[]":
-        return builder.list_of("int", [builder.constant("int", v) for v in ir.DenseI64ArrayAttr(attr)])
-    if kind == "bool[]":
-        return builder.list_of("bool", [builder.constant("bool", v) for v in ir.DenseBoolArrayAttr(attr)])
-    if kind == "float[]":
-        return builder.list_of("float", [builder.constant("float", v) for v in ir.DenseF64ArrayAttr(attr)])
+    value = attribute_value(kind, attr)
+    if kind in ("int[]", "bool[]", "float[]"):
+        element = kind[:-2]
+        return builder.list_of(element, [builder.constant(element, v) for v in value])
     if kind == "dtype":
-        dtype = _TORCH_DTYPE[str(ir.TypeAttr(attr).value)]
-        return builder.constant("int", fx_importer.TORCH_DTYPE_TO_INT[dtype])
+        return builder.constant("int", fx_importer.TORCH_DTYPE_TO_INT[value])
     if kind == "memory_format":
-        formats = {str(k): v for k, v in fx_importer.TORCH_MEMORY_FORMAT_TO_INT.items()}
-        return builder.constant("int", formats[ir.StringAttr(attr).value])
+        return builder.constant("int", fx_importer.TORCH_MEMORY_FORMAT_TO_INT[value])
     if kind == "layout":
-        layouts = {str(k): v for k, v in fx_importer.TORCH_LAYOUT_TO_INT.items()}
-        return builder.constant("int", layouts[ir.StringAttr(attr).value])
-    if kind == "device":
-        return builder.constant("device", ir.StringAttr(attr).value)
-    if kind in ("int", "bool", "float", "str"):
-        return builder.constant(kind, attr.value)
-    raise ValueError(f"edge_to_torch: no torch form for an attribute of kind '{kind}'")
+        return builder.constant("int", fx_importer.TORCH_LAYOUT_TO_INT[value])
+    return builder.constant(kind, value)
+
+
+def attribute_value(kind: str, attr: ir.Attribute) -> Any:
+    """The Python value of an edge attribute whose schema kind (without `?`) is `kind`.
+
+    Sizes stay as stored (`DYNAMIC` where only known at run time); dtypes, memory
+    formats and layouts become the torch objects.
+    """
+    if kind in ("int", "symint"):
+        return ir.IntegerAttr(attr).value
+    if kind in ("int[]", "symint[]"):
+        return list(ir.DenseI64ArrayAttr(attr))
+    if kind == "bool[]":
+        return list(ir.DenseBoolArrayAttr(attr))
+    if kind == "float[]":
+        return list(ir.DenseF64ArrayAttr(attr))
+    if kind == "dtype":
+        return _TORCH_DTYPE[str(ir.TypeAttr(attr).value)]
+    if kind == "memory_format":
+        return _MEMORY_FORMATS[ir.StringAttr(attr).value]
+    if kind == "layout":
+        return _LAYOUTS[ir.StringAttr(attr).value]
+    if kind in ("device", "str"):
+        return ir.StringAttr(attr).value
+    if kind in ("bool", "float"):
+        return attr.value
+    raise ValueError(f"edge_to_torch: no Python value for an attribute of kind '{kind}'")
+
+
+def torch_dtype(t: ir.Type) -> torch.dtype:
+    """The torch dtype of an edge tensor type's elements (`tensor<2xi64>` -> torch.int64)."""
+    element = str(ir.RankedTensorType(t).element_type)
+    if element not in _TORCH_DTYPE:
+        raise ValueError(f"edge_to_torch: no torch dtype for element type {element}")
+    return _TORCH_DTYPE[element]
+
+
+def run_eagerly(op: ir.Operation, value_of: Callable[[ir.Value], torch.Tensor]) -> list[torch.Tensor]:
+    """Run one edge op with PyTorch eager; `value_of` gives the tensor behind each operand.
+
+    Arguments are read back from the generated op table as `_convert_op` reads
+    them: 0-d Scalar operands become Python numbers, `sym_values` the sizes they
+    stand for, attributes their Python values. `edge.to_dim_order_copy` runs as
+    `_to_copy` with its dtype (the values do not depend on the dim order).
+    """
+    info = edge_op_of(op)
+    if info is None or op.name == "edge.sym_size_int":
+        raise ValueError(f"run_eagerly: cannot run '{op.name}'")
+    groups = named_operands(op, info)
+    sym_values = iter(groups.get("sym_values", []))
+
+    def size(value: int) -> int:
+        return int(value_of(next(sym_values)).item()) if value == DYNAMIC else value
+
+    arguments: dict[str, Any] = {}
+    for arg in info.args:
+        name, kind = arg["name"], arg["kind"]
+        base = kind.rstrip("?")
+        if base in ("tensor", "scalar"):
+            values = groups[name]
+            tensor = value_of(values[0]) if values else None
+            arguments[name] = tensor.item() if base == "scalar" and tensor is not None else tensor
+        elif base == "tensor[]":
+            arguments[name] = [value_of(v) for v in groups[name]]
+        elif kind == "tensor?[]":
+            present = list(ir.DenseBoolArrayAttr(op.attributes[f"{name}_present"]))
+            values = iter(groups[name])
+            arguments[name] = [value_of(next(values)) if p else None for p in present]
+        elif name not in op.attributes:
+            arguments[name] = None
+        elif base == "symint":
+            arguments[name] = size(ir.IntegerAttr(op.attributes[name]).value)
+        elif base == "symint[]":
+            arguments[name] = [size(v) for v in ir.DenseI64ArrayAttr(op.attributes[name])]
+        else:
+            arguments[name] = attribute_value(base, op.attributes[name])
+    if op.name == "edge.to_dim_order_copy":
+        overload = torch.ops.aten._to_copy.default
+        arguments = {"self": arguments["self"], "dtype": arguments["dtype"]}
+    else:
+        overload = lookup_overload(info.aten)
+        if overload is None:
+            raise ValueError(f"run_eagerly: PyTorch has no operator {info.aten}")
+    positional, keywords = [], {}
+    for argument in overload._schema.arguments:
+        if argument.name not in arguments:
+            continue
+        if argument.kwarg_only:
+            keywords[argument.name] = arguments[argument.name]
+        else:
+            positional.append(arguments[argument.name])
+    with torch.no_grad():
+        result = overload(*positional, **keywords)
+    return list(result) if isinstance(result, (tuple, list)) else [result]
