@@ -101,10 +101,23 @@ Error out_of_method_memory(const char* method, const char* what) {
                      method, what);
 }
 
-// "float32[1, <=256]": what an input accepts (upper bounds when dynamic).
-const char* describe_expected(const Tensor& t, char* buffer, size_t size) {
-  return format_shape(t.dtype(), t.upper_bounds(), static_cast<size_t>(t.dim()), t.is_dynamic() ? "<=" : "", buffer,
-                      size);
+// True if dim d of a tensor with this schema may vary at run time.
+bool dim_varies(const Tensor& t, const schema::Tensor* fb, int32_t d) {
+  if (!t.is_dynamic()) return false;
+  if (fb == nullptr || fb->dynamic_dims() == nullptr) return true;
+  return fb->dynamic_dims()->Get(static_cast<flatbuffers::uoffset_t>(d)) != 0;
+}
+
+// "int64[1, <=256]": what an input accepts ("<=" on the dims that may vary).
+const char* describe_expected(const Tensor& t, const schema::Tensor* fb, char* buffer, size_t size) {
+  size_t used = std::snprintf(buffer, size, "%s[", dtype_name(t.dtype()));
+  for (int32_t d = 0; d < t.dim() && used < size; ++d) {
+    int n = std::snprintf(buffer + used, size - used, "%s%s%lld", d ? ", " : "", dim_varies(t, fb, d) ? "<=" : "",
+                          static_cast<long long>(t.upper_bounds()[d]));
+    if (n > 0) used += static_cast<size_t>(n);
+  }
+  if (used < size) std::snprintf(buffer + used, size - used, "]");
+  return buffer;
 }
 
 const char* describe_given(ScalarType dtype, Span<const int64_t> sizes, char* buffer, size_t size) {
@@ -504,16 +517,19 @@ Error Method::set_input(size_t i, const void* data, size_t nbytes, ScalarType dt
     return Error::make(ErrorCode::NotSupported, "method '%s' input %zu is a %s, not a tensor", name_, i,
                        tag_name(v.tag));
   Tensor& t = v.to_tensor();
+  const schema::Method* m =
+      schema::GetProgram(program_->flatbuffer())->methods()->Get(static_cast<flatbuffers::uoffset_t>(method_index_));
+  const schema::Tensor* fb = m->values()->Get(static_cast<flatbuffers::uoffset_t>(inputs_[i]))->value_as_Tensor();
   char expected[192];
   char given[192];
   bool ok = dtype == t.dtype() && static_cast<int64_t>(sizes.size()) == t.dim();
   for (size_t d = 0; ok && d < sizes.size(); ++d) {
     int64_t bound = t.upper_bounds()[d];
-    ok = t.is_dynamic() ? (sizes[d] >= 0 && sizes[d] <= bound) : sizes[d] == bound;
+    ok = dim_varies(t, fb, static_cast<int32_t>(d)) ? (sizes[d] >= 0 && sizes[d] <= bound) : sizes[d] == bound;
   }
   if (!ok)
     return Error::make(ErrorCode::InvalidArgument, "method '%s' input %zu: expected %s, got %s", name_, i,
-                       describe_expected(t, expected, sizeof(expected)),
+                       describe_expected(t, fb, expected, sizeof(expected)),
                        describe_given(dtype, sizes, given, sizeof(given)));
   ET_CHECK_OK(t.resize(sizes, "input"));
   if (nbytes < t.nbytes() || (data == nullptr && t.nbytes() > 0))
@@ -521,10 +537,7 @@ Error Method::set_input(size_t i, const void* data, size_t nbytes, ScalarType dt
                        nbytes, describe_given(dtype, sizes, given, sizeof(given)), t.nbytes());
   // Planned-ness comes from the program: after a first set_input an unplanned
   // input points at the caller's previous buffer, which must not be written.
-  const schema::Method* m =
-      schema::GetProgram(program_->flatbuffer())->methods()->Get(static_cast<flatbuffers::uoffset_t>(method_index_));
-  const schema::Tensor* planned = m->values()->Get(static_cast<flatbuffers::uoffset_t>(inputs_[i]))->value_as_Tensor();
-  if (planned != nullptr && planned->allocation() != nullptr) {
+  if (fb != nullptr && fb->allocation() != nullptr) {
     if (t.nbytes() > 0 && t.mutable_data() != data) std::memcpy(t.mutable_data(), data, t.nbytes());  // into the arena
   } else {
     t.set_data(const_cast<void*>(data), nbytes);  // unplanned: the caller's memory

@@ -31,6 +31,7 @@ bool tensor_info(const schema::Method& m, const flatbuffers::Vector<int32_t>* in
   info->dim = static_cast<int32_t>(count(t->sizes()));
   info->sizes = t->sizes() ? t->sizes()->data() : nullptr;
   info->dynamic = t->dynamism() == schema::Dynamism::Bounded;
+  info->dynamic_dims = t->dynamic_dims() ? reinterpret_cast<const uint8_t*>(t->dynamic_dims()->data()) : nullptr;
   info->planned = t->allocation() != nullptr;
   return true;
 }

@@ -67,6 +67,9 @@ Error check_tensor(const schema::Method& method, const schema::Tensor& t, size_t
   if (t.nbytes() != numel * elem)
     return bad(method, "value %zu: tensor nbytes is %llu but %s of its sizes is %llu bytes", index,
                static_cast<ull>(t.nbytes()), dtype_name(dtype), static_cast<ull>(numel * elem));
+  if (t.dynamic_dims() && t.dynamic_dims()->size() != dim)
+    return bad(method, "value %zu: tensor has %zu sizes but %u dynamic_dims entries", index, dim,
+               t.dynamic_dims()->size());
   if (t.dynamism() != schema::Dynamism::Static && t.dynamism() != schema::Dynamism::Bounded)
     return bad(method, "value %zu: unknown dynamism %d", index, static_cast<int>(t.dynamism()));
   if (t.allocation() && t.constant())

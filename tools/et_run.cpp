@@ -284,24 +284,30 @@ std::string format_element(ScalarType dtype, const void* data, size_t i) {
   return buffer;
 }
 
-std::string format_shape(const int64_t* sizes, int32_t dim, bool bounds) {
+std::string format_shape(const int64_t* sizes, int32_t dim) {
   std::string out = "[";
-  for (int32_t d = 0; d < dim; ++d) {
+  for (int32_t d = 0; d < dim; ++d) out += (d > 0 ? ", " : "") + std::to_string(sizes[d]);
+  return out + "]";
+}
+
+// "[1, <=256]": "<=" marks the dims that may vary up to their bound.
+std::string describe_sizes(const MethodMeta::TensorInfo& info) {
+  std::string out = "[";
+  for (int32_t d = 0; d < info.dim; ++d) {
     if (d > 0) out += ", ";
-    if (bounds) out += "<=";
-    out += std::to_string(sizes[d]);
+    if (info.dim_varies(d)) out += "<=";
+    out += std::to_string(info.sizes[d]);
   }
   return out + "]";
 }
 
 std::string describe_info(const MethodMeta::TensorInfo& info) {
-  return std::string(dtype_name(info.dtype)) + format_shape(info.sizes, info.dim, info.dynamic) +
-         (info.planned ? "" : " (unplanned)");
+  return std::string(dtype_name(info.dtype)) + describe_sizes(info) + (info.planned ? "" : " (unplanned)");
 }
 
 // "float32[8, 10]: [v0, ..., v7, ...] (80 values)"
 std::string describe_tensor(const Tensor& t) {
-  std::string out = std::string(dtype_name(t.dtype())) + format_shape(t.sizes(), t.dim(), false) + ": [";
+  std::string out = std::string(dtype_name(t.dtype())) + format_shape(t.sizes(), t.dim()) + ": [";
   size_t numel = static_cast<size_t>(t.numel());
   size_t shown = std::min(numel, kMaxPrintedValues);
   for (size_t i = 0; i < shown; ++i) {
@@ -495,7 +501,7 @@ int run(const Options& o) {
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::printf("  input %zu <- %s %s%s\n", i, inputs[i].source.c_str(), dtype_name(inputs[i].dtype),
-                format_shape(inputs[i].sizes.data(), static_cast<int32_t>(inputs[i].sizes.size()), false).c_str());
+                format_shape(inputs[i].sizes.data(), static_cast<int32_t>(inputs[i].sizes.size())).c_str());
   }
 
   // ---- Memory: everything the method will use, allocated now ----

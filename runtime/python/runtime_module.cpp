@@ -181,6 +181,9 @@ class PyProgram {
         t["dtype"] = std::string(dtype_name(info.dtype));
         t["sizes"] = sizes;
         t["dynamic"] = info.dynamic;
+        nb::list varies;
+        for (int32_t k = 0; k < info.dim; ++k) varies.append(info.dim_varies(k));
+        t["dynamic_dims"] = varies;
         t["planned"] = info.planned;
         out.append(t);
       }

@@ -639,8 +639,14 @@ TEST(DynamicInput, SizesWithinTheBoundAreAcceptedAndAboveAreRefused) {
   int64_t above[] = {1, 33, 16};
   Error e = method->set_input(0, x.data(), x.size() * 4, ScalarType::Float, above);
   EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
-  // Dynamism is per tensor in the schema, so every dim shows as a bound.
-  EXPECT_STREQ(e.message(), "method 'forward' input 0: expected float32[<=1, <=32, <=16], got float32[1, 33, 16]");
+  // Only the exported dynamic dim (Tensor.dynamic_dims) shows as a bound; the others are exact.
+  EXPECT_STREQ(e.message(), "method 'forward' input 0: expected float32[1, <=32, 16], got float32[1, 33, 16]");
+  EXPECT_TRUE(info.dim_varies(1));
+  EXPECT_FALSE(info.dim_varies(0));
+  EXPECT_FALSE(info.dim_varies(2));
+  int64_t other_batch[] = {0, 8, 16};
+  Error batch = method->set_input(0, x.data(), x.size() * 4, ScalarType::Float, other_batch);
+  EXPECT_STREQ(batch.message(), "method 'forward' input 0: expected float32[1, <=32, 16], got float32[0, 8, 16]");
   for (int64_t t : {32, 2, 17}) {
     int64_t sizes[] = {1, t, 16};
     ASSERT_FALSE(method->set_input(0, x.data(), x.size() * 4, ScalarType::Float, sizes)) << t;

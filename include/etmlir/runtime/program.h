@@ -46,7 +46,11 @@ class MethodMeta {
     int32_t dim;
     const int64_t* sizes;  // `dim` entries: exact, or upper bounds if dynamic
     bool dynamic;
+    // With `dynamic`: 1 for each dim that may vary, 0 for one that is exact
+    // (nullptr: every dim may vary up to its bound).
+    const uint8_t* dynamic_dims;
     bool planned;  // memory in an arena (else the caller provides it)
+    bool dim_varies(int32_t d) const { return dynamic && (dynamic_dims == nullptr || dynamic_dims[d] != 0); }
   };
   bool input_tensor(size_t i, TensorInfo* info) const;
   bool output_tensor(size_t i, TensorInfo* info) const;

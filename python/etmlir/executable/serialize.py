@@ -193,6 +193,8 @@ class _MethodWriter:
         table.sizes = sizes
         table.dimOrder = list(range(len(sizes)))
         table.dynamism = Dynamism.Static if t.has_static_shape else Dynamism.Bounded
+        if not t.has_static_shape:
+            table.dynamicDims = [t.is_dynamic_dim(d) for d in range(t.rank)]
         table.nbytes = nbytes(sizes, t.element_type)
         if "mem_id" in op.attributes:
             table.allocation = AllocationT()

@@ -31,22 +31,24 @@ __all__ = ["Error", "Method", "Program", "TensorSpec", "load"]
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """A method input or output: dtype name, planned sizes (upper bounds if dynamic)."""
+    """A method input or output: dtype name, planned sizes (upper bounds on the dims that may vary)."""
 
     dtype: str
     sizes: tuple[int, ...]
     dynamic: bool
     planned: bool
+    dynamic_dims: tuple[bool, ...] = ()
 
     def __str__(self) -> str:
-        dims = ", ".join(f"<={s}" if self.dynamic else str(s) for s in self.sizes)
+        dims = ", ".join(f"<={s}" if varies else str(s) for s, varies in zip(self.sizes, self.dynamic_dims))
         return f"{self.dtype}[{dims}]"
 
 
 def _spec(entry: dict | None) -> TensorSpec | None:
     if entry is None:
         return None
-    return TensorSpec(entry["dtype"], tuple(entry["sizes"]), entry["dynamic"], entry["planned"])
+    return TensorSpec(entry["dtype"], tuple(entry["sizes"]), entry["dynamic"], entry["planned"],
+                      tuple(entry["dynamic_dims"]))
 
 
 class Method:

@@ -125,7 +125,34 @@ class Tensor(object):
             return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
         return 0
 
-def TensorStart(builder): builder.StartObject(7)
+    # Tensor
+    def DynamicDims(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.BoolFlags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 1))
+        return 0
+
+    # Tensor
+    def DynamicDimsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.BoolFlags, o)
+        return 0
+
+    # Tensor
+    def DynamicDimsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Tensor
+    def DynamicDimsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        return o == 0
+
+def TensorStart(builder): builder.StartObject(8)
 def Start(builder):
     return TensorStart(builder)
 def TensorAddDtype(builder, dtype): builder.PrependInt8Slot(0, dtype, 0)
@@ -155,6 +182,12 @@ def AddConstant(builder, constant):
 def TensorAddNbytes(builder, nbytes): builder.PrependUint64Slot(6, nbytes, 0)
 def AddNbytes(builder, nbytes):
     return TensorAddNbytes(builder, nbytes)
+def TensorAddDynamicDims(builder, dynamicDims): builder.PrependUOffsetTRelativeSlot(7, flatbuffers.number_types.UOffsetTFlags.py_type(dynamicDims), 0)
+def AddDynamicDims(builder, dynamicDims):
+    return TensorAddDynamicDims(builder, dynamicDims)
+def TensorStartDynamicDimsVector(builder, numElems): return builder.StartVector(1, numElems, 1)
+def StartDynamicDimsVector(builder, numElems):
+    return TensorStartDynamicDimsVector(builder, numElems)
 def TensorEnd(builder): return builder.EndObject()
 def End(builder):
     return TensorEnd(builder)
@@ -176,6 +209,7 @@ class TensorT(object):
         self.allocation = None  # type: Optional[etmlir.schema.Allocation.AllocationT]
         self.constant = None  # type: Optional[etmlir.schema.DataLocation.DataLocationT]
         self.nbytes = 0  # type: int
+        self.dynamicDims = None  # type: List[bool]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -214,6 +248,13 @@ class TensorT(object):
         if tensor.Constant() is not None:
             self.constant = etmlir.schema.DataLocation.DataLocationT.InitFromObj(tensor.Constant())
         self.nbytes = tensor.Nbytes()
+        if not tensor.DynamicDimsIsNone():
+            if np is None:
+                self.dynamicDims = []
+                for i in range(tensor.DynamicDimsLength()):
+                    self.dynamicDims.append(tensor.DynamicDims(i))
+            else:
+                self.dynamicDims = tensor.DynamicDimsAsNumpy()
 
     # TensorT
     def Pack(self, builder):
@@ -233,6 +274,14 @@ class TensorT(object):
                 for i in reversed(range(len(self.dimOrder))):
                     builder.PrependUint8(self.dimOrder[i])
                 dimOrder = builder.EndVector()
+        if self.dynamicDims is not None:
+            if np is not None and type(self.dynamicDims) is np.ndarray:
+                dynamicDims = builder.CreateNumpyVector(self.dynamicDims)
+            else:
+                TensorStartDynamicDimsVector(builder, len(self.dynamicDims))
+                for i in reversed(range(len(self.dynamicDims))):
+                    builder.PrependBool(self.dynamicDims[i])
+                dynamicDims = builder.EndVector()
         TensorStart(builder)
         TensorAddDtype(builder, self.dtype)
         if self.sizes is not None:
@@ -247,5 +296,7 @@ class TensorT(object):
             constant = self.constant.Pack(builder)
             TensorAddConstant(builder, constant)
         TensorAddNbytes(builder, self.nbytes)
+        if self.dynamicDims is not None:
+            TensorAddDynamicDims(builder, dynamicDims)
         tensor = TensorEnd(builder)
         return tensor

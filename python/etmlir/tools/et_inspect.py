@@ -28,10 +28,13 @@ _KIND_NAMES = {v: k for k, v in vars(Value).items() if not k.startswith("_") and
 
 def _tensor(t: object) -> str:
     dtype = SCALAR_TYPE_NAMES.get(t.dtype, f"dtype{t.dtype}")
-    sizes = ", ".join(str(int(s)) for s in (t.sizes if t.sizes is not None else []))
-    text = f"{dtype}[{sizes}]"
+    sizes = [int(s) for s in (t.sizes if t.sizes is not None else [])]
     if t.dynamism == Dynamism.Bounded:
-        text += " (dynamic, upper bounds)"
+        # Dims that may vary show their upper bound as "<=N" (all of them in files without dynamic_dims).
+        varies = list(t.dynamicDims) if t.dynamicDims is not None else [True] * len(sizes)
+        text = f"{dtype}[{', '.join(f'<={s}' if v else str(s) for s, v in zip(sizes, varies))}]"
+    else:
+        text = f"{dtype}[{', '.join(str(s) for s in sizes)}]"
     if t.allocation is not None:
         text += f" arena {t.allocation.memId} @ {t.allocation.offset}"
     elif t.constant is not None:
