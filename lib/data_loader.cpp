@@ -22,6 +22,20 @@ Error range_error(const char* what, uint64_t offset, uint64_t size, uint64_t lim
 
 void free_heap(void*, const void* data, size_t) { std::free(const_cast<void*>(data)); }
 
+// Opens `path` read-only; it must be a regular file. On success the caller owns *fd.
+Error open_regular_file(const char* path, int* fd, uint64_t* size) {
+  *fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (*fd < 0) return Error::make(ErrorCode::Io, "cannot open %s: %s", path, std::strerror(errno));
+  struct stat st;
+  if (::fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(*fd);
+    *fd = -1;
+    return Error::make(ErrorCode::Io, "%s is not a regular file", path);
+  }
+  *size = static_cast<uint64_t>(st.st_size);
+  return Error::ok();
+}
+
 }  // namespace
 
 Result<FreeableBuffer> BufferDataLoader::load(uint64_t offset, uint64_t size) {
@@ -30,14 +44,10 @@ Result<FreeableBuffer> BufferDataLoader::load(uint64_t offset, uint64_t size) {
 }
 
 Result<FileDataLoader> FileDataLoader::open(const char* path) {
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Error::make(ErrorCode::Io, "cannot open %s: %s", path, std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Error::make(ErrorCode::Io, "%s is not a regular file", path);
-  }
-  return FileDataLoader(fd, static_cast<uint64_t>(st.st_size));
+  int fd = -1;
+  uint64_t size = 0;
+  ET_CHECK_OK(open_regular_file(path, &fd, &size));
+  return FileDataLoader(fd, size);
 }
 
 FileDataLoader::FileDataLoader(FileDataLoader&& other) noexcept : fd_(other.fd_), size_(other.size_) {
@@ -73,14 +83,9 @@ Result<FreeableBuffer> FileDataLoader::load(uint64_t offset, uint64_t size) {
 }
 
 Result<MmapDataLoader> MmapDataLoader::open(const char* path) {
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Error::make(ErrorCode::Io, "cannot open %s: %s", path, std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Error::make(ErrorCode::Io, "%s is not a regular file", path);
-  }
-  uint64_t size = static_cast<uint64_t>(st.st_size);
+  int fd = -1;
+  uint64_t size = 0;
+  ET_CHECK_OK(open_regular_file(path, &fd, &size));
   const void* mapping = nullptr;
   if (size > 0) {
     void* m = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);

@@ -110,18 +110,13 @@ bool dim_varies(const Tensor& t, const schema::Tensor* fb, int32_t d) {
 
 // "int64[1, <=256]": what an input accepts ("<=" on the dims that may vary).
 const char* describe_expected(const Tensor& t, const schema::Tensor* fb, char* buffer, size_t size) {
-  size_t used = std::snprintf(buffer, size, "%s[", dtype_name(t.dtype()));
-  for (int32_t d = 0; d < t.dim() && used < size; ++d) {
-    int n = std::snprintf(buffer + used, size - used, "%s%s%lld", d ? ", " : "", dim_varies(t, fb, d) ? "<=" : "",
-                          static_cast<long long>(t.upper_bounds()[d]));
-    if (n > 0) used += static_cast<size_t>(n);
-  }
-  if (used < size) std::snprintf(buffer + used, size - used, "]");
-  return buffer;
+  bool varies[kMaxDims];
+  for (int32_t d = 0; d < t.dim(); ++d) varies[d] = dim_varies(t, fb, d);
+  return format_shape(t.dtype(), t.upper_bounds(), static_cast<size_t>(t.dim()), varies, buffer, size);
 }
 
 const char* describe_given(ScalarType dtype, Span<const int64_t> sizes, char* buffer, size_t size) {
-  return format_shape(dtype, sizes.data(), sizes.size(), "", buffer, size);
+  return format_shape(dtype, sizes.data(), sizes.size(), nullptr, buffer, size);
 }
 
 }  // namespace

@@ -82,7 +82,7 @@ Error Tensor::resize(Span<const int64_t> new_sizes, const char* name) {
   return Error::ok();
 }
 
-const char* format_shape(ScalarType dtype, const int64_t* sizes, size_t dim, const char* dim_prefix, char* buffer,
+const char* format_shape(ScalarType dtype, const int64_t* sizes, size_t dim, const bool* bounded, char* buffer,
                          size_t size) {
   if (size == 0) return buffer;
   size_t used = 0;
@@ -93,14 +93,16 @@ const char* format_shape(ScalarType dtype, const int64_t* sizes, size_t dim, con
     }
   };
   put("%s[", dtype_name(dtype));
-  for (size_t d = 0; d < dim; ++d) put("%s%s%lld", d ? ", " : "", dim_prefix, static_cast<long long>(sizes[d]));
+  for (size_t d = 0; d < dim; ++d) {
+    put("%s%s%lld", d ? ", " : "", bounded && bounded[d] ? "<=" : "", static_cast<long long>(sizes[d]));
+  }
   put("]");
   buffer[used < size ? used : size - 1] = '\0';
   return buffer;
 }
 
 const char* Tensor::describe(char* buffer, size_t size) const {
-  return format_shape(dtype_, sizes_, static_cast<size_t>(dim_), "", buffer, size);
+  return format_shape(dtype_, sizes_, static_cast<size_t>(dim_), nullptr, buffer, size);
 }
 
 }  // namespace etmlir

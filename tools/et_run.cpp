@@ -284,30 +284,22 @@ std::string format_element(ScalarType dtype, const void* data, size_t i) {
   return buffer;
 }
 
-std::string format_shape(const int64_t* sizes, int32_t dim) {
-  std::string out = "[";
-  for (int32_t d = 0; d < dim; ++d) out += (d > 0 ? ", " : "") + std::to_string(sizes[d]);
-  return out + "]";
-}
-
-// "[1, <=256]": "<=" marks the dims that may vary up to their bound.
-std::string describe_sizes(const MethodMeta::TensorInfo& info) {
-  std::string out = "[";
-  for (int32_t d = 0; d < info.dim; ++d) {
-    if (d > 0) out += ", ";
-    if (info.dim_varies(d)) out += "<=";
-    out += std::to_string(info.sizes[d]);
-  }
-  return out + "]";
+// "float32[8, 784]" ("<=" marks a dim that may vary up to its bound, when `bounded` is given).
+std::string format_sizes(ScalarType dtype, const int64_t* sizes, size_t dim, const bool* bounded = nullptr) {
+  char buffer[512];  // kMaxDims dims of 20 digits fit
+  return format_shape(dtype, sizes, dim, bounded, buffer, sizeof(buffer));
 }
 
 std::string describe_info(const MethodMeta::TensorInfo& info) {
-  return std::string(dtype_name(info.dtype)) + describe_sizes(info) + (info.planned ? "" : " (unplanned)");
+  bool varies[kMaxDims];
+  for (int32_t d = 0; d < info.dim; ++d) varies[d] = info.dim_varies(d);
+  return format_sizes(info.dtype, info.sizes, static_cast<size_t>(info.dim), varies) +
+         (info.planned ? "" : " (unplanned)");
 }
 
 // "float32[8, 10]: [v0, ..., v7, ...] (80 values)"
 std::string describe_tensor(const Tensor& t) {
-  std::string out = std::string(dtype_name(t.dtype())) + format_shape(t.sizes(), t.dim()) + ": [";
+  std::string out = format_sizes(t.dtype(), t.sizes(), static_cast<size_t>(t.dim())) + ": [";
   size_t numel = static_cast<size_t>(t.numel());
   size_t shown = std::min(numel, kMaxPrintedValues);
   for (size_t i = 0; i < shown; ++i) {
@@ -500,8 +492,8 @@ int run(const Options& o) {
     }
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
-    std::printf("  input %zu <- %s %s%s\n", i, inputs[i].source.c_str(), dtype_name(inputs[i].dtype),
-                format_shape(inputs[i].sizes.data(), static_cast<int32_t>(inputs[i].sizes.size())).c_str());
+    std::printf("  input %zu <- %s %s\n", i, inputs[i].source.c_str(),
+                format_sizes(inputs[i].dtype, inputs[i].sizes.data(), inputs[i].sizes.size()).c_str());
   }
 
   // ---- Memory: everything the method will use, allocated now ----

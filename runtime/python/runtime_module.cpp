@@ -88,7 +88,6 @@ nb::dlpack::dtype to_dlpack(ScalarType t) {
 }
 
 bool from_dlpack(nb::dlpack::dtype d, ScalarType* out) {
-  using C = nb::dlpack::dtype_code;
   for (ScalarType t : {ScalarType::UInt8, ScalarType::Int8, ScalarType::Int16, ScalarType::Int32, ScalarType::Int64,
                        ScalarType::Half, ScalarType::Float, ScalarType::Double, ScalarType::Bool,
                        ScalarType::BFloat16}) {
@@ -98,7 +97,6 @@ bool from_dlpack(nb::dlpack::dtype d, ScalarType* out) {
       return true;
     }
   }
-  (void)C::Int;
   return false;
 }
 

@@ -38,9 +38,10 @@ size_t element_size(ScalarType dtype);
 // "float32", "int64", ... ("unknown" otherwise).
 const char* dtype_name(ScalarType dtype);
 bool is_known_dtype(int8_t raw);
-// "float32[2, 3]" (or "float32[<=1, <=256]" with dim_prefix "<=") into
-// `buffer`, truncated to fit; returns buffer.
-const char* format_shape(ScalarType dtype, const int64_t* sizes, size_t dim, const char* dim_prefix, char* buffer,
+// "float32[2, 3]" into `buffer`, truncated to fit; returns buffer. With
+// `bounded` (one flag per dim, may be nullptr), flagged dims print as upper
+// bounds: "int64[1, <=256]".
+const char* format_shape(ScalarType dtype, const int64_t* sizes, size_t dim, const bool* bounded, char* buffer,
                          size_t size);
 
 constexpr int kMaxDims = 16;
