@@ -29,6 +29,7 @@ import functools
 import json
 import os
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from torch_mlir import ir
@@ -232,26 +233,39 @@ class _NoMemoryEffects(ir.MemoryEffectsOpInterface):
         return None
 
 
-class _EdgeVerifier(ir.DynamicOpTrait):
-    @staticmethod
-    def verify_invariants(op: Any) -> bool:
-        operation = op.operation if isinstance(op, ir.OpView) else op
-        problem = edge_op_problem(operation)
-        if problem:
-            operation.location.emit_error(problem)
-            return False
-        return True
+def problem_verifier(problem: Callable[[ir.Operation], str | None]) -> type[ir.DynamicOpTrait]:
+    """An op trait whose verifier emits `problem(op)` at the op's location when it is not None.
+
+    IRDL declares what it can; the checks it cannot express (edge dtype
+    tables, etx planning attributes) run through this trait.
+    """
+
+    class _Verifier(ir.DynamicOpTrait):
+        @staticmethod
+        def verify_invariants(op: Any) -> bool:
+            operation = op.operation if hasattr(op, "operation") else op
+            message = problem(operation)
+            if message:
+                operation.location.emit_error(message)
+                return False
+            return True
+
+    return _Verifier
 
 
 @functools.cache
-def _irdl_text() -> str:
-    return (dialects_dir() / "edge" / "edge.irdl.mlir").read_text()
+def irdl_text(dialect: str) -> str:
+    """The IRDL declaration of one of our dialects (`dialects/<dialect>/<dialect>.irdl.mlir`)."""
+    return (dialects_dir() / dialect / f"{dialect}.irdl.mlir").read_text()
+
+
+_EdgeVerifier = problem_verifier(edge_op_problem)
 
 
 def load_edge_dialect(context: ir.Context) -> None:
     """Load `edge` into `context` (once per context) with its traits attached."""
     with context, ir.Location.unknown():
-        irdl.load_dialects(ir.Module.parse(_irdl_text()))
+        irdl.load_dialects(ir.Module.parse(irdl_text("edge")))
         for mnemonic in list(edge_ops()) + ["constant", "custom_op"]:
             _NoMemoryEffects.attach(f"edge.{mnemonic}")
             if mnemonic in edge_ops():

@@ -16,14 +16,12 @@ cannot declare: the optional attributes a later pass adds (`mem_id`, `offset`,
 
 from __future__ import annotations
 
-import functools
 import re
-from typing import Any
 
 from torch_mlir import ir
 from torch_mlir.dialects import irdl
 
-from etmlir.dialects.edge import DYNAMIC, dialects_dir
+from etmlir.dialects.edge import DYNAMIC, irdl_text, problem_verifier
 
 LIST_KINDS = ("int", "tensor", "optional_tensor")
 # `aten::convolution.out`, `etmlir_prim::sym_size.int`, `aten::relu.out`.
@@ -108,25 +106,12 @@ def _problem(op: ir.Operation) -> str | None:
     return None
 
 
-class _EtxVerifier(ir.DynamicOpTrait):
-    @staticmethod
-    def verify_invariants(op: Any) -> bool:
-        operation = op.operation if hasattr(op, "operation") else op
-        problem = _problem(operation)
-        if problem:
-            operation.location.emit_error(problem)
-            return False
-        return True
-
-
-@functools.cache
-def _irdl_text() -> str:
-    return (dialects_dir() / "etx" / "etx.irdl.mlir").read_text()
+_EtxVerifier = problem_verifier(_problem)
 
 
 def load_etx_dialect(context: ir.Context) -> None:
     """Load `etx` into `context` with its verifier attached."""
     with context, ir.Location.unknown():
-        irdl.load_dialects(ir.Module.parse(_irdl_text()))
+        irdl.load_dialects(ir.Module.parse(irdl_text("etx")))
         for name in ("input", "alloc", "constant", "list", "kernel_call", "delegate_call"):
             ir.DynamicOpTrait.attach(f"etx.{name}", _EtxVerifier)

@@ -78,14 +78,11 @@ class Method:
         return tuple(outputs)
 
     def _as_array(self, index: int, value: Any) -> np.ndarray:
-        if _is_torch(value):
-            value = value.detach().cpu().contiguous().numpy()
-        if not isinstance(value, np.ndarray):
+        if not (_is_torch(value) or isinstance(value, np.ndarray)):
             raise Error(
                 f"method '{self.name}' input {index}: expected a numpy array or torch tensor "
                 f"({self.inputs[index]}), got {type(value).__name__}")
-        # np.require keeps 0-d arrays 0-d (np.ascontiguousarray makes them 1-d).
-        return np.require(value, requirements="C")
+        return _to_numpy(value)
 
     def benchmark(self, *inputs: Any, iterations: int = 10, warmup: int = 2) -> list[float]:
         """Seconds per execute() on these inputs (the run loop is in C++)."""
@@ -133,3 +130,11 @@ def load(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryview) -> P
 
 def _is_torch(value: Any) -> bool:
     return type(value).__module__.startswith("torch") and hasattr(value, "numpy")
+
+
+def _to_numpy(value: Any) -> np.ndarray:
+    """A C-contiguous numpy view or copy of a numpy array or torch tensor."""
+    if _is_torch(value):
+        value = value.detach().cpu().contiguous().numpy()
+    # np.require keeps 0-d arrays 0-d (np.ascontiguousarray makes them 1-d).
+    return np.require(value, requirements="C")

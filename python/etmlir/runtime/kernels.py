@@ -20,6 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from etmlir import _runtime
+from etmlir.runtime import _is_torch, _to_numpy
 
 Error = _runtime.Error
 
@@ -43,14 +44,7 @@ def _numpy_dtype(dtype: Any) -> np.dtype:
 
 
 def _is_tensor(value: Any) -> bool:
-    return isinstance(value, np.ndarray) or (type(value).__module__.startswith("torch") and hasattr(value, "numpy"))
-
-
-def _array(value: Any) -> np.ndarray:
-    if not isinstance(value, np.ndarray):
-        value = value.detach().cpu().contiguous().numpy()
-    # np.require keeps 0-d arrays 0-d (np.ascontiguousarray makes them 1-d).
-    return np.require(value, requirements="C")
+    return isinstance(value, np.ndarray) or _is_torch(value)
 
 
 def _encode(arg: Any) -> tuple:
@@ -67,15 +61,15 @@ def _encode(arg: Any) -> tuple:
     if isinstance(arg, str):
         return ("str", arg)
     if _is_tensor(arg):
-        return ("tensor", _array(arg))
+        return ("tensor", _to_numpy(arg))
     if isinstance(arg, (list, tuple)):
         items = list(arg)
         if items and all(isinstance(i, Out) for i in items):
             return ("out_list", [(i.buffer(), i.dynamic) for i in items])
         if items and any(_is_tensor(i) for i in items):
             if any(i is None for i in items):
-                return ("optional_tensor_list", [None if i is None else _array(i) for i in items])
-            return ("tensor_list", [_array(i) for i in items])
+                return ("optional_tensor_list", [None if i is None else _to_numpy(i) for i in items])
+            return ("tensor_list", [_to_numpy(i) for i in items])
         if all(isinstance(i, (bool, np.bool_)) for i in items) and items:
             return ("bool_list", [bool(i) for i in items])
         if all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in items):
