@@ -281,6 +281,21 @@ class _MethodWriter:
         delegate.payload.offset = 0
         delegate.payload.size = len(data)
         self.delegates.append(delegate)
+        # The ops inside the delegate: their handles map to source lines here, in the outer method,
+        # because the runtime reports a delegate's failure through the outer program.
+        if "debug_info" in payload_op.attributes:
+            known = {entry.handle for entry in self.debug_entries}
+            for item in ir.ArrayAttr(payload_op.attributes["debug_info"]):
+                item = ir.DictAttr(item)
+                handle = ir.IntegerAttr(item["handle"]).value
+                if handle in known:
+                    continue
+                entry = DebugEntryT()
+                entry.handle = handle
+                entry.location = ir.StringAttr(item["location"]).value
+                entry.op = ir.StringAttr(item["op"]).value
+                self.debug_entries.append(entry)
+                known.add(handle)
         return len(self.delegates) - 1
 
     def write(self) -> MethodT:
