@@ -6,8 +6,9 @@
     edge.transform([my_pass, "et-edge-canonicalize"])
 
 `to_edge` decomposes to Core ATen when the program is not there yet, runs
-`et-to-edge`, then `et-edge-canonicalize` (unless the config says not to) and
-always `et-edge-verify`. The `AtenProgram` it was given is left unchanged:
+`et-to-edge`, then `et-edge-canonicalize` (unless the config says not to),
+always `et-edge-verify`, and `et-assign-debug-handles` (the stable op ids that
+delegation, the `.pte` and run-time errors refer to). The `AtenProgram` it was given is left unchanged:
 the edge module is a new module over the same weight buffers.
 """
 
@@ -102,7 +103,7 @@ def to_edge(aten_program: AtenProgram, compile_config: EdgeCompileConfig | None 
               PipelineElement("et-to-edge")]
     if config.canonicalize:
         passes.append(PipelineElement("et-edge-canonicalize"))
-    passes.append(PipelineElement("et-edge-verify"))
+    passes += [PipelineElement("et-edge-verify"), PipelineElement("et-assign-debug-handles")]
     run_pipeline(module, passes)
     return EdgeProgram(module=module, example_args=aten_program.example_args,
                        dynamic_dims=list(aten_program.dynamic_dims), weight_buffers=aten_program.weight_buffers)

@@ -49,6 +49,9 @@ from etmlir.dialects.edge import DYNAMIC, EdgeOp, edge_op_of, named_operands
 from etmlir.dialects.etx import value_type
 from etmlir.executable.dtypes import LAYOUTS, MEMORY_FORMATS, UnsupportedElementType, element_info
 from etmlir.executable.out_variants import OutVariant, functional_schema, out_variant
+from etmlir.backends.partitioner import BACKEND_ATTR
+from etmlir.frontend.locations import source_line
+from etmlir.passes.preprocess_delegates import COMPILE_SPECS_ATTR, PAYLOAD_ATTR, delegate_modules
 from etmlir.passes.registry import Option, PassFailure, emit_error, register_pass
 from etmlir.passes.to_edge import UPPER_BOUNDS_ATTR
 
@@ -193,6 +196,9 @@ class _MethodBuilder:
         if name == "edge.custom_op":
             self._custom(op, handle)
             return
+        if name == "edge.delegate_call":
+            self._delegate(op, handle)
+            return
         info = edge_op_of(op)
         if info is None:
             raise _Unsupported(f"'{name}' is not an edge op (run et-to-edge and et-edge-verify first)")
@@ -292,6 +298,21 @@ class _MethodBuilder:
                         "etmlir.edge_op": ir.StringAttr.get(op.name),
                         "operandSegmentSizes": ir.DenseI32ArrayAttr.get([len(args), len(outs)])})
 
+    def _delegate(self, op: ir.Operation, handle: int) -> None:
+        args = [self.tensor(v, f"live-in {i} of delegate {op.attributes['callee']}") for i, v in enumerate(op.operands)]
+        bounds_attr = op.attributes[UPPER_BOUNDS_ATTR] if UPPER_BOUNDS_ATTR in op.attributes else None
+        outs = []
+        for index, result in enumerate(op.results):
+            bounds = list(ir.DenseI64ArrayAttr(ir.ArrayAttr(bounds_attr)[index])) if bounds_attr is not None else None
+            outs.append(self.alloc(result.type, bounds, op.location))
+            self.tensors[result] = outs[-1]
+        ir.Operation.create(
+            "etx.delegate_call", operands=args + outs, loc=op.location,
+            attributes={"backend": op.attributes["backend"],
+                        "payload": ir.StringAttr.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value),
+                        "debug_handle": _i64(handle), "etmlir.edge_op": ir.StringAttr.get(op.name),
+                        "operandSegmentSizes": ir.DenseI32ArrayAttr.get([len(args), len(outs)])})
+
     def _custom(self, op: ir.Operation, handle: int) -> None:
         qualified = ir.StringAttr(op.attributes["op"]).value
         variant = out_variant(qualified)
@@ -371,5 +392,36 @@ def to_out_variants(module: ir.Operation, *, functions: list[str]) -> None:
             _convert_function(edge_func)
         except PassFailure:
             failed = True
+    for nested in delegate_modules(module):
+        try:
+            _convert_delegate_module(nested)
+        except PassFailure:
+            failed = True
     if failed:
         raise PassFailure()
+
+
+def _convert_delegate_module(nested: ir.Operation) -> None:
+    """A compiled delegate (nested module with `etmlir.payload`) -> `etx.payload` with its debug info."""
+    name = ir.StringAttr(nested.attributes["sym_name"]).value
+    backend = nested.attributes[BACKEND_ATTR]
+    if PAYLOAD_ATTR not in nested.attributes:
+        emit_error(nested, f"delegate @{name} (backend {backend}) has no payload: run et-preprocess-delegates "
+                           "(edge.to_backend does) before et-to-out-variants")
+        raise PassFailure()
+    entries: list[ir.Attribute] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if DEBUG_HANDLE_ATTR in op.attributes:
+            entries.append(ir.DictAttr.get({
+                "handle": op.attributes[DEBUG_HANDLE_ATTR],
+                "location": ir.StringAttr.get(source_line(op.location)),
+                "op": ir.StringAttr.get(op.name)}))
+        return ir.WalkResult.ADVANCE
+
+    nested.walk(visit)
+    specs = nested.attributes[COMPILE_SPECS_ATTR] if COMPILE_SPECS_ATTR in nested.attributes else ir.DictAttr.get({})
+    ir.Operation.create("etx.payload", loc=nested.location, ip=ir.InsertionPoint(nested), attributes={
+        "sym_name": ir.StringAttr.get(name), "backend": backend, "data": nested.attributes[PAYLOAD_ATTR],
+        "compile_specs": specs, "debug_info": ir.ArrayAttr.get(entries)})
+    nested.erase()

@@ -1,0 +1,226 @@
+"""Partitioners: tag the edge ops a backend will run, in the largest groups that create no cycle.
+
+A partitioner walks each function of an edge module, asks its backend's
+`OperatorSupport` about every op, and groups the supported ones. A group
+becomes one delegate call (`et-outline-delegates`), so a group must be
+*convex*: no op outside it may sit on a path between two of its ops, or the
+call would need its own result as an input.
+
+    x ─▶ A ─▶ B          A and B supported, N not: {A, B} as one call would
+          └─▶ N ─▶┘      need N's result (made from A's) before running A.
+
+Grouping is greedy in program order: each supported op joins the groups of
+its supported producers when the union stays convex (largest group first),
+and starts a new group otherwise. Constants and size queries are not
+grouped: `et-outline-delegates` copies them into each delegate that uses
+them, so they never cut a group apart.
+
+The result is written on the ops, so it can be printed, tested with lit and
+edited before outlining:
+
+    %0 = "edge.addmm"(...) {etmlir.delegation_tag = "nested_0", ...}
+    %1 = "edge.embedding"(...) {etmlir.not_delegated = {nested = "edge.embedding is in skip_ops"}, ...}
+
+Groups below `min_group_size` ops are not tagged (the refusal says so).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping
+
+from torch_mlir import ir
+
+from etmlir.backends.operator_support import FREE_OPS, OperatorSupport
+
+TAG_ATTR = "etmlir.delegation_tag"
+REFUSED_ATTR = "etmlir.not_delegated"
+BACKEND_ATTR = "etmlir.backend"
+
+
+def tag_backend(tag: str) -> str:
+    """`nested_0` -> `nested`: a tag is `<backend>_<n>`."""
+    backend, _, number = tag.rpartition("_")
+    if not backend or not number.isdigit():
+        raise ValueError(f"delegation tag '{tag}' is not of the form <backend>_<n>")
+    return backend
+
+
+class _Graph:
+    """The ops of one block as integers: effective producers (through free ops) per op."""
+
+    def __init__(self, block: ir.Block) -> None:
+        self.ops = [op.operation for op in block.operations]
+        position = {op: i for i, op in enumerate(self.ops)}
+        self.free = [op.name in FREE_OPS for op in self.ops]
+        self.producers: list[frozenset[int]] = []
+        for i, op in enumerate(self.ops):
+            found: set[int] = set()
+            for value in op.operands:
+                owner = value.owner
+                if isinstance(owner, ir.Block):
+                    continue
+                p = position.get(owner.operation if isinstance(owner, ir.OpView) else owner)
+                if p is None:
+                    continue
+                # A free op is copied into whoever uses it: look through it to what it reads.
+                found |= self.producers[p] if self.free[p] else {p}
+            self.producers.append(frozenset(found))
+
+    def blocker(self, group: set[int]) -> int | None:
+        """An op outside `group` on a path between two of its ops (None: the group is convex)."""
+        lo, hi = min(group), max(group)
+        reached: set[int] = set()
+        for j in range(lo, hi + 1):
+            if j in group or self.free[j]:
+                continue
+            if any(p in group or p in reached for p in self.producers[j]):
+                reached.add(j)
+        for s in sorted(group):
+            for p in self.producers[s]:
+                if p in reached:
+                    return p
+        return None
+
+    def dependents(self, group: set[int]) -> list[int]:
+        """Ops outside `group`, within its span, that read its results directly or indirectly
+        (size queries included: they must follow the call that now produces what they measure)."""
+        lo, hi = min(group), max(group)
+        reached: list[int] = []
+        seen: set[int] = set()
+        for j in range(lo, hi + 1):
+            if j in group:
+                continue
+            if any(p in group or p in seen for p in self.producers[j]):
+                seen.add(j)
+                reached.append(j)
+        return reached
+
+
+def convex_groups(graph: _Graph, supported: list[bool]) -> list[list[int]]:
+    """Greedy cycle-free grouping of the supported ops, in program order."""
+    group_of: dict[int, int] = {}
+    members: dict[int, set[int]] = {}
+    next_id = 0
+    for i in range(len(graph.ops)):
+        if not supported[i]:
+            continue
+        candidates = sorted({group_of[p] for p in graph.producers[i] if p in group_of},
+                            key=lambda g: (-len(members[g]), min(members[g])))
+        merged, chosen = {i}, []
+        for g in candidates:
+            trial = merged | members[g]
+            if graph.blocker(trial) is None:
+                merged, chosen = trial, chosen + [g]
+        if chosen:
+            target = chosen[0]
+            for g in chosen[1:]:
+                del members[g]
+        else:
+            target, next_id = next_id, next_id + 1
+        members[target] = merged
+        for m in merged:
+            group_of[m] = target
+    return sorted((sorted(m) for m in members.values()), key=lambda m: m[0])
+
+
+@dataclasses.dataclass
+class PartitionResult:
+    """What a partitioner did to a module: tags made, op counts, refusals (op, reason)."""
+
+    backend_id: str
+    tags: list[str]
+    delegated_ops: int
+    refused: list[tuple[ir.Operation, str]]
+
+
+@dataclasses.dataclass
+class Partitioner:
+    """Tags ops for one backend: `OperatorSupport` + capability-based convex grouping.
+
+    min_group_size: groups with fewer ops stay on portable kernels (a delegate call has a cost)
+    skip_ops:       edge op names to leave out (e.g. to keep a layer on portable kernels)
+    compile_specs:  handed to the backend's preprocess for every group this partitioner makes
+    """
+
+    backend_id: str
+    support: OperatorSupport
+    min_group_size: int = 1
+    skip_ops: tuple[str, ...] = ()
+    compile_specs: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.min_group_size < 1:
+            raise ValueError(f"min_group_size must be at least 1, got {self.min_group_size}")
+        if self.skip_ops:
+            self.support = self.support.with_options(skip_ops=self.skip_ops)
+
+    def partition(self, module: ir.Operation) -> PartitionResult:
+        """Tag the supported ops of every top-level function of `module` (in place)."""
+        result = PartitionResult(self.backend_id, [], 0, [])
+        number = _first_free_number(module, self.backend_id)
+        for func_op in _functions(module):
+            for block in func_op.regions[0].blocks:
+                number = self._partition_block(block, number, result)
+        return result
+
+    def _partition_block(self, block: ir.Block, number: int, result: PartitionResult) -> int:
+        graph = _Graph(block)
+        reasons: list[str | None] = []
+        for op in graph.ops:
+            if op.name in FREE_OPS or op.name in ("func.return", "edge.delegate_call") or TAG_ATTR in op.attributes:
+                reasons.append("")  # not a candidate, and nothing to report
+            else:
+                reasons.append(self.support.refusal(op))
+        supported = [r is None for r in reasons]
+        for group in convex_groups(graph, supported):
+            if len(group) < self.min_group_size:
+                for i in group:
+                    reasons[i] = (f"{graph.ops[i].name}: in a group of {len(group)} op(s), below "
+                                  f"min_group_size={self.min_group_size}")
+                continue
+            tag = f"{self.backend_id}_{number}"
+            number += 1
+            result.tags.append(tag)
+            result.delegated_ops += len(group)
+            for i in group:
+                graph.ops[i].attributes[TAG_ATTR] = ir.StringAttr.get(tag)
+        for op, reason in zip(graph.ops, reasons):
+            if reason:
+                record_refusal(op, self.backend_id, reason)
+                result.refused.append((op, reason))
+        return number
+
+
+def record_refusal(op: ir.Operation, backend_id: str, reason: str) -> None:
+    """Add `backend_id: reason` to the op's `etmlir.not_delegated` dictionary."""
+    entries = {}
+    if REFUSED_ATTR in op.attributes:
+        entries = {e.name: e.attr for e in ir.DictAttr(op.attributes[REFUSED_ATTR])}
+    entries[backend_id] = ir.StringAttr.get(reason)
+    op.attributes[REFUSED_ATTR] = ir.DictAttr.get(entries)
+
+
+def _functions(module: ir.Operation) -> Iterable[ir.Operation]:
+    for op in module.regions[0].blocks[0].operations:
+        if op.operation.name == "func.func" and len(op.operation.regions[0].blocks) > 0:
+            yield op.operation
+
+
+def _first_free_number(module: ir.Operation, backend_id: str) -> int:
+    """The first n with no `<backend>_<n>` yet in `module` (as a tag or a nested module)."""
+    pattern = re.compile(rf"^{re.escape(backend_id)}_(\d+)$")
+    used = [-1]
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        for name in (TAG_ATTR, "sym_name", "callee"):
+            if name in op.attributes:
+                text = str(op.attributes[name]).strip('"@')
+                match = pattern.match(text)
+                if match:
+                    used.append(int(match.group(1)))
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    return max(used) + 1

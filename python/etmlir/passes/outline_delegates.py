@@ -1,0 +1,234 @@
+"""et-outline-delegates: move each tagged group of edge ops into a nested module, behind a call.
+
+A partitioner tagged the ops a backend runs (`etmlir.delegation_tag`). Each
+tag becomes a module `@<tag>` holding `func.func @forward` with the group's
+ops (their locations and debug handles kept), and the group is replaced by
+one `edge.delegate_call` whose operands are the group's live-ins and whose
+results are its live-outs:
+
+    func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+      %0 = "edge.relu"(%x) {etmlir.delegation_tag = "nested_0", etmlir.debug_handle = 1 : i64}
+      %1 = "edge.neg"(%0) {etmlir.delegation_tag = "nested_0", etmlir.debug_handle = 2 : i64}
+      %2 = "edge.exp"(%1) {etmlir.debug_handle = 3 : i64}
+      return %2 : tensor<4xf32>
+    }
+
+becomes
+
+    func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+      %0 = "edge.delegate_call"(%x) {backend = "nested", callee = @nested_0,
+                                     etmlir.debug_handle = 4 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+      %1 = "edge.exp"(%0) {etmlir.debug_handle = 3 : i64}
+      return %1 : tensor<4xf32>
+    }
+    module @nested_0 attributes {etmlir.backend = "nested"} {
+      func.func @forward(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+        %0 = "edge.relu"(%arg0) {etmlir.debug_handle = 1 : i64}
+        %1 = "edge.neg"(%0) {etmlir.debug_handle = 2 : i64}
+        return %1 : tensor<4xf32>
+      }
+    }
+
+Constants and size queries a group reads are copied into it (a weight
+travels with the delegate that uses it; a constant nothing else reads is
+then erased). The call takes the place of the group's last op, and ops
+between the group's first and last op that read its results move after the
+call. A group that would need one of its own results as an input (an op
+outside it on a path between two of its ops) is an error at that op: the
+partitioners in `etmlir.backends` never make one. Dynamic live-ins and
+live-outs keep their upper bounds (`etmlir.dynamic_dims` on the delegate's
+arguments, `etmlir.upper_bounds` on the call), so both sides can plan memory.
+"""
+
+from __future__ import annotations
+
+from torch_mlir import ir
+from torch_mlir.dialects import func
+
+from etmlir.backends.partitioner import BACKEND_ATTR, TAG_ATTR, _Graph, tag_backend
+from etmlir.dialects.edge import DYNAMIC
+from etmlir.frontend.locations import source_line
+from etmlir.passes.assign_debug_handles import DEBUG_HANDLE_ATTR, next_debug_handle
+from etmlir.passes.registry import PassFailure, emit_error, register_pass
+from etmlir.passes.to_edge import UPPER_BOUNDS_ATTR
+
+DELEGATE_FUNCTION = "forward"
+_DYNAMIC_DIMS_ATTR = "etmlir.dynamic_dims"
+
+
+def _owner(value: ir.Value) -> ir.Operation | None:
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    return owner.operation if isinstance(owner, ir.OpView) else owner
+
+
+def _result_bounds(value: ir.Value, func_op: ir.Operation) -> list[int] | None:
+    """Upper bounds of a dynamic value: its producer's `etmlir.upper_bounds` or its argument's dims."""
+    t = ir.RankedTensorType(value.type)
+    if t.has_static_shape:
+        return None
+    owner = _owner(value)
+    if owner is None:
+        arg_attrs = ir.ArrayAttr(func_op.attributes["arg_attrs"]) if "arg_attrs" in func_op.attributes else None
+        index = ir.BlockArgument(value).arg_number
+        dims = {}
+        if arg_attrs is not None and _DYNAMIC_DIMS_ATTR in ir.DictAttr(arg_attrs[index]):
+            dims = {e.name: ir.DictAttr(e.attr) for e in ir.DictAttr(ir.DictAttr(arg_attrs[index])[_DYNAMIC_DIMS_ATTR])}
+        bounds = list(t.shape)
+        for d in range(t.rank):
+            if t.is_dynamic_dim(d):
+                spec = dims.get(str(d))
+                bounds[d] = ir.IntegerAttr(spec["max"]).value if spec is not None and "max" in spec else DYNAMIC
+        return bounds
+    if UPPER_BOUNDS_ATTR not in owner.attributes:
+        return None
+    index = next(i for i, r in enumerate(owner.results) if r == value)
+    return list(ir.DenseI64ArrayAttr(ir.ArrayAttr(owner.attributes[UPPER_BOUNDS_ATTR])[index]))
+
+
+def _dynamic_dims_attr(t: ir.RankedTensorType, bounds: list[int] | None) -> ir.DictAttr:
+    entries = {}
+    for d in range(t.rank):
+        if t.is_dynamic_dim(d) and bounds is not None and bounds[d] != DYNAMIC:
+            entries[str(d)] = ir.DictAttr.get({"max": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), bounds[d])})
+    return ir.DictAttr.get({_DYNAMIC_DIMS_ATTR: ir.DictAttr.get(entries)} if entries else {})
+
+
+class _Outliner:
+    def __init__(self, module: ir.Operation, func_op: ir.Operation, block: ir.Block) -> None:
+        self.module = module
+        self.func_op = func_op
+        self.block = block
+
+    def groups(self) -> dict[str, list[ir.Operation]]:
+        groups: dict[str, list[ir.Operation]] = {}
+        for op in self.block.operations:
+            op = op.operation
+            if TAG_ATTR in op.attributes:
+                groups.setdefault(ir.StringAttr(op.attributes[TAG_ATTR]).value, []).append(op)
+        return groups
+
+    def outline(self, tag: str, members: list[ir.Operation]) -> None:
+        backend = tag_backend(tag)
+        graph = _Graph(self.block)
+        position = {op: i for i, op in enumerate(graph.ops)}
+        group = {position[op] for op in members}
+        blocker = graph.blocker(group)
+        if blocker is not None:
+            op = graph.ops[blocker]
+            emit_error(op, f"delegation group '{tag}' would contain a cycle: '{op.name}' "
+                           f"({source_line(op.location)}) is not in the group but reads one of its results "
+                           "and feeds another of its ops; split the group (the partitioners in "
+                           "etmlir.backends never make such a group)")
+            raise PassFailure()
+        members = [graph.ops[i] for i in sorted(group)]
+        member_set = set(members)
+
+        # Free ops (constants, size queries) the group reads, in program order, copied inside.
+        copied: list[ir.Operation] = []
+
+        def collect(op: ir.Operation) -> None:
+            for value in op.operands:
+                owner = _owner(value)
+                if owner is not None and owner not in member_set and graph.free[position[owner]] \
+                        and owner not in copied:
+                    collect(owner)
+                    copied.append(owner)
+
+        for op in members:
+            collect(op)
+        copied.sort(key=lambda op: position[op])
+        inside = set(members) | set(copied)
+
+        live_ins: list[ir.Value] = []
+        for op in sorted(inside, key=lambda op: position[op]):
+            for value in op.operands:
+                if _owner(value) not in inside and value not in live_ins:
+                    live_ins.append(value)
+        live_outs: list[ir.Value] = []
+        for op in members:
+            for result in op.results:
+                if any(use.owner.operation not in member_set for use in result.uses):
+                    live_outs.append(result)
+
+        nested = self._nested_module(tag, backend)
+        in_types = [v.type for v in live_ins]
+        out_types = [v.type for v in live_outs]
+        with ir.InsertionPoint(nested.regions[0].blocks[0]), members[0].location:
+            callee = func.FuncOp(DELEGATE_FUNCTION, ir.FunctionType.get(in_types, out_types))
+            arg_attrs = [_dynamic_dims_attr(ir.RankedTensorType(v.type), _result_bounds(v, self.func_op))
+                         for v in live_ins]
+            if any(len(a) for a in arg_attrs):
+                callee.attributes["arg_attrs"] = ir.ArrayAttr.get(arg_attrs)
+            body = callee.add_entry_block()
+        mapping: dict[ir.Value, ir.Value] = dict(zip(live_ins, body.arguments))
+        with ir.InsertionPoint(body):
+            for op in sorted(inside, key=lambda op: position[op]):
+                attributes = {name: op.attributes[name] for name in op.attributes if name != TAG_ATTR}
+                clone = ir.Operation.create(op.name, results=[r.type for r in op.results],
+                                            operands=[mapping[v] for v in op.operands],
+                                            attributes=attributes, loc=op.location)
+                for old, new in zip(op.results, clone.results):
+                    mapping[old] = new
+            func.ReturnOp([mapping[v] for v in live_outs], loc=members[-1].location)
+
+        # The call replaces the group's last op; dependents in between move after it.
+        last = members[-1]
+        after = [graph.ops[j] for j in graph.dependents(group)]
+        call_attrs = {"backend": ir.StringAttr.get(backend), "callee": ir.FlatSymbolRefAttr.get(tag),
+                      DEBUG_HANDLE_ATTR: ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
+                                                            next_debug_handle(self.module))}
+        bounds = [_result_bounds(v, self.func_op) for v in live_outs]
+        if any(b is not None for b in bounds):
+            call_attrs[UPPER_BOUNDS_ATTR] = ir.ArrayAttr.get([
+                ir.DenseI64ArrayAttr.get(b if b is not None else list(ir.RankedTensorType(v.type).shape))
+                for v, b in zip(live_outs, bounds)])
+        with ir.InsertionPoint(last):
+            call = ir.Operation.create("edge.delegate_call", results=out_types, operands=live_ins,
+                                       attributes=call_attrs,
+                                       loc=ir.Location.name(tag, childLoc=members[0].location))
+        call.move_after(last)
+        anchor = call
+        for op in after:
+            if position[op] < position[last]:
+                op.move_after(anchor)
+                anchor = op
+        for old, new in zip(live_outs, call.results):
+            old.replace_all_uses_with(new)
+        for op in reversed(members):
+            op.erase()
+        for op in reversed(copied):
+            if all(not list(r.uses) for r in op.results):
+                op.erase()
+
+    def _nested_module(self, tag: str, backend: str) -> ir.Operation:
+        top = self.module.regions[0].blocks[0]
+        for op in top.operations:
+            if "sym_name" in op.operation.attributes and ir.StringAttr(op.operation.attributes["sym_name"]).value == tag:
+                emit_error(op.operation, f"cannot outline delegation group '{tag}': the module already has a "
+                                         f"symbol @{tag}")
+                raise PassFailure()
+        with ir.InsertionPoint(top), self.module.location:
+            nested = ir.Operation.create("builtin.module", regions=1,
+                                         attributes={"sym_name": ir.StringAttr.get(tag),
+                                                     BACKEND_ATTR: ir.StringAttr.get(backend)})
+            nested.regions[0].blocks.append()
+        return nested
+
+
+@register_pass("et-outline-delegates")
+def outline_delegates(module: ir.Operation) -> None:
+    """et-outline-delegates: move each tagged op group into a nested module behind an edge.delegate_call."""
+    for func_op in [op.operation for op in module.regions[0].blocks[0].operations]:
+        if func_op.name != "func.func" or len(func_op.regions[0].blocks) == 0:
+            continue
+        for block in func_op.regions[0].blocks:
+            outliner = _Outliner(module, func_op, block)
+            for tag, members in outliner.groups().items():
+                try:
+                    tag_backend(tag)
+                except ValueError as error:
+                    emit_error(members[0], str(error))
+                    raise PassFailure() from None
+                outliner.outline(tag, members)

@@ -1,0 +1,41 @@
+"""et-partition: tag the ops a backend takes, with its partitioner (`etmlir.backends.partitioner`).
+
+    %0 = "edge.relu"(%x) {etmlir.debug_handle = 1 : i64} : ...
+    %1 = "edge.embedding"(%w, %i) {etmlir.debug_handle = 2 : i64} : ...
+
+with `--et-partition='backend=nested skip-ops=edge.embedding'` becomes
+
+    %0 = "edge.relu"(%x) {etmlir.debug_handle = 1 : i64, etmlir.delegation_tag = "nested_0"} : ...
+    %1 = "edge.embedding"(%w, %i) {etmlir.debug_handle = 2 : i64,
+                                    etmlir.not_delegated = {nested = "edge.embedding is in skip_ops"}} : ...
+
+The same partitioner `edge.to_backend(etmlir.backends.partitioner(...))`
+runs, made available to pipelines so that grouping can be checked with lit
+and outlined separately (`et-outline-delegates`). Groups are the largest
+the backend supports that create no cycle; every refused op records why.
+"""
+
+from __future__ import annotations
+
+from torch_mlir import ir
+
+from etmlir.passes.registry import Option, PassFailure, emit_error, register_pass
+
+
+@register_pass("et-partition", options={
+    "backend": Option(str, "", "the backend's id (etmlir.backends: nested, ...)"),
+    "ops": Option(list, [], "only these edge ops (default: all the backend supports)"),
+    "skip-ops": Option(list, [], "edge ops to leave out"),
+    "min-group-size": Option(int, 1, "smallest group to delegate")})
+def partition(module: ir.Operation, *, backend: str, ops: list[str], skip_ops: list[str],
+              min_group_size: int) -> None:
+    """et-partition: tag the ops a backend supports in cycle-free groups (etmlir.delegation_tag)."""
+    from etmlir import backends
+
+    try:
+        partitioner = backends.partitioner(backend, ops=ops or None, skip_ops=skip_ops,
+                                           min_group_size=min_group_size)
+    except (KeyError, ValueError) as error:
+        emit_error(module, f"et-partition: {error.args[0] if error.args else error}")
+        raise PassFailure() from None
+    partitioner.partition(module)
