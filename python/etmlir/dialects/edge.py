@@ -266,7 +266,7 @@ def load_edge_dialect(context: ir.Context) -> None:
     """Load `edge` into `context` (once per context) with its traits attached."""
     with context, ir.Location.unknown():
         irdl.load_dialects(ir.Module.parse(irdl_text("edge")))
-        for mnemonic in list(edge_ops()) + ["constant", "custom_op", "delegate_call"]:
+        for mnemonic in list(edge_ops()) + ["constant", "custom_op"]:
             _NoMemoryEffects.attach(f"edge.{mnemonic}")
             if mnemonic in edge_ops():
                 ir.DynamicOpTrait.attach(f"edge.{mnemonic}", _EdgeVerifier)
