@@ -26,6 +26,7 @@ from etmlir.passes.to_edge import UPPER_BOUNDS_ATTR
 from etmlir.program import Program, clone_module
 
 if TYPE_CHECKING:
+    from etmlir.backends.partitioner import Partitioner
     from etmlir.executorch_program import ExecutorchConfig, ExecutorchProgram
 
 
@@ -52,6 +53,14 @@ class TensorSpec:
 @dataclasses.dataclass
 class EdgeProgram(Program):
     HISTOGRAM_SKIP = ("edge.constant", "func.", "builtin.module")
+
+    def to_backend(self, partitioner: "Partitioner") -> "EdgeProgram":
+        """Delegate the ops `partitioner` tags to its backend (a new program; see `etmlir.backends`).
+
+            edge = edge.to_backend(etmlir.backends.partitioner("nested", skip_ops=["edge.embedding"]))
+        """
+        from etmlir.backends.lowering import to_backend_partitioned
+        return to_backend_partitioned(self, partitioner)
 
     def to_executorch(self, config: "ExecutorchConfig | None" = None) -> "ExecutorchProgram":
         """Out variants, memory planning and serialization: the `.pte` (see `etmlir.executorch_program`)."""
@@ -103,7 +112,10 @@ def to_edge(aten_program: AtenProgram, compile_config: EdgeCompileConfig | None 
               PipelineElement("et-to-edge")]
     if config.canonicalize:
         passes.append(PipelineElement("et-edge-canonicalize"))
-    passes += [PipelineElement("et-edge-verify"), PipelineElement("et-assign-debug-handles")]
+    # Calls of lowered modules (composition) are linked before handles are given, so the
+    # outer ops' handles start above the delegates'.
+    passes += [PipelineElement("et-edge-verify"), PipelineElement("et-link-lowered-modules"),
+               PipelineElement("et-assign-debug-handles")]
     run_pipeline(module, passes)
     return EdgeProgram(module=module, example_args=aten_program.example_args,
                        dynamic_dims=list(aten_program.dynamic_dims), weight_buffers=aten_program.weight_buffers)

@@ -21,7 +21,7 @@ func.func @in_order(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<i64>) {
 // inside an outlined delegate's nested module.
 // CHECK-LABEL: func.func @kept
 // CHECK: "edge.relu"(%arg0) {etmlir.debug_handle = 8 : i64}
-// CHECK: "edge.delegate_call"(%{{.*}}) {backend = "nested", callee = @nested_0, etmlir.debug_handle = 9 : i64}
+// CHECK: call @nested_0.forward(%{{.*}}) {etmlir.backend = "nested", etmlir.debug_handle = 9 : i64}
 // CHECK: "edge.neg"(%{{.*}}) {etmlir.debug_handle = 5 : i64}
 // CHECK: module @nested_0
 // CHECK: "edge.relu"(%arg0) {etmlir.debug_handle = 10 : i64}
@@ -29,10 +29,11 @@ func.func @in_order(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<i64>) {
 module {
   func.func @kept(%x: tensor<4xf32>) -> tensor<4xf32> {
     %0 = "edge.relu"(%x) : (tensor<4xf32>) -> tensor<4xf32>
-    %1 = "edge.delegate_call"(%0) {backend = "nested", callee = @nested_0} : (tensor<4xf32>) -> tensor<4xf32>
+    %1 = func.call @nested_0.forward(%0) {etmlir.backend = "nested"} : (tensor<4xf32>) -> tensor<4xf32>
     %2 = "edge.neg"(%1) {etmlir.debug_handle = 5 : i64} : (tensor<4xf32>) -> tensor<4xf32>
     return %2 : tensor<4xf32>
   }
+  func.func private @nested_0.forward(tensor<4xf32>) -> tensor<4xf32> attributes {etmlir.backend = "nested"}
   module @nested_0 attributes {etmlir.backend = "nested"} {
     func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
       %0 = "edge.relu"(%x) : (tensor<4xf32>) -> tensor<4xf32>

@@ -8,7 +8,7 @@ A backend (`Backend`) is registered by id and provides a `Partitioner`
 (`OperatorSupport` + cycle-free grouping) and `preprocess`, which compiles
 one outlined delegate into the payload bytes the runtime backend of the same
 id runs. Delegation is a pipeline of passes, each usable from et-opt:
-et-partition (tags), et-outline-delegates (nested modules + edge.delegate_call),
+et-partition (tags), et-outline-delegates (nested modules + delegate calls),
 et-preprocess-delegates (payloads). Backends shipped here: "nested".
 """
 

@@ -96,7 +96,7 @@ class NestedBackend(Backend):
         try:
             run_pipeline(module, passes)
             with module.context:
-                payload = serialize(module)
+                payload = serialize(module, segment_alignment=64)
         except ir.MLIRError as error:
             raise BackendError(f"nested backend: the delegate does not compile: {error}") from None
         return PreprocessResult(payload, {h: (h,) for h in sorted(set(handles))})

@@ -68,7 +68,7 @@ class OperatorSupport:
         name = op.name
         if name in self.skip_ops:
             return f"{name} is in skip_ops"
-        if not name.startswith("edge.") or name in FREE_OPS or name == "edge.delegate_call":
+        if not name.startswith("edge.") or name in FREE_OPS:
             return f"{name} is not an edge computation"
         if self.ops is not None and name not in self.ops:
             return f"{name} is not an op the backend supports"

@@ -37,6 +37,27 @@ from etmlir.backends.operator_support import FREE_OPS, OperatorSupport
 TAG_ATTR = "etmlir.delegation_tag"
 REFUSED_ATTR = "etmlir.not_delegated"
 BACKEND_ATTR = "etmlir.backend"
+# The call of an outlined delegate is a `func.call` of the declaration `@<tag>.forward`
+# (`etmlir.backend` on both): IRDL unifies the types of a variadic operand group, so a declared
+# edge op could not take a delegate's live-ins, which are tensors of different types.
+DELEGATE_CALL = "func.call"
+DELEGATE_ENTRY = "forward"
+
+
+def is_delegate_call(op: ir.Operation) -> bool:
+    """`func.call @nested_0.forward(...) {etmlir.backend = "nested"}`: a call of an outlined delegate."""
+    return op.name == DELEGATE_CALL and BACKEND_ATTR in op.attributes
+
+
+def delegate_callee(op: ir.Operation) -> str:
+    """The nested module a delegate call runs (`nested_0` for `@nested_0.forward`)."""
+    callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+    return callee[:-len("." + DELEGATE_ENTRY)] if callee.endswith("." + DELEGATE_ENTRY) else callee
+
+
+def delegate_symbol(tag: str) -> str:
+    """The declaration a delegate call names: `nested_0.forward`."""
+    return f"{tag}.{DELEGATE_ENTRY}"
 
 
 def tag_backend(tag: str) -> str:
@@ -159,17 +180,18 @@ class Partitioner:
     def partition(self, module: ir.Operation) -> PartitionResult:
         """Tag the supported ops of every top-level function of `module` (in place)."""
         result = PartitionResult(self.backend_id, [], 0, [])
-        number = _first_free_number(module, self.backend_id)
-        for func_op in _functions(module):
-            for block in func_op.regions[0].blocks:
-                number = self._partition_block(block, number, result)
+        with module.context:
+            number = _first_free_number(module, self.backend_id)
+            for func_op in _functions(module):
+                for block in func_op.regions[0].blocks:
+                    number = self._partition_block(block, number, result)
         return result
 
     def _partition_block(self, block: ir.Block, number: int, result: PartitionResult) -> int:
         graph = _Graph(block)
         reasons: list[str | None] = []
         for op in graph.ops:
-            if op.name in FREE_OPS or op.name in ("func.return", "edge.delegate_call") or TAG_ATTR in op.attributes:
+            if op.name in FREE_OPS or op.name == "func.return" or is_delegate_call(op) or TAG_ATTR in op.attributes:
                 reasons.append("")  # not a candidate, and nothing to report
             else:
                 reasons.append(self.support.refusal(op))
@@ -216,7 +238,10 @@ def _first_free_number(module: ir.Operation, backend_id: str) -> int:
     def visit(op: ir.Operation) -> ir.WalkResult:
         for name in (TAG_ATTR, "sym_name", "callee"):
             if name in op.attributes:
-                text = str(op.attributes[name]).strip('"@')
+                attr = op.attributes[name]
+                text = (ir.StringAttr(attr).value if isinstance(attr, ir.StringAttr)
+                        else ir.FlatSymbolRefAttr(attr).value if isinstance(attr, ir.FlatSymbolRefAttr) else "")
+                text = text.split(".")[0]
                 match = pattern.match(text)
                 if match:
                     used.append(int(match.group(1)))

@@ -33,7 +33,8 @@ def _edge_ops(module: ir.Operation) -> list[ir.Operation]:
     ops: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name.startswith("edge.") and op.name not in _NO_HANDLE:
+        if (op.name.startswith("edge.") and op.name not in _NO_HANDLE) or (
+                op.name == "func.call" and "etmlir.backend" in op.attributes):  # a delegate call
             ops.append(op)
         return ir.WalkResult.ADVANCE
 

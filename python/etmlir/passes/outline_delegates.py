@@ -3,8 +3,8 @@
 A partitioner tagged the ops a backend runs (`etmlir.delegation_tag`). Each
 tag becomes a module `@<tag>` holding `func.func @forward` with the group's
 ops (their locations and debug handles kept), and the group is replaced by
-one `edge.delegate_call` whose operands are the group's live-ins and whose
-results are its live-outs:
+one delegate call whose operands are the group's live-ins and whose results
+are its live-outs:
 
     func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
       %0 = "edge.relu"(%x) {etmlir.delegation_tag = "nested_0", etmlir.debug_handle = 1 : i64}
@@ -16,11 +16,12 @@ results are its live-outs:
 becomes
 
     func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
-      %0 = "edge.delegate_call"(%x) {backend = "nested", callee = @nested_0,
-                                     etmlir.debug_handle = 4 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+      %0 = call @nested_0.forward(%x) {etmlir.backend = "nested", etmlir.debug_handle = 4 : i64}
+          : (tensor<4xf32>) -> tensor<4xf32>
       %1 = "edge.exp"(%0) {etmlir.debug_handle = 3 : i64}
       return %1 : tensor<4xf32>
     }
+    func.func private @nested_0.forward(tensor<4xf32>) -> tensor<4xf32> attributes {etmlir.backend = "nested"}
     module @nested_0 attributes {etmlir.backend = "nested"} {
       func.func @forward(%arg0: tensor<4xf32>) -> tensor<4xf32> {
         %0 = "edge.relu"(%arg0) {etmlir.debug_handle = 1 : i64}
@@ -28,6 +29,11 @@ becomes
         return %1 : tensor<4xf32>
       }
     }
+
+The call is a plain `func.call` of a private declaration `@<tag>.forward`
+(the nested module's entry; `etmlir.backend` marks both). A declared (IRDL)
+edge op could not be the call: IRDL unifies the types of a variadic operand
+group, and a delegate's live-ins are tensors of different types.
 
 Constants and size queries a group reads are copied into it (a weight
 travels with the delegate that uses it; a constant nothing else reads is
@@ -45,7 +51,7 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import func
 
-from etmlir.backends.partitioner import BACKEND_ATTR, TAG_ATTR, _Graph, tag_backend
+from etmlir.backends.partitioner import BACKEND_ATTR, DELEGATE_CALL, TAG_ATTR, _Graph, delegate_symbol, tag_backend
 from etmlir.dialects.edge import DYNAMIC
 from etmlir.frontend.locations import source_line
 from etmlir.passes.assign_debug_handles import DEBUG_HANDLE_ATTR, next_debug_handle
@@ -93,6 +99,14 @@ def _dynamic_dims_attr(t: ir.RankedTensorType, bounds: list[int] | None) -> ir.D
         if t.is_dynamic_dim(d) and bounds is not None and bounds[d] != DYNAMIC:
             entries[str(d)] = ir.DictAttr.get({"max": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), bounds[d])})
     return ir.DictAttr.get({_DYNAMIC_DIMS_ATTR: ir.DictAttr.get(entries)} if entries else {})
+
+
+def declare_delegate(module: ir.Operation, tag: str, backend: str, in_types: list[ir.Type],
+                     out_types: list[ir.Type], loc: ir.Location) -> None:
+    """`func.func private @<tag>.forward(...)`: what a delegate call names (its body is the nested module)."""
+    with ir.InsertionPoint(module.regions[0].blocks[0]), loc:
+        decl = func.FuncOp(delegate_symbol(tag), ir.FunctionType.get(in_types, out_types), visibility="private")
+        decl.attributes[BACKEND_ATTR] = ir.StringAttr.get(backend)
 
 
 class _Outliner:
@@ -176,7 +190,8 @@ class _Outliner:
         # The call replaces the group's last op; dependents in between move after it.
         last = members[-1]
         after = [graph.ops[j] for j in graph.dependents(group)]
-        call_attrs = {"backend": ir.StringAttr.get(backend), "callee": ir.FlatSymbolRefAttr.get(tag),
+        declare_delegate(self.module, tag, backend, in_types, out_types, members[0].location)
+        call_attrs = {BACKEND_ATTR: ir.StringAttr.get(backend), "callee": ir.FlatSymbolRefAttr.get(delegate_symbol(tag)),
                       DEBUG_HANDLE_ATTR: ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
                                                             next_debug_handle(self.module))}
         bounds = [_result_bounds(v, self.func_op) for v in live_outs]
@@ -185,7 +200,7 @@ class _Outliner:
                 ir.DenseI64ArrayAttr.get(b if b is not None else list(ir.RankedTensorType(v.type).shape))
                 for v, b in zip(live_outs, bounds)])
         with ir.InsertionPoint(last):
-            call = ir.Operation.create("edge.delegate_call", results=out_types, operands=live_ins,
+            call = ir.Operation.create(DELEGATE_CALL, results=out_types, operands=live_ins,
                                        attributes=call_attrs,
                                        loc=ir.Location.name(tag, childLoc=members[0].location))
         call.move_after(last)
@@ -219,7 +234,7 @@ class _Outliner:
 
 @register_pass("et-outline-delegates")
 def outline_delegates(module: ir.Operation) -> None:
-    """et-outline-delegates: move each tagged op group into a nested module behind an edge.delegate_call."""
+    """et-outline-delegates: move each tagged op group into a nested module behind a delegate call."""
     for func_op in [op.operation for op in module.regions[0].blocks[0].operations]:
         if func_op.name != "func.func" or len(func_op.regions[0].blocks) == 0:
             continue

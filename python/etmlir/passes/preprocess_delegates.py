@@ -48,7 +48,9 @@ def compile_specs(nested: ir.Operation) -> dict[str, str]:
 
 
 def set_compile_specs(nested: ir.Operation, specs: Mapping[str, str]) -> None:
-    nested.attributes[COMPILE_SPECS_ATTR] = ir.DictAttr.get({k: ir.StringAttr.get(str(v)) for k, v in specs.items()})
+    with nested.context:
+        nested.attributes[COMPILE_SPECS_ATTR] = ir.DictAttr.get({k: ir.StringAttr.get(str(v))
+                                                                 for k, v in specs.items()})
 
 
 def payload_size(nested: ir.Operation) -> int | None:

@@ -49,7 +49,7 @@ from etmlir.dialects.edge import DYNAMIC, EdgeOp, edge_op_of, named_operands
 from etmlir.dialects.etx import value_type
 from etmlir.executable.dtypes import LAYOUTS, MEMORY_FORMATS, UnsupportedElementType, element_info
 from etmlir.executable.out_variants import OutVariant, functional_schema, out_variant
-from etmlir.backends.partitioner import BACKEND_ATTR
+from etmlir.backends.partitioner import BACKEND_ATTR, delegate_callee, is_delegate_call
 from etmlir.frontend.locations import source_line
 from etmlir.passes.preprocess_delegates import COMPILE_SPECS_ATTR, PAYLOAD_ATTR, delegate_modules
 from etmlir.passes.registry import Option, PassFailure, emit_error, register_pass
@@ -196,7 +196,7 @@ class _MethodBuilder:
         if name == "edge.custom_op":
             self._custom(op, handle)
             return
-        if name == "edge.delegate_call":
+        if is_delegate_call(op):
             self._delegate(op, handle)
             return
         info = edge_op_of(op)
@@ -299,7 +299,8 @@ class _MethodBuilder:
                         "operandSegmentSizes": ir.DenseI32ArrayAttr.get([len(args), len(outs)])})
 
     def _delegate(self, op: ir.Operation, handle: int) -> None:
-        args = [self.tensor(v, f"live-in {i} of delegate {op.attributes['callee']}") for i, v in enumerate(op.operands)]
+        callee = delegate_callee(op)
+        args = [self.tensor(v, f"live-in {i} of delegate {callee}") for i, v in enumerate(op.operands)]
         bounds_attr = op.attributes[UPPER_BOUNDS_ATTR] if UPPER_BOUNDS_ATTR in op.attributes else None
         outs = []
         for index, result in enumerate(op.results):
@@ -308,9 +309,8 @@ class _MethodBuilder:
             self.tensors[result] = outs[-1]
         ir.Operation.create(
             "etx.delegate_call", operands=args + outs, loc=op.location,
-            attributes={"backend": op.attributes["backend"],
-                        "payload": ir.StringAttr.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value),
-                        "debug_handle": _i64(handle), "etmlir.edge_op": ir.StringAttr.get(op.name),
+            attributes={"backend": op.attributes[BACKEND_ATTR], "payload": ir.StringAttr.get(callee),
+                        "debug_handle": _i64(handle), "etmlir.edge_op": ir.StringAttr.get(f"delegate {callee}"),
                         "operandSegmentSizes": ir.DenseI32ArrayAttr.get([len(args), len(outs)])})
 
     def _custom(self, op: ir.Operation, handle: int) -> None:
@@ -397,6 +397,10 @@ def to_out_variants(module: ir.Operation, *, functions: list[str]) -> None:
             _convert_delegate_module(nested)
         except PassFailure:
             failed = True
+    for op in list(module.regions[0].blocks[0].operations):  # delegate declarations: now etx.payload
+        op = op.operation
+        if op.name == "func.func" and len(op.regions[0].blocks) == 0 and BACKEND_ATTR in op.attributes:
+            op.erase()
     if failed:
         raise PassFailure()
 

@@ -1,0 +1,187 @@
+"""`to_backend`: the three delegation workflows.
+
+    # 1. Partial: a partitioner picks ops; the rest stays on portable kernels.
+    edge = edge.to_backend(etmlir.backends.partitioner("nested"))
+    # 2. Whole program: every op in one delegate.
+    lowered = etmlir.to_backend("nested", edge, {"fold_constants": "true"})
+    lowered.to_executorch().save("whole.pte")
+    # 3. Composition: a lowered module is an nn.Module another model calls.
+    class Outer(nn.Module):
+        def __init__(self): super().__init__(); self.inner = lowered
+        def forward(self, x): return self.inner(torch.relu(x)) * 2
+    edge = etmlir.to_edge(etmlir.export(Outer(), (x,)))    # the call is a delegate call
+
+Each returns a new program; the one given is left unchanged. Under the hood
+they run the delegation passes: et-partition (workflow 1) or tagging every op
+(workflow 2), then et-outline-delegates and et-preprocess-delegates.
+
+Composition works through PyTorch's custom-op machinery: each lowered module
+is registered as an operator `etmlir_lowered::m<n>` whose eager kernel runs
+the lowered program on etmlir's runtime and whose fake kernel gives the
+output shapes, so `torch.export` records one call. `to_edge` then links the
+call to the lowered module's compiled delegate (`et-link-lowered-modules`)
+before debug handles are given, so handles stay unique.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch_mlir import ir
+
+from etmlir.backends.backend import get_backend
+from etmlir.backends.operator_support import FREE_OPS
+from etmlir.backends.partitioner import TAG_ATTR, PartitionResult, Partitioner, _first_free_number
+from etmlir.passes.pipeline import PipelineElement, run_pipeline
+from etmlir.passes.preprocess_delegates import delegate_modules, set_compile_specs
+from etmlir.program import clone_module
+
+if TYPE_CHECKING:
+    from etmlir.edge_program import EdgeProgram
+    from etmlir.executorch_program import ExecutorchConfig, ExecutorchProgram
+
+LOWERED_NAMESPACE = "etmlir_lowered"
+
+
+def _rebuild(edge_program: "EdgeProgram", module: ir.Module) -> "EdgeProgram":
+    from etmlir.edge_program import EdgeProgram
+    return EdgeProgram(module=module, example_args=edge_program.example_args,
+                       dynamic_dims=list(edge_program.dynamic_dims), weight_buffers=edge_program.weight_buffers)
+
+
+def _lower_tagged(module: ir.Module, tags: list[str], compile_specs: Mapping[str, str]) -> None:
+    run_pipeline(module, [PipelineElement("et-outline-delegates")])
+    for nested in delegate_modules(module.operation):
+        if ir.StringAttr(nested.attributes["sym_name"]).value in tags:
+            set_compile_specs(nested, compile_specs)
+    run_pipeline(module, [PipelineElement("et-preprocess-delegates")])
+
+
+def to_backend_partitioned(edge_program: "EdgeProgram", partitioner: Partitioner) -> "EdgeProgram":
+    """Workflow 1: tag with `partitioner`, outline, and compile each group with its backend."""
+    module = clone_module(edge_program.module)
+    result: PartitionResult = partitioner.partition(module.operation)
+    _lower_tagged(module, result.tags, partitioner.compile_specs)
+    return _rebuild(edge_program, module)
+
+
+def to_backend(backend_id: str, edge_program: "EdgeProgram",
+               compile_specs: Mapping[str, str] | None = None) -> "LoweredBackendModule":
+    """Workflow 2: lower the whole program into one delegate of `backend_id`.
+
+    Every op goes to the backend (no partitioner asks); a backend that cannot
+    compile one fails with a BackendError naming it.
+    """
+    get_backend(backend_id)  # a KeyError naming the registered backends
+    module = clone_module(edge_program.module)
+    tag = f"{backend_id}_{_first_free_number(module.operation, backend_id)}"
+    function = next(op.operation for op in module.body.operations if op.operation.name == "func.func")
+    with module.context:
+        for op in function.regions[0].blocks[0].operations:
+            op = op.operation
+            if op.name.startswith("edge.") and op.name not in FREE_OPS:
+                op.attributes[TAG_ATTR] = ir.StringAttr.get(tag)
+    _lower_tagged(module, [tag], dict(compile_specs or {}))
+    return LoweredBackendModule(backend_id, dict(compile_specs or {}), _rebuild(edge_program, module))
+
+
+# -- composition --------------------------------------------------------------------------------
+
+_LOWERED: "weakref.WeakValueDictionary[str, LoweredBackendModule]" = weakref.WeakValueDictionary()
+_COUNTER = itertools.count()
+_LIBRARY: torch.library.Library | None = None
+
+
+def _library() -> torch.library.Library:
+    global _LIBRARY
+    if _LIBRARY is None:
+        _LIBRARY = torch.library.Library(LOWERED_NAMESPACE, "FRAGMENT")
+    return _LIBRARY
+
+
+class LoweredBackendModule(torch.nn.Module):
+    """A program lowered as a whole to one backend: save it, run it, or call it from another model.
+
+    `program` is the edge program whose forward function is one delegate call
+    (its nested module holds the delegated ops and the payload).
+    """
+
+    def __init__(self, backend_id: str, compile_specs: dict[str, str], program: "EdgeProgram") -> None:
+        super().__init__()
+        self.backend_id = backend_id
+        self.compile_specs = compile_specs
+        self.program = program
+        self._executorch: "ExecutorchProgram | None" = None
+        self._method: Any = None
+        self.op_name = f"m{next(_COUNTER)}"
+        _LOWERED[self.op_name] = self
+        self._register_op()
+
+    @property
+    def qualified_name(self) -> str:
+        """The operator a traced call of this module records: `etmlir_lowered::m<n>`."""
+        return f"{LOWERED_NAMESPACE}::{self.op_name}"
+
+    def to_executorch(self, config: "ExecutorchConfig | None" = None) -> "ExecutorchProgram":
+        """The lowered program as a `.pte` (its forward is one delegate call)."""
+        return self.program.to_executorch(config)
+
+    def forward(self, *inputs: torch.Tensor) -> Any:
+        return getattr(getattr(torch.ops, LOWERED_NAMESPACE), self.op_name)(*inputs)
+
+    def _run(self, *inputs: torch.Tensor) -> Any:
+        """Eager kernel of the operator: the lowered program on etmlir's runtime."""
+        if self._method is None:
+            from etmlir import runtime
+            if self._executorch is None:
+                self._executorch = self.to_executorch()
+            self._method = runtime.load(self._executorch.buffer).method("forward")
+        outputs = self._method(*[t.contiguous() for t in inputs])
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _register_op(self) -> None:
+        inputs, outputs = self.program.inputs, self.program.outputs
+        for i, spec in enumerate(inputs + outputs):
+            if None in spec.sizes:
+                raise ValueError(f"{self.backend_id} delegate: composition needs static shapes; "
+                                 f"{'input' if i < len(inputs) else 'output'} "
+                                 f"{i if i < len(inputs) else i - len(inputs)} has sizes {spec.sizes}")
+        args = ", ".join(f"Tensor a{i}" for i in range(len(inputs)))
+        results = "Tensor" if len(outputs) == 1 else "(" + ", ".join("Tensor" for _ in outputs) + ")"
+        library = _library()
+        library.define(f"{self.op_name}({args}) -> {results}")
+        library.impl(self.op_name, _eager_kernel(self.op_name), "CompositeExplicitAutograd")
+        dtypes = [_torch_dtype(spec.dtype) for spec in outputs]
+        shapes = [spec.sizes for spec in outputs]
+
+        def fake(*fake_inputs: torch.Tensor) -> Any:
+            made = [fake_inputs[0].new_empty(shape, dtype=dtype) if fake_inputs else torch.empty(shape, dtype=dtype)
+                    for shape, dtype in zip(shapes, dtypes)]
+            return made[0] if len(made) == 1 else tuple(made)
+
+        torch.library.register_fake(f"{LOWERED_NAMESPACE}::{self.op_name}", fake, lib=library)
+
+
+def _eager_kernel(op_name: str) -> Any:
+    def kernel(*inputs: torch.Tensor) -> Any:
+        lowered = _LOWERED.get(op_name)
+        if lowered is None:
+            raise RuntimeError(f"{LOWERED_NAMESPACE}::{op_name}: its LoweredBackendModule no longer exists")
+        return lowered._run(*inputs)
+    return kernel
+
+
+def _torch_dtype(edge_dtype: str) -> torch.dtype:
+    from etmlir.devtools.edge_to_torch import torch_dtype
+    with ir.Context():
+        return torch_dtype(ir.Type.parse(edge_dtype))
+
+
+def lowered_module(qualified_name: str) -> "LoweredBackendModule | None":
+    """The live LoweredBackendModule a traced `etmlir_lowered::m<n>` call stands for."""
+    namespace, _, name = qualified_name.partition("::")
+    return _LOWERED.get(name) if namespace == LOWERED_NAMESPACE else None

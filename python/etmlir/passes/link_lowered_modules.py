@@ -1,0 +1,106 @@
+"""et-link-lowered-modules: turn traced calls of lowered modules into delegate calls (composition).
+
+A model that calls a `LoweredBackendModule` (`etmlir.to_backend(...)`) exports
+as a call of the custom op `etmlir_lowered::m<n>`. This pass finds that
+lowered module (it lives in this process), copies its compiled delegate
+(nested module + payload) into this module and calls it:
+
+    %0 = "edge.custom_op"(%x) {op = "etmlir_lowered::m0", ...} : (tensor<1x8xf32>) -> tensor<1x4xf32>
+
+becomes
+
+    %0 = call @nested_0.forward(%x) {etmlir.backend = "nested"} : (tensor<1x8xf32>) -> tensor<1x4xf32>
+    module @nested_0 attributes {etmlir.backend = "nested", etmlir.payload = dense<...>, ...} { ... }
+
+`to_edge` runs it before `et-assign-debug-handles`, so the outer ops get
+handles above the delegate's. If a delegate's handles collide with handles
+already in the module (a second lowered module), they are renumbered and the
+delegate is compiled again, so every handle in the `.pte` names one op.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+
+from torch_mlir import ir
+
+from etmlir.backends.partitioner import BACKEND_ATTR, DELEGATE_CALL, _first_free_number, delegate_symbol
+from etmlir.passes.outline_delegates import declare_delegate
+from etmlir.passes.assign_debug_handles import DEBUG_HANDLE_ATTR, debug_handle, next_debug_handle
+from etmlir.passes.preprocess_delegates import (DEBUG_HANDLE_MAP_ATTR, PAYLOAD_ATTR, delegate_modules,
+                                                preprocess_module)
+from etmlir.passes.registry import PassFailure, emit_error, register_pass
+
+
+def _handles(op: ir.Operation) -> list[int]:
+    found: list[int] = []
+
+    def visit(inner: ir.Operation) -> ir.WalkResult:
+        handle = debug_handle(inner)
+        if handle is not None:
+            found.append(handle)
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+    return found
+
+
+def _link(module: ir.Operation, call: ir.Operation) -> None:
+    from etmlir.backends.lowering import lowered_module
+
+    qualified = ir.StringAttr(call.attributes["op"]).value
+    lowered = lowered_module(qualified)
+    if lowered is None:
+        emit_error(call, f"{qualified} is a lowered module that does not exist in this process "
+                         "(composition links LoweredBackendModule objects while they are alive)")
+        raise PassFailure()
+    source = delegate_modules(lowered.program.module.operation)[0]
+    text = source.get_asm(large_elements_limit=None, enable_debug_info=True)
+    with module.context:
+        parsed = ir.Module.parse(text)
+        copied = parsed.body.operations[0].operation
+        name = f"{lowered.backend_id}_{_first_free_number(module, lowered.backend_id)}"
+        nested = copied.clone(ip=ir.InsertionPoint(module.regions[0].blocks[0]))
+        nested.attributes["sym_name"] = ir.StringAttr.get(name)
+        # Handles in this module other than the copy's (the copy is already inside it).
+        everywhere, own = Counter(_handles(module)), Counter(_handles(nested))
+        if any(everywhere[h] > count for h, count in own.items()):  # renumber above everything, and compile again with the new handles
+            base = next_debug_handle(module)
+            i64 = ir.IntegerType.get_signless(64)
+            renumbered = itertools.count(base)
+
+            def visit(inner: ir.Operation) -> ir.WalkResult:
+                if DEBUG_HANDLE_ATTR in inner.attributes:
+                    inner.attributes[DEBUG_HANDLE_ATTR] = ir.IntegerAttr.get(i64, next(renumbered))
+                return ir.WalkResult.ADVANCE
+
+            nested.walk(visit)
+            del nested.attributes[PAYLOAD_ATTR]
+            del nested.attributes[DEBUG_HANDLE_MAP_ATTR]
+            preprocess_module(nested)
+        declare_delegate(module, name, ir.StringAttr(nested.attributes[BACKEND_ATTR]).value,
+                         [v.type for v in call.operands], [r.type for r in call.results], call.location)
+        with call.location:
+            delegate = ir.Operation.create(
+                DELEGATE_CALL, results=[r.type for r in call.results], operands=list(call.operands),
+                attributes={BACKEND_ATTR: nested.attributes[BACKEND_ATTR], "callee": ir.FlatSymbolRefAttr.get(delegate_symbol(name))},
+                ip=ir.InsertionPoint(call))
+        for old, new in zip(call.results, delegate.results):
+            old.replace_all_uses_with(new)
+        call.erase()
+
+
+@register_pass("et-link-lowered-modules")
+def link_lowered_modules(module: ir.Operation) -> None:
+    """et-link-lowered-modules: calls of lowered modules (etmlir_lowered::m<n>) -> delegate calls."""
+    calls: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "edge.custom_op" and ir.StringAttr(op.attributes["op"]).value.startswith("etmlir_lowered::"):
+            calls.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    for call in calls:
+        _link(module, call)
