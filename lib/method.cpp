@@ -446,7 +446,7 @@ Result<Method> Program::load_method(const char* name, MemoryManager* memory, con
       const schema::CompileSpec* s = d->compile_specs()->Get(static_cast<flatbuffers::uoffset_t>(k));
       specs[k] = CompileSpec{s->key()->c_str(), s->value() ? s->value()->data() : nullptr, count(s->value())};
     }
-    BackendInitContext context{&alloc, method_name, static_cast<uint32_t>(i)};
+    BackendInitContext context{&alloc, method_name, static_cast<uint32_t>(i), kernels, backends};
     Result<DelegateHandle> handle =
         backend->init(context, Span<const uint8_t>(loaded.payload.bytes(), loaded.payload.size()),
                       Span<const CompileSpec>(specs, num_specs));
@@ -478,7 +478,9 @@ Method::Method(Method&& other) noexcept
       delegates_(other.delegates_),
       num_delegates_(other.num_delegates_),
       temp_(other.temp_),
-      profile_(other.profile_) {
+      profile_(other.profile_),
+      failed_debug_handle_(other.failed_debug_handle_),
+      describe_failures_(other.describe_failures_) {
   other.delegates_ = nullptr;
   other.num_delegates_ = 0;
 }
@@ -559,15 +561,26 @@ Error Method::set_output_buffer(size_t i, void* data, size_t nbytes) {
   return Error::ok();
 }
 
-Error Method::describe_failure(Error error, size_t pc) const {
+// Records which instruction failed and, unless the caller names locations
+// itself, says where: the source line of `handle` (the op that failed; for a
+// delegate, the op its backend named), else that of the instruction.
+Error Method::fail(Error error, size_t pc, uint32_t handle) {
   const Step& step = steps_[pc];
-  uint32_t handle = step.debug_handle;
-  const char* where = program_->debug_location(method_index_, handle);
-  error.prefix("%s (method '%s', instruction %zu)", where ? where : "unknown location", name_, pc);
+  failed_debug_handle_ = handle != 0 ? handle : step.debug_handle;
+  if (!describe_failures_) return error;
+  const char* where = program_->debug_location(method_index_, failed_debug_handle_);
+  if (where == nullptr) where = program_->debug_location(method_index_, step.debug_handle);
+  if (where == nullptr) where = "unknown location";
+  if (step.kind == StepKind::Delegate) {
+    error.prefix("%s (method '%s', instruction %zu, delegate '%s')", where, name_, pc, step.name);
+  } else {
+    error.prefix("%s (method '%s', instruction %zu)", where, name_, pc);
+  }
   return error;
 }
 
 Error Method::execute() {
+  failed_debug_handle_ = 0;
   for (size_t i = 0; i < num_inputs_; ++i) {
     const EValue& v = values_[inputs_[i]];
     if (v.is_tensor() && v.to_tensor().mutable_data() == nullptr && v.to_tensor().nbytes() > 0)
@@ -590,7 +603,7 @@ Error Method::execute() {
         KernelContext context(step.name, temp_);
         Error error = step.fn(context, step.args);
         if (temp_) temp_->reset();
-        if (error) return describe_failure(error, pc);
+        if (error) return fail(error, pc, step.debug_handle);
         break;
       }
       case StepKind::Delegate: {
@@ -598,15 +611,7 @@ Error Method::execute() {
         BackendExecuteContext context{temp_, 0};
         Error error = d.backend->execute(context, d.handle, Span<EValue*>(step.args, step.num_args));
         if (temp_) temp_->reset();
-        if (error) {
-          const char* where =
-              context.failed_debug_handle ? program_->debug_location(method_index_, context.failed_debug_handle) : nullptr;
-          if (where != nullptr) {
-            error.prefix("%s (method '%s', instruction %zu, delegate '%s')", where, name_, pc, step.name);
-            return error;
-          }
-          return describe_failure(error, pc);
-        }
+        if (error) return fail(error, pc, context.failed_debug_handle);
         break;
       }
       case StepKind::JumpFalse:

@@ -31,6 +31,7 @@
 #include "etmlir/runtime/method.h"
 #include "etmlir/runtime/platform.h"
 #include "etmlir/runtime/program.h"
+#include "nested_backend.h"
 #include "npz.h"
 #include "portable_kernels.h"
 
@@ -451,6 +452,7 @@ int run(const Options& o) {
   std::printf("kernels: %zu registered (all portable kernels)\n", kernels->size());
 #endif
   BackendRegistry backends;
+  if (Error e = register_nested_backend(backends)) return fail("registering backends: %s", e.message());
 
   // ---- Inputs (read and checked before any memory is planned) ----
   std::vector<Input> inputs;

@@ -27,6 +27,7 @@
 #include "etmlir/runtime/method.h"
 #include "etmlir/runtime/platform.h"
 #include "etmlir/runtime/program.h"
+#include "nested_backend.h"
 #include "portable_kernels.h"
 
 namespace nb = nanobind;
@@ -51,9 +52,14 @@ KernelRegistry& kernel_registry() {
   return *registry;
 }
 
+// The backends a .pte's delegates may name: "nested" (runtime/backends/nested).
 BackendRegistry& backend_registry() {
-  static BackendRegistry registry;
-  return registry;
+  static BackendRegistry* registry = [] {
+    auto* r = new BackendRegistry();
+    if (Error e = register_nested_backend(*r)) raise(e);
+    return r;
+  }();
+  return *registry;
 }
 
 struct AlignedBuffer {

@@ -2,7 +2,8 @@
 // corrupted copies of valid .pte files must give Error values, never a crash,
 // a sanitizer report, a hang, or a write into the program's constants.
 //
-// Each fixture (mlp.pte, seed_cnn.pte, dynamic.pte, delegate.pte) is mapped once: where its
+// Each fixture (mlp.pte, seed_cnn.pte, dynamic.pte, delegate.pte, and two programs whose
+// delegate is a whole .pte run by the "nested" backend) is mapped once: where its
 // header fields, table scalars, vector lengths, union type bytes, vtable
 // entries and offsets are. Each iteration copies the file into a 64-byte
 // aligned buffer, applies one seeded mutation strategy (most of them aimed
@@ -40,10 +41,16 @@
 #include "etmlir/runtime/method.h"
 #include "etmlir/runtime/program.h"
 #include "etmlir/schema/program_generated.h"
+#include "nested_backend.h"
 #include "test_util.h"
 
 // Present in sanitizer builds only.
 extern "C" void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
+
+// A mutated payload of the nested backend can ask for an arena of terabytes:
+// the backend must then report OutOfMemory, which it can only do if malloc
+// returns nullptr under ASan as it does elsewhere (ASAN_OPTIONS still wins).
+extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }
 
 namespace etmlir {
 namespace {
@@ -722,6 +729,7 @@ TEST_P(FuzzLoad, MutatedProgramsGiveErrorsNotCrashes) {
   static NopBackend backend;
   BackendRegistry backends;
   ASSERT_FALSE(backends.add("fake_delegate", &backend));
+  ASSERT_FALSE(register_nested_backend(backends));
   AlignedBuffer temp_buffer(kTempBytes);
   MemoryAllocator temp(temp_buffer.data(), temp_buffer.size());
 
@@ -846,7 +854,9 @@ TEST_P(FuzzLoad, MutatedProgramsGiveErrorsNotCrashes) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, FuzzLoad, ::testing::Values("mlp.pte", "seed_cnn.pte", "dynamic.pte", "delegate.pte"),
+INSTANTIATE_TEST_SUITE_P(Fixtures, FuzzLoad,
+                         ::testing::Values("mlp.pte", "seed_cnn.pte", "dynamic.pte", "delegate.pte",
+                                           "nested_lookup.pte", "nested_dynamic.pte"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            return name.substr(0, name.find('.'));

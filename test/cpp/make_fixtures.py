@@ -11,6 +11,16 @@
                                       (dynamic.*) and T = 3 (dynamic_short.*)
     OUTDIR/delegate.pte               float32[2, 2] -> DelegateCall(backend "fake_delegate",
                                       payload "opaque bytes", compile spec level=2) -> output
+    OUTDIR/lookup.pte                 int64[3] -> embedding(64 x 8 table) * 2: fails at run time on an
+                                      index >= 64; lookup.where.txt holds the embedding's source line
+    OUTDIR/nested_<inner>.pte         an outer program whose one DelegateCall (backend "nested") has the
+                                      whole <inner>.pte as its payload: nested_mlp, nested_mlp_unplanned_io,
+                                      nested_dynamic, nested_lookup (payload debug_info: the inner ops'
+                                      source lines), nested_nested_lookup (nested_lookup.pte nested again)
+    OUTDIR/nested_lookup_no_debug.pte nested lookup without the payload's debug_info; the call itself has
+                                      debug handle 1000 at outer.py:7
+    OUTDIR/nested_mlp_no_live_out.pte the call passes the live-in only (the backend must refuse it)
+    OUTDIR/nested_junk.pte            backend "nested" with payload "opaque bytes" (init must fail)
 
 The C++ tests find OUTDIR through the environment variable ETMLIR_TEST_PTE_DIR.
 """
@@ -24,6 +34,7 @@ import etmlir
 import torch
 from etmlir import models
 from etmlir.dialects import new_context
+from etmlir.executable import pte
 from torch import nn
 from torch_mlir import ir
 
@@ -43,6 +54,22 @@ module {
   }
 }
 '''
+
+
+# The MLIR element type of each schema ScalarType code the nested fixtures pass.
+ELEMENT_TYPES = {0: "ui8", 3: "i32", 4: "i64", 6: "f32", 11: "i1"}
+ELEMENT_BYTES = {"ui8": 1, "i32": 4, "i64": 8, "f32": 4, "i1": 1}
+
+
+class Lookup(nn.Module):
+    """An embedding lookup: an index >= 64 fails in the kernel at run time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(64, 8))
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return nn.functional.embedding(idx, self.table) * 2.0
 
 
 class DynamicSeq(nn.Module):
@@ -97,6 +124,100 @@ def write_delegate_fixture(out: Path) -> None:
     (out / "delegate.pte").write_bytes(data)
 
 
+def _tensor_decl(t) -> tuple[str, str, int]:
+    """(MLIR type, extra attributes, planned bytes) of a schema TensorT: dynamic dims as '?',
+    planned at their bound."""
+    element = ELEMENT_TYPES[t.dtype]
+    sizes = list(t.sizes)
+    dynamic = list(t.dynamicDims) if t.dynamicDims is not None else [t.dynamism != 0] * len(sizes)
+    dims = "".join(("?" if d else str(s)) + "x" for s, d in zip(sizes, dynamic))
+    extra = f", upper_bounds = array<i64: {', '.join(map(str, sizes))}>" if any(dynamic) else ""
+    nbytes = ELEMENT_BYTES[element]
+    for s in sizes:
+        nbytes *= s
+    return f"tensor<{dims}{element}>", extra, nbytes
+
+
+def nested_module(inner: bytes, *, payload_debug_info: bool = True, call_handle: int = 0,
+                  pass_live_outs: bool = True) -> str:
+    """An etx module whose method hands its inputs to one `etx.delegate_call` of backend "nested"
+    (payload: the `inner` .pte) and returns the live-outs, typed like the inner method's signature."""
+    program = pte.read(inner).program
+    method = next(m for m in program.methods if m.name == b"forward")
+    entries = []
+    offset = 0
+    lines = []
+    live_ins, live_outs = [], []
+    for kind, indices in (("input", method.inputs), ("output", method.outputs)):
+        for i, index in enumerate(indices):
+            mlir_type, extra, nbytes = _tensor_decl(method.values[index].value)
+            name = f"%{kind[0]}{i}"
+            op = (f'"etx.input"() {{index = {i} : i64, ' if kind == "input" else '"etx.alloc"() {')
+            lines.append(f"    {name} = {op}type = {mlir_type}{extra}, mem_id = 0 : i64, offset = {offset} : i64, "
+                         f"size = {nbytes} : i64}} : () -> !etx.value")
+            (live_ins if kind == "input" else live_outs).append(name)
+            offset += (nbytes + 15) // 16 * 16
+    if payload_debug_info and method.debugInfo:
+        entries = [f'{{handle = {e.handle} : i64, location = "{e.location.decode()}", op = "{e.op.decode()}"}}'
+                   for e in method.debugInfo]
+    debug_info = f", debug_info = [{', '.join(entries)}]" if entries else ""
+    args = live_ins + (live_outs if pass_live_outs else [])
+    handle = f", debug_handle = {call_handle} : i64" if call_handle else ""
+    call_loc = ' loc("outer.py":7:0)' if call_handle else ""
+    lines.append(f'    "etx.delegate_call"({", ".join(args)}) {{backend = "nested", payload = "inner"{handle}, '
+                 f'operandSegmentSizes = array<i32: {len(live_ins)}, {len(args) - len(live_ins)}>}} : '
+                 f'({", ".join(["!etx.value"] * len(args))}) -> (){call_loc}')
+    lines.append(f'    "etx.output"({", ".join(live_outs)}) : ({", ".join(["!etx.value"] * len(live_outs))}) -> ()')
+    body = "\n".join(lines)
+    return f'''
+module {{
+  "etx.payload"() {{sym_name = "inner", backend = "nested", data = dense_resource<inner_pte> : tensor<{len(inner)}xui8>, compile_specs = {{method = "forward"}}{debug_info}}} : () -> ()
+  func.func @main() attributes {{etx.method = "forward", etx.arenas = [{{name = "planned", size = {max(offset, 16)} : i64}}]}} {{
+{body}
+    return
+  }}
+}}
+
+{{-#
+  dialect_resources: {{
+    builtin: {{
+      inner_pte: "0x40000000{inner.hex()}"
+    }}
+  }}
+#-}}
+'''
+
+
+def write_etx(text: str, path: Path) -> bytes:
+    with new_context() as ctx, ir.Location.unknown(ctx):
+        data = etmlir.serialize(ir.Module.parse(text))
+    path.write_bytes(data)
+    print(f"[make_fixtures] {path}")
+    return data
+
+
+def write_lookup_fixture(out: Path) -> None:
+    torch.manual_seed(0)
+    model = Lookup().eval()
+    et = etmlir.to_edge(etmlir.export(model, (torch.tensor([1, 2, 3]),))).to_executorch()
+    et.save(out / "lookup.pte")
+    method = pte.read(et.buffer).program.methods[0]
+    (where,) = {e.location.decode() for e in method.debugInfo if e.op == b"edge.embedding"}
+    (out / "lookup.where.txt").write_text(where + "\n")
+    print(f"[make_fixtures] {out / 'lookup.pte'}")
+
+
+def write_nested_fixtures(out: Path) -> None:
+    for inner in ("mlp", "mlp_unplanned_io", "dynamic", "lookup"):
+        write_etx(nested_module((out / f"{inner}.pte").read_bytes()), out / f"nested_{inner}.pte")
+    write_etx(nested_module((out / "nested_lookup.pte").read_bytes()), out / "nested_nested_lookup.pte")
+    write_etx(nested_module((out / "lookup.pte").read_bytes(), payload_debug_info=False, call_handle=1000),
+              out / "nested_lookup_no_debug.pte")
+    write_etx(nested_module((out / "mlp.pte").read_bytes(), pass_live_outs=False), out / "nested_mlp_no_live_out.pte")
+    junk = DELEGATE_MODULE.replace("\"fake_delegate\"", "\"nested\"")
+    write_etx(junk, out / "nested_junk.pte")
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: make_fixtures.py OUTDIR", file=sys.stderr)
@@ -111,6 +232,8 @@ def main(argv: list[str]) -> int:
     print(f"[make_fixtures] {out / 'dynamic.pte'}")
     write_delegate_fixture(out)
     print(f"[make_fixtures] {out / 'delegate.pte'}")
+    write_lookup_fixture(out)
+    write_nested_fixtures(out)
     return 0
 
 

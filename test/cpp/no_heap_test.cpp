@@ -19,6 +19,7 @@
 #include "etmlir/runtime/backend.h"
 #include "etmlir/runtime/method.h"
 #include "etmlir/runtime/program.h"
+#include "nested_backend.h"
 #include "test_util.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -260,6 +261,51 @@ TEST(NoHeap, DelegateCallAllocatesNothing) {
     allocations = counter.count();
   }
   ASSERT_FALSE(run) << run.message();
+  EXPECT_EQ(allocations, 0u);
+}
+
+// Programs whose delegate is a whole .pte run by the "nested" backend (all of
+// its memory is allocated at init), including a delegate inside a delegate
+// and a dynamic inner program. The inputs are zeros (valid indices for lookup).
+TEST(NoHeap, NestedDelegatesAllocateNothing) {
+  ETMLIR_REQUIRE_FIXTURES();
+  BackendRegistry backends;
+  ASSERT_FALSE(register_nested_backend(backends));
+  for (const char* file : {"nested_mlp.pte", "nested_mlp_unplanned_io.pte", "nested_dynamic.pte",
+                           "nested_nested_lookup.pte"}) {
+    auto loaded = load(file, LoaderKind::Mmap, &backends);
+    ASSERT_TRUE(loaded) << file;
+    Error run;
+    size_t allocations;
+    {
+      HeapCounter counter;
+      for (int i = 0; i < 3; ++i) run = loaded->method->execute();
+      allocations = counter.count();
+    }
+    ASSERT_FALSE(run) << file << ": " << run.message();
+    EXPECT_EQ(allocations, 0u) << "heap calls during execute() of " << file;
+  }
+}
+
+TEST(NoHeap, AFailureInsideANestedDelegateAllocatesNothing) {
+  ETMLIR_REQUIRE_FIXTURES();
+  BackendRegistry backends;
+  ASSERT_FALSE(register_nested_backend(backends));
+  auto loaded = load("nested_nested_lookup.pte", LoaderKind::Mmap, &backends);
+  ASSERT_TRUE(loaded);
+  int64_t indices[] = {1, 70, 3};
+  int64_t sizes[] = {3};
+  Error set;
+  Error run;
+  size_t allocations;
+  {
+    HeapCounter counter;
+    set = loaded->method->set_input(0, indices, sizeof(indices), ScalarType::Int64, sizes);
+    run = loaded->method->execute();
+    allocations = counter.count();
+  }
+  ASSERT_FALSE(set) << set.message();
+  ASSERT_TRUE(run) << "index 70 of a 64-row table must fail";
   EXPECT_EQ(allocations, 0u);
 }
 

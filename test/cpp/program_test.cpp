@@ -674,6 +674,8 @@ class RecordingBackend : public Backend {
   std::string spec_value;
   std::string method_name;
   uint32_t delegate_index = 99;
+  const KernelRegistry* kernels = nullptr;
+  const BackendRegistry* backends = nullptr;
   size_t num_args = 0;
   int handle_token = 0;
 
@@ -689,6 +691,8 @@ class RecordingBackend : public Backend {
     }
     method_name = context.method_name;
     delegate_index = context.delegate_index;
+    kernels = context.kernels;
+    backends = context.backends;
     EXPECT_NE(context.method_allocator, nullptr);
     return DelegateHandle(&handle_token);
   }
@@ -737,6 +741,8 @@ TEST_F(Delegate, BackendGetsInitExecuteAndDestroy) {
     EXPECT_EQ(backend_.spec_value, "2");
     EXPECT_EQ(backend_.method_name, "forward");
     EXPECT_EQ(backend_.delegate_index, 0u);
+    EXPECT_EQ(backend_.kernels, &kernels_);  // the outer method's registries, for nested programs
+    EXPECT_EQ(backend_.backends, &backends_);
     EXPECT_EQ(backend_.destroys, 0);
     float x[4] = {1.f, -2.f, 3.5f, 0.f};
     int64_t sizes[] = {2, 2};
@@ -798,7 +804,10 @@ TEST_F(Delegate, ExecuteFailureNamesTheInstruction) {
   ASSERT_FALSE(method->set_input(0, x, sizeof(x), ScalarType::Float, sizes));
   Error e = method->execute();
   EXPECT_EQ(e.code(), ErrorCode::KernelFailed);
-  EXPECT_CONTAINS(e.message(), "(method 'forward', instruction 0): device lost");
+  // The instruction has no debug handle and the backend names none.
+  EXPECT_STREQ(e.message(),
+               "unknown location (method 'forward', instruction 0, delegate 'fake_delegate'): device lost");
+  EXPECT_EQ(method->failed_debug_handle(), 0u);
 }
 
 // ---- Hand-built programs: what Program::load and load_method must refuse ------------------

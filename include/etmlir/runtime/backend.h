@@ -26,17 +26,28 @@ struct CompileSpec {
   size_t size;
 };
 
+class BackendRegistry;
+class KernelRegistry;
+
 // What init() may use: the method allocator (memory that lives as long as
-// the method) and the delegate's place in the program for messages.
+// the method), the delegate's place in the program for messages, and the
+// registries the outer method was loaded with, so that a backend that runs
+// a program of its own (runtime/backends/nested) loads it with the same
+// kernels and backends. The registries outlive the method (nullptr when the
+// method was loaded without backends).
 struct BackendInitContext {
   MemoryAllocator* method_allocator;
   const char* method_name;
   uint32_t delegate_index;
+  const KernelRegistry* kernels = nullptr;
+  const BackendRegistry* backends = nullptr;
 };
 
 // What execute() may use: scratch memory valid during the call. A backend
 // that fails can name the debug handle of the op that failed; the runtime
-// turns it into the op's source line.
+// turns it into the op's source line (through the outer method's debug_info)
+// and reports it from Method::failed_debug_handle(). Its message should then
+// say what failed, not where: the runtime prefixes the location.
 struct BackendExecuteContext {
   MemoryAllocator* temp_allocator;
   uint32_t failed_debug_handle = 0;

@@ -55,6 +55,16 @@ class Method {
 
   Error execute();
 
+  // The debug handle of the instruction that made the last execute() fail
+  // (for a delegate: the handle its backend named, the inner-most one when
+  // delegates nest), 0 after a success or when nothing names one.
+  uint32_t failed_debug_handle() const { return failed_debug_handle_; }
+  // With `describe` (the default) a failure's message starts with where it
+  // happened: "model.py:41 (method 'forward', instruction 3): ". Without, it
+  // is the kernel's or backend's message alone: for a caller that reports the
+  // location itself from failed_debug_handle() (the nested backend).
+  void set_describe_failures(bool describe) { describe_failures_ = describe; }
+
   size_t num_instructions() const { return num_steps_; }
   // Nanoseconds spent in each instruction during the last execute(), when
   // profiling is on (nullptr otherwise).
@@ -64,7 +74,7 @@ class Method {
  private:
   friend class Program;
   Method() = default;
-  Error describe_failure(Error error, size_t pc) const;
+  Error fail(Error error, size_t pc, uint32_t handle);
 
   const Program* program_ = nullptr;
   size_t method_index_ = 0;
@@ -81,6 +91,8 @@ class Method {
   size_t num_delegates_ = 0;
   MemoryAllocator* temp_ = nullptr;
   uint64_t* profile_ = nullptr;
+  uint32_t failed_debug_handle_ = 0;
+  bool describe_failures_ = true;
 };
 
 }  // namespace etmlir
