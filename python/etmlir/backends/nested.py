@@ -17,7 +17,8 @@ Partitioner options:
     ops:            only these edge ops (default: every op with a portable kernel)
     skip_ops:       edge ops to leave on the outer program's kernels
     min_group_size: smallest group worth a delegate call (default 1)
-    compile_specs:  {"fold_constants": "false"} turns constant folding off in the payload
+    compile_specs:  {"fold_constants": "false"} turns constant folding off in the payload;
+                    {"temp_bytes": "8388608"} sizes the nested method's scratch memory (runtime)
 Each op's debug handle is kept on the nested program's instructions, so the
 debug-handle map is the identity.
 """
@@ -77,10 +78,10 @@ class NestedBackend(Backend):
         from etmlir.executable.serialize import serialize
         from etmlir.passes.pipeline import PipelineElement, run_pipeline
 
-        unknown = sorted(set(compile_specs) - {"fold_constants", "method"})
+        unknown = sorted(set(compile_specs) - {"fold_constants", "method", "temp_bytes"})
         if unknown:
             raise BackendError(f"nested backend: unknown compile spec(s) {', '.join(unknown)} "
-                               "(known: fold_constants, method)")
+                               "(known: fold_constants, method, temp_bytes)")
         passes = [PipelineElement("et-to-out-variants"), PipelineElement("et-plan-memory"),
                   PipelineElement("et-verify-memory-plan")]
         if compile_specs.get("fold_constants", "true").lower() != "false":

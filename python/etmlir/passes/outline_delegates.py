@@ -166,9 +166,11 @@ class _Outliner:
                 if any(use.owner.operation not in member_set for use in result.uses):
                     live_outs.append(result)
 
-        nested = self._nested_module(tag, backend)
         in_types = [v.type for v in live_ins]
         out_types = [v.type for v in live_outs]
+        self._check_free_symbol(tag)
+        declare_delegate(self.module, tag, backend, in_types, out_types, members[0].location)
+        nested = self._nested_module(tag, backend)
         with ir.InsertionPoint(nested.regions[0].blocks[0]), members[0].location:
             callee = func.FuncOp(DELEGATE_FUNCTION, ir.FunctionType.get(in_types, out_types))
             arg_attrs = [_dynamic_dims_attr(ir.RankedTensorType(v.type), _result_bounds(v, self.func_op))
@@ -190,7 +192,6 @@ class _Outliner:
         # The call replaces the group's last op; dependents in between move after it.
         last = members[-1]
         after = [graph.ops[j] for j in graph.dependents(group)]
-        declare_delegate(self.module, tag, backend, in_types, out_types, members[0].location)
         call_attrs = {BACKEND_ATTR: ir.StringAttr.get(backend), "callee": ir.FlatSymbolRefAttr.get(delegate_symbol(tag)),
                       DEBUG_HANDLE_ATTR: ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
                                                             next_debug_handle(self.module))}
@@ -217,13 +218,17 @@ class _Outliner:
             if all(not list(r.uses) for r in op.results):
                 op.erase()
 
+    def _check_free_symbol(self, tag: str) -> None:
+        for op in self.module.regions[0].blocks[0].operations:
+            op = op.operation
+            if "sym_name" in op.attributes and ir.StringAttr(op.attributes["sym_name"]).value in (
+                    tag, delegate_symbol(tag)):
+                emit_error(op, f"cannot outline delegation group '{tag}': the module already has a symbol "
+                               f"@{ir.StringAttr(op.attributes['sym_name']).value}")
+                raise PassFailure()
+
     def _nested_module(self, tag: str, backend: str) -> ir.Operation:
         top = self.module.regions[0].blocks[0]
-        for op in top.operations:
-            if "sym_name" in op.operation.attributes and ir.StringAttr(op.operation.attributes["sym_name"]).value == tag:
-                emit_error(op.operation, f"cannot outline delegation group '{tag}': the module already has a "
-                                         f"symbol @{tag}")
-                raise PassFailure()
         with ir.InsertionPoint(top), self.module.location:
             nested = ir.Operation.create("builtin.module", regions=1,
                                          attributes={"sym_name": ir.StringAttr.get(tag),
