@@ -77,6 +77,9 @@ def to_backend(backend_id: str, edge_program: "EdgeProgram",
     compile one fails with a BackendError naming it.
     """
     get_backend(backend_id)  # a KeyError naming the registered backends
+    if delegate_modules(edge_program.module.operation):
+        raise ValueError("to_backend lowers a program without delegates as a whole; this one already "
+                         "has delegate calls (lower the original edge program, or compose lowered modules)")
     module = clone_module(edge_program.module)
     tag = f"{backend_id}_{_first_free_number(module.operation, backend_id)}"
     function = next(op.operation for op in module.body.operations if op.operation.name == "func.func")
@@ -118,8 +121,10 @@ class LoweredBackendModule(torch.nn.Module):
         self._executorch: "ExecutorchProgram | None" = None
         self._method: Any = None
         self.op_name = f"m{next(_COUNTER)}"
-        _LOWERED[self.op_name] = self
-        self._register_op()
+        self._not_composable = self._composition_problem()
+        if self._not_composable is None:
+            _LOWERED[self.op_name] = self
+            self._register_op()
 
     @property
     def qualified_name(self) -> str:
@@ -131,6 +136,8 @@ class LoweredBackendModule(torch.nn.Module):
         return self.program.to_executorch(config)
 
     def forward(self, *inputs: torch.Tensor) -> Any:
+        if self._not_composable is not None:
+            raise ValueError(self._not_composable)
         return getattr(getattr(torch.ops, LOWERED_NAMESPACE), self.op_name)(*inputs)
 
     def _run(self, *inputs: torch.Tensor) -> Any:
@@ -143,13 +150,18 @@ class LoweredBackendModule(torch.nn.Module):
         outputs = self._method(*[t.contiguous() for t in inputs])
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
+    def _composition_problem(self) -> str | None:
+        """Why this module cannot be called from another model (None: it can)."""
+        inputs, outputs = self.program.inputs, self.program.outputs
+        for kind, specs in (("input", inputs), ("output", outputs)):
+            for i, spec in enumerate(specs):
+                if None in spec.sizes:
+                    return (f"a lowered {self.backend_id} module is called from another model only with static "
+                            f"shapes; its {kind} {i} has sizes {spec.sizes} (save it with to_executorch instead)")
+        return None
+
     def _register_op(self) -> None:
         inputs, outputs = self.program.inputs, self.program.outputs
-        for i, spec in enumerate(inputs + outputs):
-            if None in spec.sizes:
-                raise ValueError(f"{self.backend_id} delegate: composition needs static shapes; "
-                                 f"{'input' if i < len(inputs) else 'output'} "
-                                 f"{i if i < len(inputs) else i - len(inputs)} has sizes {spec.sizes}")
         args = ", ".join(f"Tensor a{i}" for i in range(len(inputs)))
         results = "Tensor" if len(outputs) == 1 else "(" + ", ".join("Tensor" for _ in outputs) + ")"
         library = _library()
@@ -178,7 +190,7 @@ def _eager_kernel(op_name: str) -> Any:
 def _torch_dtype(edge_dtype: str) -> torch.dtype:
     from etmlir.devtools.edge_to_torch import torch_dtype
     with ir.Context():
-        return torch_dtype(ir.Type.parse(edge_dtype))
+        return torch_dtype(ir.Type.parse(f"tensor<{edge_dtype}>"))
 
 
 def lowered_module(qualified_name: str) -> "LoweredBackendModule | None":

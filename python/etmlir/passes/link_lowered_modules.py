@@ -13,7 +13,8 @@ becomes
     module @nested_0 attributes {etmlir.backend = "nested", etmlir.payload = dense<...>, ...} { ... }
 
 `to_edge` runs it before `et-assign-debug-handles`, so the outer ops get
-handles above the delegate's. If a delegate's handles collide with handles
+handles above the delegate's. Two calls of one lowered module share one
+nested module, so the `.pte` stores its payload once. If a delegate's handles collide with handles
 already in the module (a second lowered module), they are renumbered and the
 delegate is compiled again, so every handle in the `.pte` names one op.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 
+import numpy as np
 from torch_mlir import ir
 
 from etmlir.backends.partitioner import BACKEND_ATTR, DELEGATE_CALL, _first_free_number, delegate_symbol
@@ -31,6 +33,9 @@ from etmlir.passes.assign_debug_handles import DEBUG_HANDLE_ATTR, debug_handle, 
 from etmlir.passes.preprocess_delegates import (DEBUG_HANDLE_MAP_ATTR, PAYLOAD_ATTR, delegate_modules,
                                                 preprocess_module)
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
+
+# On a linked delegate module: the lowered module it came from (`etmlir_lowered::m0`).
+LOWERED_ATTR = "etmlir.lowered_from"
 
 
 def _handles(op: ir.Operation) -> list[int]:
@@ -55,17 +60,23 @@ def _link(module: ir.Operation, call: ir.Operation) -> None:
         emit_error(call, f"{qualified} is a lowered module that does not exist in this process "
                          "(composition links LoweredBackendModule objects while they are alive)")
         raise PassFailure()
-    source = delegate_modules(lowered.program.module.operation)[0]
-    text = source.get_asm(large_elements_limit=None, enable_debug_info=True)
     with module.context:
+        for nested in delegate_modules(module):  # called before: both calls run the one delegate
+            if LOWERED_ATTR in nested.attributes and ir.StringAttr(nested.attributes[LOWERED_ATTR]).value == qualified:
+                _replace_call(call, nested)
+                return
+        source = delegate_modules(lowered.program.module.operation)[0]
+        text = source.get_asm(large_elements_limit=None, enable_debug_info=True)
         parsed = ir.Module.parse(text)
-        copied = parsed.body.operations[0].operation
+        copied = parsed.operation  # the parser takes a lone top-level module as the module itself
         name = f"{lowered.backend_id}_{_first_free_number(module, lowered.backend_id)}"
         nested = copied.clone(ip=ir.InsertionPoint(module.regions[0].blocks[0]))
         nested.attributes["sym_name"] = ir.StringAttr.get(name)
+        nested.attributes[LOWERED_ATTR] = ir.StringAttr.get(qualified)
         # Handles in this module other than the copy's (the copy is already inside it).
         everywhere, own = Counter(_handles(module)), Counter(_handles(nested))
-        if any(everywhere[h] > count for h, count in own.items()):  # renumber above everything, and compile again with the new handles
+        if any(everywhere[h] > count for h, count in own.items()):
+            # A clash: renumber above everything, and compile the delegate again with the new handles.
             base = next_debug_handle(module)
             i64 = ir.IntegerType.get_signless(64)
             renumbered = itertools.count(base)
@@ -76,19 +87,40 @@ def _link(module: ir.Operation, call: ir.Operation) -> None:
                 return ir.WalkResult.ADVANCE
 
             nested.walk(visit)
+            _inline_weights(nested, lowered.program.weight_buffers)
             del nested.attributes[PAYLOAD_ATTR]
             del nested.attributes[DEBUG_HANDLE_MAP_ATTR]
             preprocess_module(nested)
         declare_delegate(module, name, ir.StringAttr(nested.attributes[BACKEND_ATTR]).value,
                          [v.type for v in call.operands], [r.type for r in call.results], call.location)
-        with call.location:
-            delegate = ir.Operation.create(
-                DELEGATE_CALL, results=[r.type for r in call.results], operands=list(call.operands),
-                attributes={BACKEND_ATTR: nested.attributes[BACKEND_ATTR], "callee": ir.FlatSymbolRefAttr.get(delegate_symbol(name))},
-                ip=ir.InsertionPoint(call))
-        for old, new in zip(call.results, delegate.results):
-            old.replace_all_uses_with(new)
-        call.erase()
+        _replace_call(call, nested)
+
+
+def _inline_weights(nested: ir.Operation, weights: dict[str, np.ndarray]) -> None:
+    """Give the copy's weights their data in the IR: the blobs behind its dense_resource
+    attributes belong to the lowered module's program, not to this module."""
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "edge.constant" and "etmlir.param" in op.attributes:
+            param = ir.StringAttr(op.attributes["etmlir.param"]).value
+            if param in weights and str(op.attributes["value"]).startswith("dense_resource<"):
+                t = ir.RankedTensorType(op.results[0].type)
+                op.attributes["value"] = ir.DenseElementsAttr.get(np.ascontiguousarray(weights[param]), type=t)
+        return ir.WalkResult.ADVANCE
+
+    nested.walk(visit)
+
+
+def _replace_call(call: ir.Operation, nested: ir.Operation) -> None:
+    name = ir.StringAttr(nested.attributes["sym_name"]).value
+    with call.location:
+        delegate = ir.Operation.create(
+            DELEGATE_CALL, results=[r.type for r in call.results], operands=list(call.operands),
+            attributes={BACKEND_ATTR: nested.attributes[BACKEND_ATTR],
+                        "callee": ir.FlatSymbolRefAttr.get(delegate_symbol(name))},
+            ip=ir.InsertionPoint(call))
+    for old, new in zip(call.results, delegate.results):
+        old.replace_all_uses_with(new)
+    call.erase()
 
 
 @register_pass("et-link-lowered-modules")

@@ -192,7 +192,8 @@ class _Outliner:
         # The call replaces the group's last op; dependents in between move after it.
         last = members[-1]
         after = [graph.ops[j] for j in graph.dependents(group)]
-        call_attrs = {BACKEND_ATTR: ir.StringAttr.get(backend), "callee": ir.FlatSymbolRefAttr.get(delegate_symbol(tag)),
+        call_attrs = {BACKEND_ATTR: ir.StringAttr.get(backend),
+                      "callee": ir.FlatSymbolRefAttr.get(delegate_symbol(tag)),
                       DEBUG_HANDLE_ATTR: ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
                                                             next_debug_handle(self.module))}
         bounds = [_result_bounds(v, self.func_op) for v in live_outs]
