@@ -8,7 +8,9 @@
     scripts/selected_operators.py mlp.pte --header selected/etmlir_selected_operators.h
 
 Every method's operator table is read with etmlir.executable.pte.read, so the
-runtime's own etmlir_prim:: size kernels are listed when a program uses them.
+runtime's own etmlir_prim:: size kernels are listed when a program uses them,
+and so are the operators inside "nested" delegates (whose payloads are
+programs run on the same kernels).
 The header is the one cmake/et_run.cmake generates: compile the portable
 kernels with -DETMLIR_SELECTIVE_BUILD and that header on the include path
 and only these kernels are registered (include/etmlir/runtime/selective_build.h).
@@ -35,10 +37,16 @@ def operators(data: bytes) -> set[str]:
     from etmlir.executable import pte
 
     names = set()
-    for method in pte.read(data).program.methods or []:
+    program = pte.read(data)
+    for method in program.program.methods or []:
         for op in method.operators or []:
             name, overload = _text(op.name), _text(op.overload)
             names.add(f"{name}.{overload}" if overload else name)
+        for delegate in method.delegates or []:
+            # A "nested" delegate's payload is a program run on the same kernels: select its operators too.
+            if _text(delegate.backend) == "nested":
+                segment = program.segment(delegate.payload.segment)
+                names |= operators(segment[delegate.payload.offset:delegate.payload.offset + delegate.payload.size])
     return names
 
 

@@ -244,3 +244,27 @@ def test_operator_support_predicates_say_why():
 def test_a_backend_that_cannot_compile_fails_naming_the_delegate(edge_zoo):
     with pytest.raises(Exception, match=r"delegate @nested_0: nested backend: unknown compile spec\(s\) speed"):
         etmlir.to_backend("nested", edge_zoo["mlp"], {"speed": "max"})
+
+
+def test_selected_operators_look_inside_nested_payloads(delegated, tmp_path):
+    import importlib.util
+    from pathlib import Path
+    script = Path(__file__).resolve().parents[2] / "scripts" / "selected_operators.py"
+    spec = importlib.util.spec_from_file_location("selected_operators", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    _, et = delegated["mlp"]
+    # Outside the delegates only the skipped relu runs; the addmms are inside the payloads.
+    assert module.operators(et.buffer) == {"aten::addmm.out", "aten::relu.out"}
+
+
+def test_et_run_runs_a_delegated_program(delegated, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    path = tmp_path / "mlp_nested.pte"
+    delegated["mlp"][1].save(path)
+    result = subprocess.run([str(Path(sys.executable).parent / "et-run"), str(path), "--iterations", "2"],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "float32[8, 10]" in result.stdout
