@@ -4,23 +4,28 @@
     et-opt model.mlir --et-decompose-to-core-aten='keep=aten.linear.default' --et-verify-core-aten
     et-opt model.mlir --et-to-edge --et-to-out-variants --et-plan-memory --et-emit=model.pte
     et-opt --list-passes
+    et-opt partitioned.mlir --et-outline-delegates --et-delegation-report
 
 Input is read from a file or stdin ('-'); the torch dialect, every upstream
 dialect and (from later issues) ours are registered. Errors are MLIR
 diagnostics printed as `file:line:col: error: message` with exit code 1,
 never a Python traceback (set ETMLIR_DEBUG=1 to see one for internal errors).
+`--et-delegation-report` prints, after the passes, what was delegated and why
+the rest was not (`etmlir.devtools.delegation_info`) instead of the IR.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 
 from torch_mlir import ir
 from torch_mlir.passmanager import PassManager
 
+from etmlir.devtools.delegation_info import delegation_info
 from etmlir.dialects import new_context
 from etmlir.passes.pipeline import PipelineElement, PipelineError, build_pass_manager, parse_pipeline
 from etmlir.passes.registry import all_passes, get_pass
@@ -44,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="check diagnostics against expected-error/warning/note/remark annotations")
     parser.add_argument("--load", action="append", default=[], metavar="FILE.py",
                         help="run a Python file first, e.g. one registering custom ops with torch.library")
+    parser.add_argument("--et-delegation-report", action="store_true",
+                        help="after the passes, print the delegation report (delegated subgraphs and ops, "
+                             "per-op counts, the delegated graph, why ops were not delegated) instead of the IR")
     parser.add_argument("--mlir-print-ir-after-all", action="store_true", help="print the IR after each pass")
     parser.add_argument("--mlir-print-debuginfo", action="store_true", help="print locations in the output")
     parser.add_argument("--mlir-elide-elementsattrs-if-larger", type=int, default=None, metavar="N",
@@ -96,6 +104,11 @@ def _chunks(text: str, split: bool) -> list[tuple[str, int]]:
     return chunks
 
 
+def _report(module: ir.Module, input_name: str) -> str:
+    """The delegation report, with source lines in the parsed buffer ('-:12') named after the input."""
+    return re.sub(r"(?<!\S)-:(?=\d)", f"{input_name}:", str(delegation_info(module)))
+
+
 def _process_chunk(chunk: str, first_line: int, args: argparse.Namespace, input_name: str,
                    elements: Sequence[PipelineElement]) -> tuple[str | None, list[str]]:
     """Parse and transform one chunk: (output text or None on failure, problems to print)."""
@@ -111,10 +124,16 @@ def _process_chunk(chunk: str, first_line: int, args: argparse.Namespace, input_
                 pm.enable_ir_printing(print_after_all=True, print_module_scope=True,
                                       large_elements_limit=args.mlir_elide_elementsattrs_if_larger)
             pm.run(module.operation)
-            output = module.operation.get_asm(enable_debug_info=args.mlir_print_debuginfo,
-                                              large_elements_limit=args.mlir_elide_elementsattrs_if_larger)
-            # The bindings cannot name the parsed buffer; show the input's name, as mlir-opt does.
-            output = output.replace('loc("-":', f'loc("{input_name}":')
+            if args.et_delegation_report:
+                try:
+                    output = _report(module, input_name)
+                except ValueError as exc:  # nothing to report on: a problem with the input, not a bug
+                    collector.diagnostics.append(diagnostics.Diagnostic("error", str(exc), "-", first_line, 1))
+            else:
+                output = module.operation.get_asm(enable_debug_info=args.mlir_print_debuginfo,
+                                                  large_elements_limit=args.mlir_elide_elementsattrs_if_larger)
+                # The bindings cannot name the parsed buffer; show the input's name, as mlir-opt does.
+                output = output.replace('loc("-":', f'loc("{input_name}":')
     except ir.MLIRError as error:
         collector.add_error(error)
     finally:
