@@ -268,3 +268,22 @@ def test_et_run_runs_a_delegated_program(delegated, tmp_path):
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert "float32[8, 10]" in result.stdout
+
+
+def test_delegation_report_for_nanogpt_lists_refused_ops_with_reasons_and_lines(edge_zoo):
+    from etmlir.devtools import delegation_info
+    partitioner = backends.partitioner("nested", ops=["edge.addmm", "edge.view_copy", "edge.gelu", "edge.bmm"])
+    info = delegation_info(edge_zoo["nanogpt"].to_backend(partitioner))
+    text = str(info)
+    assert info.num_delegated_subgraphs >= 6 and info.num_delegated_ops > 0 and info.num_non_delegated_ops > 0
+    assert info.op_counts["edge.addmm"][1] == 0 and info.op_counts["edge.addmm"][0] >= 24  # 4 per block, 6 blocks
+    assert info.op_counts["edge.softmax"] == (0, 6)
+    assert "== Delegation summary ==" in text and "== Ops ==" in text and "== Why not delegated ==" in text
+    # Every refused op has a reason from the backend's OperatorSupport and a line of nanogpt.py.
+    refused = {entry.op for entry in info.not_delegated}
+    assert "edge.softmax" in refused and "edge.embedding" in refused
+    assert all(entry.reasons.get("nested") for entry in info.not_delegated)
+    assert all(re.search(r"nanogpt\.py:\d+$", entry.location) for entry in info.not_delegated
+               if entry.op != "edge.sym_size_int")
+    assert "edge.softmax is not an op the backend supports" in text
+    assert re.search(r"\| edge\.addmm\s+\|\s+\d+ \|\s+0 \|", info.table())

@@ -60,6 +60,10 @@ def delegate_symbol(tag: str) -> str:
     return f"{tag}.{DELEGATE_ENTRY}"
 
 
+# Size queries are never grouped: each delegate that reads one computes it again itself.
+SIZE_QUERY_REASON = "edge.sym_size_int: a size query stays with its readers (copied into each delegate that reads it)"
+
+
 def tag_backend(tag: str) -> str:
     """`nested_0` -> `nested`: a tag is `<backend>_<n>`."""
     backend, _, number = tag.rpartition("_")
@@ -191,7 +195,9 @@ class Partitioner:
         graph = _Graph(block)
         reasons: list[str | None] = []
         for op in graph.ops:
-            if op.name in FREE_OPS or op.name == "func.return" or is_delegate_call(op) or TAG_ATTR in op.attributes:
+            if op.name == "edge.sym_size_int":
+                reasons.append(SIZE_QUERY_REASON)
+            elif op.name in FREE_OPS or op.name == "func.return" or is_delegate_call(op) or TAG_ATTR in op.attributes:
                 reasons.append("")  # not a candidate, and nothing to report
             else:
                 reasons.append(self.support.refusal(op))
