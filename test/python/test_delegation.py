@@ -212,10 +212,13 @@ def test_partitioner_options_and_refusal_reasons(edge_zoo):
     with pytest.raises(ValueError, match="min_group_size must be at least 1"):
         backends.partitioner("nested", min_group_size=0)
     edge = edge_zoo["nanogpt"].to_backend(backends.partitioner("nested", ops=["edge.addmm", "edge.gelu"]))
-    refused = [op for op in edge.module.body.operations[0].regions[0].blocks[0].operations
+    refused = [op.operation for op in edge.module.body.operations[0].regions[0].blocks[0].operations
                if REFUSED_ATTR in op.operation.attributes]
-    assert refused and all("is not an op the backend supports" in str(op.operation.attributes[REFUSED_ATTR])
-                           for op in refused)
+    reasons = {op.name: str(op.attributes[REFUSED_ATTR]) for op in refused}
+    assert reasons["edge.softmax"] == '{nested = "edge.softmax is not an op the backend supports"}'
+    assert "a size query stays with its readers" in reasons["edge.sym_size_int"]
+    assert all("is not an op the backend supports" in reason for name, reason in reasons.items()
+               if name != "edge.sym_size_int")
 
 
 def test_operator_support_predicates_say_why():
