@@ -384,6 +384,16 @@ Result<Method> Program::load_method(const char* name, MemoryManager* memory, con
         step.delegate = call->delegate();
         step.name = m.delegates()->Get(call->delegate())->backend()->c_str();
         args = call->args();
+        // The live-outs are written by the backend: never a constant's read-only bytes.
+        for (size_t k = count(args) - call->num_outputs(); k < count(args); ++k) {
+          int32_t idx = args->Get(static_cast<flatbuffers::uoffset_t>(k));
+          if (holds_constant(idx)) {
+            return Error::make(ErrorCode::InvalidProgram,
+                               "invalid program: method '%s' instruction %zu (delegate '%s') writes constant tensor "
+                               "value %d",
+                               method_name, pc, step.name, idx);
+          }
+        }
         break;
       }
       case schema::InstructionKind::JumpFalse:

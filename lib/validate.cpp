@@ -281,6 +281,9 @@ Error validate_method(const schema::Program& program, const schema::Method& meth
         if (call->delegate() >= count(method.delegates()))
           return bad(method, "instruction %zu calls delegate %u; the method has %zu", i, call->delegate(),
                      count(method.delegates()));
+        if (call->num_outputs() > count(call->args()))
+          return bad(method, "instruction %zu: delegate call has %u live-outs but only %zu arguments", i,
+                     call->num_outputs(), count(call->args()));
         ET_CHECK_OK(check_indices(method, call->args(), "instruction", i, false));
         break;
       }

@@ -908,6 +908,76 @@ TEST(BuiltProgram, KernelWritingAConstantIsRefusedAtLoad) {
   EXPECT_CONTAINS(method.error().message(), "writes constant tensor value 3");
 }
 
+// One method: a delegate call with live-in x (a planned float[2] input) and
+// one argument `out`, which is planned or the constant c; `num_outputs` says
+// how many trailing arguments are live-outs.
+std::vector<uint8_t> delegate_program(bool out_is_constant, uint32_t num_outputs) {
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<int64_t> sizes = {2};
+  std::vector<uint8_t> dim_order = {0};
+  fbs::Allocation x_at(0, 0);
+  fbs::Allocation out_at(0, 16);
+  fbs::DataLocation c_at(0, 0, 8);
+  fbs::DataLocation payload_at(1, 0, 4);
+  auto tensor = [&](const fbs::Allocation* a, const fbs::DataLocation* c) {
+    auto t = fbs::CreateTensorDirect(fbb, fbs::ScalarType::Float, &sizes, &dim_order, fbs::Dynamism::Static, a, c, 8);
+    return fbs::CreateEValue(fbb, fbs::Value::Tensor, t.Union());
+  };
+  std::vector<flatbuffers::Offset<fbs::EValue>> values = {tensor(&x_at, nullptr), tensor(&out_at, nullptr),
+                                                           tensor(nullptr, &c_at)};
+  std::vector<int32_t> args = {0, out_is_constant ? 2 : 1};
+  auto call = fbs::CreateDelegateCallDirect(fbb, 0, &args, num_outputs);
+  std::vector<flatbuffers::Offset<fbs::Instruction>> instructions = {
+      fbs::CreateInstruction(fbb, fbs::InstructionKind::DelegateCall, call.Union(), 0)};
+  std::vector<flatbuffers::Offset<fbs::Delegate>> delegates = {
+      fbs::CreateDelegateDirect(fbb, "fake_delegate", nullptr, &payload_at)};
+  std::vector<flatbuffers::Offset<fbs::Arena>> arenas = {fbs::CreateArenaDirect(fbb, "planned", 32)};
+  std::vector<int32_t> inputs = {0};
+  std::vector<int32_t> outputs = {1};
+  auto method = fbs::CreateMethodDirect(fbb, "forward", &values, &inputs, &outputs, &instructions, nullptr,
+                                        &delegates, &arenas);
+  std::vector<std::vector<uint8_t>> segments(2);
+  float c[2] = {1.f, 2.f};
+  segments[0].assign(reinterpret_cast<uint8_t*>(c), reinterpret_cast<uint8_t*>(c) + sizeof(c));
+  segments[1] = {'b', 'l', 'o', 'b'};
+  std::vector<uint64_t> offsets = test::segment_offsets(segments);
+  std::vector<flatbuffers::Offset<fbs::Segment>> segment_table = {fbs::CreateSegment(fbb, offsets[0], 8),
+                                                                  fbs::CreateSegment(fbb, offsets[1], 4)};
+  std::vector<flatbuffers::Offset<fbs::Method>> methods = {method};
+  fbb.Finish(fbs::CreateProgramDirect(fbb, 1, &methods, &segment_table, 0), fbs::ProgramIdentifier());
+  return test::pack_pte(fbb.GetBufferPointer(), fbb.GetSize(), segments);
+}
+
+TEST(BuiltProgram, DelegateWritingAConstantIsRefusedAtLoad) {
+  auto built = load_bytes(delegate_program(/*out_is_constant=*/true, /*num_outputs=*/1));
+  ASSERT_TRUE(built->program) << built->error.message();
+  Result<MethodMeta> meta = built->program->method_meta("forward");
+  ASSERT_TRUE(meta.ok());
+  MethodMemory memory(*meta, 0);
+  Result<Method> method = built->program->load_method("forward", &memory.manager, &test::all_kernels());
+  ASSERT_FALSE(method.ok());
+  EXPECT_EQ(method.error().code(), ErrorCode::InvalidProgram);
+  EXPECT_CONTAINS(method.error().message(), "instruction 0 (delegate 'fake_delegate') writes constant tensor value 2");
+}
+
+TEST(BuiltProgram, DelegateCallWithMoreLiveOutsThanArgumentsIsRefused) {
+  auto built = load_bytes(delegate_program(/*out_is_constant=*/false, /*num_outputs=*/3));
+  ASSERT_FALSE(built->program);
+  EXPECT_CONTAINS(built->error.message(), "instruction 0: delegate call has 3 live-outs but only 2 arguments");
+}
+
+TEST(BuiltProgram, DelegateCallWithoutLiveOutCountReadsAsBefore) {
+  // A file written before num_outputs: the constant argument cannot be known to be written.
+  auto built = load_bytes(delegate_program(/*out_is_constant=*/true, /*num_outputs=*/0));
+  ASSERT_TRUE(built->program) << built->error.message();
+  Result<MethodMeta> meta = built->program->method_meta("forward");
+  ASSERT_TRUE(meta.ok());
+  MethodMemory memory(*meta, 0);
+  Result<Method> method = built->program->load_method("forward", &memory.manager, &test::all_kernels());
+  ASSERT_FALSE(method.ok());  // no backend registered: the load stops there, not at the live-outs
+  EXPECT_CONTAINS(method.error().message(), "needs backend 'fake_delegate', which is not registered");
+}
+
 TEST(BuiltProgram, TensorWithoutMemoryThatIsNoInputOrOutputIsRefused) {
   auto built = load_bytes(add_program(AddOut::NoMemory));
   ASSERT_FALSE(built->program) << "a kernel would write through a null data pointer";

@@ -290,3 +290,10 @@ def test_delegation_report_for_nanogpt_lists_refused_ops_with_reasons_and_lines(
                if entry.op != "edge.sym_size_int")
     assert "edge.softmax is not an op the backend supports" in text
     assert re.search(r"\| edge\.addmm\s+\|\s+\d+ \|\s+0 \|", info.table())
+
+
+def test_the_pte_marks_each_delegate_calls_live_outs(delegated):
+    from etmlir.tools.et_inspect import describe
+    _, et = delegated["mlp"]
+    calls = [line for line in describe(et.buffer).splitlines() if ": delegate " in line and "->" in line]
+    assert len(calls) == 3 and all(re.search(r"delegate \d\(%\d+\) -> %\d+", line) for line in calls)

@@ -334,6 +334,7 @@ class _MethodWriter:
                 else:
                     call = DelegateCallT()
                     call.delegate = self.delegate(op)
+                    call.numOutputs = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[1]
                     kind = InstructionKind.DelegateCall
                 call.args = args
                 self.instruction(kind, call, op)

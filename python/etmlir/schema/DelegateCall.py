@@ -62,7 +62,14 @@ class DelegateCall(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
         return o == 0
 
-def DelegateCallStart(builder): builder.StartObject(2)
+    # DelegateCall
+    def NumOutputs(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint32Flags, o + self._tab.Pos)
+        return 0
+
+def DelegateCallStart(builder): builder.StartObject(3)
 def Start(builder):
     return DelegateCallStart(builder)
 def DelegateCallAddDelegate(builder, delegate): builder.PrependUint32Slot(0, delegate, 0)
@@ -74,6 +81,9 @@ def AddArgs(builder, args):
 def DelegateCallStartArgsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartArgsVector(builder, numElems):
     return DelegateCallStartArgsVector(builder, numElems)
+def DelegateCallAddNumOutputs(builder, numOutputs): builder.PrependUint32Slot(2, numOutputs, 0)
+def AddNumOutputs(builder, numOutputs):
+    return DelegateCallAddNumOutputs(builder, numOutputs)
 def DelegateCallEnd(builder): return builder.EndObject()
 def End(builder):
     return DelegateCallEnd(builder)
@@ -88,6 +98,7 @@ class DelegateCallT(object):
     def __init__(self):
         self.delegate = 0  # type: int
         self.args = None  # type: List[int]
+        self.numOutputs = 0  # type: int
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -113,6 +124,7 @@ class DelegateCallT(object):
                     self.args.append(delegateCall.Args(i))
             else:
                 self.args = delegateCall.ArgsAsNumpy()
+        self.numOutputs = delegateCall.NumOutputs()
 
     # DelegateCallT
     def Pack(self, builder):
@@ -128,5 +140,6 @@ class DelegateCallT(object):
         DelegateCallAddDelegate(builder, self.delegate)
         if self.args is not None:
             DelegateCallAddArgs(builder, args)
+        DelegateCallAddNumOutputs(builder, self.numOutputs)
         delegateCall = DelegateCallEnd(builder)
         return delegateCall

@@ -139,9 +139,12 @@ def describe(data: bytes, name: str = "<buffer>", max_instructions: int = 60, sh
                                  for a in (ins.kind.args if ins.kind.args is not None else []))
                 text = f"{what}({args})"
             elif kind == InstructionKind.DelegateCall:
-                args = ", ".join(_value(method, int(a), 0, runtime)
-                                 for a in (ins.kind.args if ins.kind.args is not None else []))
-                text = f"delegate {ins.kind.delegate}({args})"
+                values = [_value(method, int(a), 0, runtime)
+                          for a in (ins.kind.args if ins.kind.args is not None else [])]
+                outs = ins.kind.numOutputs if 0 < ins.kind.numOutputs <= len(values) else 0
+                live_ins, live_outs = values[:len(values) - outs], values[len(values) - outs:]
+                text = f"delegate {ins.kind.delegate}({', '.join(live_ins)})" + (
+                    f" -> {', '.join(live_outs)}" if outs else "")
             elif kind == InstructionKind.JumpFalse:
                 text = f"jump_false %{ins.kind.cond} -> {ins.kind.target}"
             elif kind == InstructionKind.Move:
