@@ -35,7 +35,7 @@ from torch_mlir import ir
 
 from etmlir.backends.backend import get_backend
 from etmlir.backends.operator_support import FREE_OPS
-from etmlir.backends.partitioner import TAG_ATTR, PartitionResult, Partitioner, _first_free_number
+from etmlir.backends.partitioner import TAG_ATTR, PartitionResult, Partitioner, first_free_number
 from etmlir.passes.pipeline import PipelineElement, run_pipeline
 from etmlir.passes.preprocess_delegates import delegate_modules, set_compile_specs
 from etmlir.program import clone_module
@@ -81,7 +81,7 @@ def to_backend(backend_id: str, edge_program: "EdgeProgram",
         raise ValueError("to_backend lowers a program without delegates as a whole; this one already "
                          "has delegate calls (lower the original edge program, or compose lowered modules)")
     module = clone_module(edge_program.module)
-    tag = f"{backend_id}_{_first_free_number(module.operation, backend_id)}"
+    tag = f"{backend_id}_{first_free_number(module.operation, backend_id)}"
     function = next(op.operation for op in module.body.operations if op.operation.name == "func.func")
     with module.context:
         for op in function.regions[0].blocks[0].operations:

@@ -72,7 +72,7 @@ def tag_backend(tag: str) -> str:
     return backend
 
 
-class _Graph:
+class OpGraph:
     """The ops of one block as integers: effective producers (through free ops) per op."""
 
     def __init__(self, block: ir.Block) -> None:
@@ -123,7 +123,7 @@ class _Graph:
         return reached
 
 
-def convex_groups(graph: _Graph, supported: list[bool]) -> list[list[int]]:
+def convex_groups(graph: OpGraph, supported: list[bool]) -> list[list[int]]:
     """Greedy cycle-free grouping of the supported ops, in program order."""
     group_of: dict[int, int] = {}
     members: dict[int, set[int]] = {}
@@ -185,14 +185,14 @@ class Partitioner:
         """Tag the supported ops of every top-level function of `module` (in place)."""
         result = PartitionResult(self.backend_id, [], 0, [])
         with module.context:
-            number = _first_free_number(module, self.backend_id)
+            number = first_free_number(module, self.backend_id)
             for func_op in _functions(module):
                 for block in func_op.regions[0].blocks:
                     number = self._partition_block(block, number, result)
         return result
 
     def _partition_block(self, block: ir.Block, number: int, result: PartitionResult) -> int:
-        graph = _Graph(block)
+        graph = OpGraph(block)
         reasons: list[str | None] = []
         for op in graph.ops:
             if op.name == "edge.sym_size_int":
@@ -236,7 +236,7 @@ def _functions(module: ir.Operation) -> Iterable[ir.Operation]:
             yield op.operation
 
 
-def _first_free_number(module: ir.Operation, backend_id: str) -> int:
+def first_free_number(module: ir.Operation, backend_id: str) -> int:
     """The first n with no `<backend>_<n>` yet in `module` (as a tag or a nested module)."""
     pattern = re.compile(rf"^{re.escape(backend_id)}_(\d+)$")
     used = [-1]

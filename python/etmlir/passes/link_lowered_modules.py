@@ -27,7 +27,7 @@ from collections import Counter
 import numpy as np
 from torch_mlir import ir
 
-from etmlir.backends.partitioner import BACKEND_ATTR, DELEGATE_CALL, _first_free_number, delegate_symbol
+from etmlir.backends.partitioner import BACKEND_ATTR, DELEGATE_CALL, first_free_number, delegate_symbol
 from etmlir.passes.outline_delegates import declare_delegate
 from etmlir.passes.assign_debug_handles import DEBUG_HANDLE_ATTR, debug_handle, next_debug_handle
 from etmlir.passes.preprocess_delegates import (DEBUG_HANDLE_MAP_ATTR, PAYLOAD_ATTR, delegate_modules,
@@ -69,7 +69,7 @@ def _link(module: ir.Operation, call: ir.Operation) -> None:
         text = source.get_asm(large_elements_limit=None, enable_debug_info=True)
         parsed = ir.Module.parse(text)
         copied = parsed.operation  # the parser takes a lone top-level module as the module itself
-        name = f"{lowered.backend_id}_{_first_free_number(module, lowered.backend_id)}"
+        name = f"{lowered.backend_id}_{first_free_number(module, lowered.backend_id)}"
         nested = copied.clone(ip=ir.InsertionPoint(module.regions[0].blocks[0]))
         nested.attributes["sym_name"] = ir.StringAttr.get(name)
         nested.attributes[LOWERED_ATTR] = ir.StringAttr.get(qualified)

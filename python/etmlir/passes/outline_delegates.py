@@ -51,7 +51,7 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import func
 
-from etmlir.backends.partitioner import BACKEND_ATTR, DELEGATE_CALL, TAG_ATTR, _Graph, delegate_symbol, tag_backend
+from etmlir.backends.partitioner import BACKEND_ATTR, DELEGATE_CALL, TAG_ATTR, OpGraph, delegate_symbol, tag_backend
 from etmlir.dialects.edge import DYNAMIC
 from etmlir.frontend.locations import source_line
 from etmlir.passes.assign_debug_handles import DEBUG_HANDLE_ATTR, next_debug_handle
@@ -125,7 +125,7 @@ class _Outliner:
 
     def outline(self, tag: str, members: list[ir.Operation]) -> None:
         backend = tag_backend(tag)
-        graph = _Graph(self.block)
+        graph = OpGraph(self.block)
         position = {op: i for i, op in enumerate(graph.ops)}
         group = {position[op] for op in members}
         blocker = graph.blocker(group)
