@@ -22,7 +22,7 @@ from torch_mlir import ir
 from etmlir.dialects.edge import DYNAMIC
 from etmlir.frontend.aten_program import AtenProgram
 from etmlir.passes.pipeline import PipelineElement, run_pipeline
-from etmlir.passes.to_edge import UPPER_BOUNDS_ATTR
+from etmlir.passes.to_edge import recorded_upper_bounds
 from etmlir.program import Program, clone_module
 
 if TYPE_CHECKING:
@@ -88,11 +88,10 @@ class EdgeProgram(Program):
         specs = []
         for value in ret.operands:
             bounds: list[int | None] = [None] * ir.RankedTensorType(value.type).rank
-            owner = value.owner
-            if isinstance(owner, (ir.Operation, ir.OpView)) and UPPER_BOUNDS_ATTR in owner.attributes:
-                per_result = ir.ArrayAttr(owner.attributes[UPPER_BOUNDS_ATTR])
-                index = next(i for i, r in enumerate(owner.results) if r == value)
-                bounds = [None if b == DYNAMIC else b for b in ir.DenseI64ArrayAttr(per_result[index])]
+            recorded = (recorded_upper_bounds(value.owner, ir.OpResult(value).result_number)
+                        if isinstance(value.owner, (ir.Operation, ir.OpView)) else None)
+            if recorded is not None:
+                bounds = [None if b == DYNAMIC else b for b in recorded]
             specs.append(_spec(value.type, bounds))
         return specs
 

@@ -35,7 +35,7 @@ from etmlir.backends.operator_support import OperatorSupport
 from etmlir.backends.partitioner import Partitioner
 from etmlir.dialects.edge import edge_op_of
 from etmlir.executable.out_variants import out_variant
-from etmlir.passes.assign_debug_handles import DEBUG_HANDLE_ATTR
+from etmlir.passes.assign_debug_handles import debug_handles
 
 BACKEND_ID = "nested"
 
@@ -86,14 +86,7 @@ class NestedBackend(Backend):
                   PipelineElement("et-verify-memory-plan")]
         if compile_specs.get("fold_constants", "true").lower() != "false":
             passes.insert(0, PipelineElement("et-fold-constants"))
-        handles: list[int] = []
-
-        def visit(op: ir.Operation) -> ir.WalkResult:
-            if DEBUG_HANDLE_ATTR in op.attributes:
-                handles.append(ir.IntegerAttr(op.attributes[DEBUG_HANDLE_ATTR]).value)
-            return ir.WalkResult.ADVANCE
-
-        module.operation.walk(visit)
+        handles = debug_handles(module.operation)
         try:
             run_pipeline(module, passes)
             with module.context:

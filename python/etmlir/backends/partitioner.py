@@ -72,6 +72,14 @@ def tag_backend(tag: str) -> str:
     return backend
 
 
+def defining_op(value: ir.Value) -> ir.Operation | None:
+    """The op that defines `value` (None for a block argument)."""
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    return owner.operation if isinstance(owner, ir.OpView) else owner
+
+
 class OpGraph:
     """The ops of one block as integers: effective producers (through free ops) per op."""
 
@@ -83,10 +91,8 @@ class OpGraph:
         for i, op in enumerate(self.ops):
             found: set[int] = set()
             for value in op.operands:
-                owner = value.owner
-                if isinstance(owner, ir.Block):
-                    continue
-                p = position.get(owner.operation if isinstance(owner, ir.OpView) else owner)
+                owner = defining_op(value)
+                p = position.get(owner) if owner is not None else None
                 if p is None:
                     continue
                 # A free op is copied into whoever uses it: look through it to what it reads.
@@ -95,13 +101,7 @@ class OpGraph:
 
     def blocker(self, group: set[int]) -> int | None:
         """An op outside `group` on a path between two of its ops (None: the group is convex)."""
-        lo, hi = min(group), max(group)
-        reached: set[int] = set()
-        for j in range(lo, hi + 1):
-            if j in group or self.free[j]:
-                continue
-            if any(p in group or p in reached for p in self.producers[j]):
-                reached.add(j)
+        reached = set(self.dependents(group))  # (a free op is never anyone's producer)
         for s in sorted(group):
             for p in self.producers[s]:
                 if p in reached:

@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 from tabulate import tabulate
 from torch_mlir import ir
 
-from etmlir.backends.partitioner import (BACKEND_ATTR, REFUSED_ATTR, TAG_ATTR, delegate_callee, is_delegate_call,
-                                         tag_backend)
+from etmlir.backends.partitioner import (BACKEND_ATTR, REFUSED_ATTR, TAG_ATTR, defining_op, delegate_callee,
+                                         is_delegate_call, tag_backend)
 from etmlir.frontend.locations import source_line
-from etmlir.passes.assign_debug_handles import DEBUG_HANDLE_ATTR
-from etmlir.passes.preprocess_delegates import PAYLOAD_ATTR
+from etmlir.passes.assign_debug_handles import debug_handle
+from etmlir.passes.preprocess_delegates import payload_size
 
 if TYPE_CHECKING:
     from etmlir.program import Program
@@ -229,33 +229,6 @@ def _walk(op: ir.Operation) -> list[ir.Operation]:
     return found
 
 
-def _owner(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    if isinstance(owner, ir.Block):
-        return None
-    return owner.operation if isinstance(owner, ir.OpView) else owner
-
-
-def _handle(op: ir.Operation) -> int | None:
-    if DEBUG_HANDLE_ATTR in op.attributes:
-        return ir.IntegerAttr(op.attributes[DEBUG_HANDLE_ATTR]).value
-    return None
-
-
-def _payload_bytes(module: ir.Operation) -> int | None:
-    if PAYLOAD_ATTR not in module.attributes:
-        return None
-    attr = module.attributes[PAYLOAD_ATTR]
-    try:
-        shaped = ir.ShapedType(attr.type)
-    except (AttributeError, ValueError):
-        return None
-    count = 1
-    for dim in shaped.shape:
-        count *= dim
-    return count * ((getattr(shaped.element_type, "width", 8) + 7) // 8)
-
-
 def _op_summary(counts: dict[str, int]) -> str:
     """`edge.addmm x3, edge.gelu x1`: most frequent first, at most `_MAX_KINDS` kinds named."""
     ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
@@ -347,7 +320,7 @@ class _Builder:
                 if REFUSED_ATTR in op.attributes:
                     reasons = {entry.name: ir.StringAttr(entry.attr).value if isinstance(entry.attr, ir.StringAttr)
                                else str(entry.attr) for entry in ir.DictAttr(op.attributes[REFUSED_ATTR])}
-                    self.not_delegated.append(NotDelegatedOp(op.name, _handle(op), source_line(op.location),
+                    self.not_delegated.append(NotDelegatedOp(op.name, debug_handle(op), source_line(op.location),
                                                              reasons))
                 else:
                     self.unexplained[op.name] += 1
@@ -368,7 +341,7 @@ class _Builder:
         counts: collections.Counter[str] = collections.Counter(op.name for op in _walk(module) if _counted(op))
         backend = ir.StringAttr(call.attributes[BACKEND_ATTR]).value
         self.subgraphs[name] = DelegatedSubgraph(name, backend, dict(sorted(counts.items())), outlined=True,
-                                                 payload_bytes=_payload_bytes(module))
+                                                 payload_bytes=payload_size(module))
         self.delegated.update(counts)
 
     def _call_line(self, call: ir.Operation, state: ir.AsmState) -> str:
@@ -384,7 +357,7 @@ class _Builder:
         inputs: list[ir.Value] = []
         for op in run:
             for value in op.operands:
-                owner = _owner(value)
+                owner = defining_op(value)
                 if owner in inside or (owner is not None and owner.name == "edge.constant") or value in inputs:
                     continue
                 inputs.append(value)
@@ -410,7 +383,7 @@ class _Builder:
 
     def _name(self, value: ir.Value, state: ir.AsmState) -> str:
         """SSA name; a weight by its parameter name, a scalar constant by its value."""
-        owner = _owner(value)
+        owner = defining_op(value)
         if owner is not None and owner.name == "edge.constant":
             if "etmlir.param" in owner.attributes:
                 return ir.StringAttr(owner.attributes["etmlir.param"]).value

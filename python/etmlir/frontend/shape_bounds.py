@@ -39,6 +39,17 @@ UNKNOWN = _Unknown()
 Bounds = list[list[int | None]]
 
 
+def argument_max_sizes(func: ir.Operation, index: int) -> dict[int, int]:
+    """dim -> max of argument `index`'s dynamic dims that declare one (its `etmlir.dynamic_dims`)."""
+    if "arg_attrs" not in func.attributes:
+        return {}
+    attrs = ir.DictAttr(ir.ArrayAttr(func.attributes["arg_attrs"])[index])
+    if "etmlir.dynamic_dims" not in attrs:
+        return {}
+    return {int(entry.name): ir.IntegerAttr(ir.DictAttr(entry.attr)["max"]).value
+            for entry in ir.DictAttr(attrs["etmlir.dynamic_dims"]) if "max" in ir.DictAttr(entry.attr)}
+
+
 def dynamic_dims_of(func: ir.Operation) -> list[dict[int, dict[str, Any]]]:
     """Per function argument: dim -> {min, max, symbol} from its `etmlir.dynamic_dims` attribute."""
     result: list[dict[int, dict[str, Any]]] = []

@@ -47,6 +47,20 @@ def debug_handle(op: ir.Operation) -> int | None:
     return ir.IntegerAttr(op.attributes[DEBUG_HANDLE_ATTR]).value if DEBUG_HANDLE_ATTR in op.attributes else None
 
 
+def debug_handles(op: ir.Operation) -> list[int]:
+    """The debug handles of `op` and every op inside it, in program order."""
+    found: list[int] = []
+
+    def visit(inner: ir.Operation) -> ir.WalkResult:
+        handle = debug_handle(inner)
+        if handle is not None:
+            found.append(handle)
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+    return found
+
+
 def next_debug_handle(module: ir.Operation) -> int:
     """An id no op in `module` has yet (for ops a pass creates, such as a delegate call)."""
     return max((debug_handle(op) or 0 for op in _edge_ops(module)), default=0) + 1

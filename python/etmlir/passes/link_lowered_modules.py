@@ -29,26 +29,13 @@ from torch_mlir import ir
 
 from etmlir.backends.partitioner import BACKEND_ATTR, DELEGATE_CALL, first_free_number, delegate_symbol
 from etmlir.passes.outline_delegates import declare_delegate
-from etmlir.passes.assign_debug_handles import DEBUG_HANDLE_ATTR, debug_handle, next_debug_handle
+from etmlir.passes.assign_debug_handles import DEBUG_HANDLE_ATTR, debug_handles, next_debug_handle
 from etmlir.passes.preprocess_delegates import (DEBUG_HANDLE_MAP_ATTR, PAYLOAD_ATTR, delegate_modules,
                                                 preprocess_module)
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
 
 # On a linked delegate module: the lowered module it came from (`etmlir_lowered::m0`).
 LOWERED_ATTR = "etmlir.lowered_from"
-
-
-def _handles(op: ir.Operation) -> list[int]:
-    found: list[int] = []
-
-    def visit(inner: ir.Operation) -> ir.WalkResult:
-        handle = debug_handle(inner)
-        if handle is not None:
-            found.append(handle)
-        return ir.WalkResult.ADVANCE
-
-    op.walk(visit)
-    return found
 
 
 def _link(module: ir.Operation, call: ir.Operation) -> None:
@@ -74,7 +61,7 @@ def _link(module: ir.Operation, call: ir.Operation) -> None:
         nested.attributes["sym_name"] = ir.StringAttr.get(name)
         nested.attributes[LOWERED_ATTR] = ir.StringAttr.get(qualified)
         # Handles in this module other than the copy's (the copy is already inside it).
-        everywhere, own = Counter(_handles(module)), Counter(_handles(nested))
+        everywhere, own = Counter(debug_handles(module)), Counter(debug_handles(nested))
         if any(everywhere[h] > count for h, count in own.items()):
             # A clash: renumber above everything, and compile the delegate again with the new handles.
             base = next_debug_handle(module)

@@ -51,22 +51,17 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import func
 
-from etmlir.backends.partitioner import BACKEND_ATTR, DELEGATE_CALL, TAG_ATTR, OpGraph, delegate_symbol, tag_backend
+from etmlir.backends.partitioner import (BACKEND_ATTR, DELEGATE_CALL, TAG_ATTR, OpGraph, defining_op, delegate_symbol,
+                                         tag_backend)
 from etmlir.dialects.edge import DYNAMIC
 from etmlir.frontend.locations import source_line
+from etmlir.frontend.shape_bounds import argument_max_sizes
 from etmlir.passes.assign_debug_handles import DEBUG_HANDLE_ATTR, next_debug_handle
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
-from etmlir.passes.to_edge import UPPER_BOUNDS_ATTR
+from etmlir.passes.to_edge import UPPER_BOUNDS_ATTR, recorded_upper_bounds
 
 DELEGATE_FUNCTION = "forward"
 _DYNAMIC_DIMS_ATTR = "etmlir.dynamic_dims"
-
-
-def _owner(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    if isinstance(owner, ir.Block):
-        return None
-    return owner.operation if isinstance(owner, ir.OpView) else owner
 
 
 def _result_bounds(value: ir.Value, func_op: ir.Operation) -> list[int] | None:
@@ -74,23 +69,11 @@ def _result_bounds(value: ir.Value, func_op: ir.Operation) -> list[int] | None:
     t = ir.RankedTensorType(value.type)
     if t.has_static_shape:
         return None
-    owner = _owner(value)
+    owner = defining_op(value)
     if owner is None:
-        arg_attrs = ir.ArrayAttr(func_op.attributes["arg_attrs"]) if "arg_attrs" in func_op.attributes else None
-        index = ir.BlockArgument(value).arg_number
-        dims = {}
-        if arg_attrs is not None and _DYNAMIC_DIMS_ATTR in ir.DictAttr(arg_attrs[index]):
-            dims = {e.name: ir.DictAttr(e.attr) for e in ir.DictAttr(ir.DictAttr(arg_attrs[index])[_DYNAMIC_DIMS_ATTR])}
-        bounds = list(t.shape)
-        for d in range(t.rank):
-            if t.is_dynamic_dim(d):
-                spec = dims.get(str(d))
-                bounds[d] = ir.IntegerAttr(spec["max"]).value if spec is not None and "max" in spec else DYNAMIC
-        return bounds
-    if UPPER_BOUNDS_ATTR not in owner.attributes:
-        return None
-    index = next(i for i, r in enumerate(owner.results) if r == value)
-    return list(ir.DenseI64ArrayAttr(ir.ArrayAttr(owner.attributes[UPPER_BOUNDS_ATTR])[index]))
+        maxes = argument_max_sizes(func_op, ir.BlockArgument(value).arg_number)
+        return [maxes.get(d, DYNAMIC) if t.is_dynamic_dim(d) else t.shape[d] for d in range(t.rank)]
+    return recorded_upper_bounds(owner, ir.OpResult(value).result_number)
 
 
 def _dynamic_dims_attr(t: ir.RankedTensorType, bounds: list[int] | None) -> ir.DictAttr:
@@ -144,7 +127,7 @@ class _Outliner:
 
         def collect(op: ir.Operation) -> None:
             for value in op.operands:
-                owner = _owner(value)
+                owner = defining_op(value)
                 if owner is not None and owner not in member_set and graph.free[position[owner]] \
                         and owner not in copied:
                     collect(owner)
@@ -158,7 +141,7 @@ class _Outliner:
         live_ins: list[ir.Value] = []
         for op in sorted(inside, key=lambda op: position[op]):
             for value in op.operands:
-                if _owner(value) not in inside and value not in live_ins:
+                if defining_op(value) not in inside and value not in live_ins:
                     live_ins.append(value)
         live_outs: list[ir.Value] = []
         for op in members:

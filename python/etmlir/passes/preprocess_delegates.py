@@ -54,9 +54,17 @@ def set_compile_specs(nested: ir.Operation, specs: Mapping[str, str]) -> None:
 
 
 def payload_size(nested: ir.Operation) -> int | None:
+    """The bytes of a nested module's payload (None: not compiled yet, or not tensor data)."""
     if PAYLOAD_ATTR not in nested.attributes:
         return None
-    return ir.RankedTensorType(nested.attributes[PAYLOAD_ATTR].type).shape[0]
+    try:
+        shaped = ir.ShapedType(nested.attributes[PAYLOAD_ATTR].type)
+    except (AttributeError, ValueError):
+        return None
+    count = 1
+    for dim in shaped.shape:
+        count *= dim
+    return count * ((getattr(shaped.element_type, "width", 8) + 7) // 8)
 
 
 def preprocess_module(nested: ir.Operation) -> None:

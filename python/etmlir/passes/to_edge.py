@@ -58,6 +58,13 @@ _DIM_ORDERS = {torch.contiguous_format: None, torch.channels_last: (0, 2, 3, 1),
                torch.channels_last_3d: (0, 2, 3, 4, 1)}
 
 
+def recorded_upper_bounds(op: ir.Operation | ir.OpView, index: int) -> list[int] | None:
+    """The upper bounds et-to-edge recorded for result `index` of `op` (None when it recorded none)."""
+    if UPPER_BOUNDS_ATTR not in op.attributes:
+        return None
+    return list(ir.DenseI64ArrayAttr(ir.ArrayAttr(op.attributes[UPPER_BOUNDS_ATTR])[index]))
+
+
 class ConversionError(Exception):
     """The op has no edge form; the message says why."""
 

@@ -40,7 +40,6 @@ module is left unchanged.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from torch_mlir import ir
 from torch_mlir.dialects import func
@@ -51,9 +50,10 @@ from etmlir.executable.dtypes import LAYOUTS, MEMORY_FORMATS, UnsupportedElement
 from etmlir.executable.out_variants import OutVariant, functional_schema, out_variant
 from etmlir.backends.partitioner import BACKEND_ATTR, delegate_callee, is_delegate_call
 from etmlir.frontend.locations import source_line
+from etmlir.frontend.shape_bounds import argument_max_sizes
 from etmlir.passes.preprocess_delegates import COMPILE_SPECS_ATTR, PAYLOAD_ATTR, delegate_modules
 from etmlir.passes.registry import Option, PassFailure, emit_error, register_pass
-from etmlir.passes.to_edge import UPPER_BOUNDS_ATTR
+from etmlir.passes.to_edge import UPPER_BOUNDS_ATTR, recorded_upper_bounds
 
 DEBUG_HANDLE_ATTR = "etmlir.debug_handle"
 METHOD_ATTR = "etx.method"
@@ -74,18 +74,13 @@ def _input_bounds(func_op: ir.Operation, index: int, t: ir.RankedTensorType) -> 
     if t.has_static_shape:
         return None
     bounds = list(t.shape)
-    dynamic: dict[str, Any] = {}
-    if "arg_attrs" in func_op.attributes:
-        attrs = ir.DictAttr(ir.ArrayAttr(func_op.attributes["arg_attrs"])[index])
-        if "etmlir.dynamic_dims" in attrs:
-            dynamic = {entry.name: entry.attr for entry in ir.DictAttr(attrs["etmlir.dynamic_dims"])}
+    maxes = argument_max_sizes(func_op, index)
     for dim, size in enumerate(bounds):
         if size == ir.ShapedType.get_dynamic_size():
-            spec = dynamic.get(str(dim))
-            if spec is None or "max" not in ir.DictAttr(spec):
+            if dim not in maxes:
                 raise _Unsupported(f"input {index} dim {dim} is dynamic with no upper bound "
                                    "(give the Dim a max when exporting)")
-            bounds[dim] = ir.IntegerAttr(ir.DictAttr(spec)["max"]).value
+            bounds[dim] = maxes[dim]
     return bounds
 
 
@@ -271,19 +266,22 @@ class _MethodBuilder:
         return ir.Operation.create("etx.list", results=[value_type()], operands=items,
                                    attributes={"kind": ir.StringAttr.get(kind)}, loc=loc).result
 
-    def _outs(self, op: ir.Operation, variant: OutVariant) -> list[ir.Value]:
-        bounds_attr = op.attributes[UPPER_BOUNDS_ATTR] if UPPER_BOUNDS_ATTR in op.attributes else None
+    def _tensor_outs(self, op: ir.Operation) -> list[ir.Value]:
+        """An `etx.alloc` for each tensor result of `op`, at its recorded upper bounds."""
         outs = []
         for index, result in enumerate(op.results):
-            bounds = (list(ir.DenseI64ArrayAttr(ir.ArrayAttr(bounds_attr)[index]))
-                      if bounds_attr is not None else None)
-            if variant.scalar_result:
-                etx_value = self.alloc(ir.IntegerType.get_signless(64), None, op.location)
-                self.ints[result] = etx_value
-            else:
-                etx_value = self.alloc(result.type, bounds, op.location)
-                self.tensors[result] = etx_value
-            outs.append(etx_value)
+            outs.append(self.alloc(result.type, recorded_upper_bounds(op, index), op.location))
+            self.tensors[result] = outs[-1]
+        return outs
+
+    def _outs(self, op: ir.Operation, variant: OutVariant) -> list[ir.Value]:
+        if variant.scalar_result:
+            outs = []
+            for result in op.results:
+                outs.append(self.alloc(ir.IntegerType.get_signless(64), None, op.location))
+                self.ints[result] = outs[-1]
+        else:
+            outs = self._tensor_outs(op)
         if variant.out_is_list:
             return [self._list("tensor", outs, op.location)]
         if len(outs) != variant.num_outs:
@@ -301,12 +299,7 @@ class _MethodBuilder:
     def _delegate(self, op: ir.Operation, handle: int) -> None:
         callee = delegate_callee(op)
         args = [self.tensor(v, f"live-in {i} of delegate {callee}") for i, v in enumerate(op.operands)]
-        bounds_attr = op.attributes[UPPER_BOUNDS_ATTR] if UPPER_BOUNDS_ATTR in op.attributes else None
-        outs = []
-        for index, result in enumerate(op.results):
-            bounds = list(ir.DenseI64ArrayAttr(ir.ArrayAttr(bounds_attr)[index])) if bounds_attr is not None else None
-            outs.append(self.alloc(result.type, bounds, op.location))
-            self.tensors[result] = outs[-1]
+        outs = self._tensor_outs(op)
         ir.Operation.create(
             "etx.delegate_call", operands=args + outs, loc=op.location,
             attributes={"backend": op.attributes[BACKEND_ATTR], "payload": ir.StringAttr.get(callee),
