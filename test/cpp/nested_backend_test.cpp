@@ -36,30 +36,14 @@ const BackendRegistry& nested_only() {
 }
 
 // A program, its memory and (if it loaded) its method.
-struct Loaded {
-  std::unique_ptr<LoadedProgram> program;
-  std::unique_ptr<MethodMemory> memory;
-  std::unique_ptr<Method> method;
-  Error error;  // the load_method error, when method is null
-};
+using Loaded = test::LoadedMethod;
 
 std::unique_ptr<Loaded> load(const std::string& file, const BackendRegistry* backends = &nested_only(),
                              LoaderKind kind = LoaderKind::Buffer) {
   auto loaded = std::make_unique<Loaded>();
-  loaded->program = std::make_unique<LoadedProgram>();
-  Error e = test::load_program(test::fixture_path(file), kind, loaded->program.get());
+  Error e = test::load_forward(file, kind, backends, loaded.get());
   EXPECT_FALSE(e) << file << ": " << e.message();
   if (e) return nullptr;
-  Result<MethodMeta> meta = loaded->program->program->method_meta("forward");
-  EXPECT_TRUE(meta.ok());
-  loaded->memory = std::make_unique<MethodMemory>(*meta, test::kDefaultTempBytes);
-  Result<Method> method =
-      loaded->program->program->load_method("forward", &loaded->memory->manager, &test::all_kernels(), backends);
-  if (method.ok()) {
-    loaded->method = std::make_unique<Method>(static_cast<Method&&>(method.get()));
-  } else {
-    loaded->error = method.error();
-  }
   return loaded;
 }
 

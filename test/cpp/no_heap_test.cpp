@@ -116,9 +116,7 @@ void operator delete[](void* p, size_t, std::align_val_t) noexcept { free(p); }
 namespace etmlir {
 namespace {
 
-using test::LoadedProgram;
 using test::LoaderKind;
-using test::MethodMemory;
 
 // Keeps the compiler from removing an allocation whose result is unused.
 void* volatile g_sink;
@@ -139,27 +137,18 @@ TEST(NoHeap, CounterSeesEveryKindOfAllocation) {
 }
 
 // A loaded method with its inputs set from the fixture's reference input (or zeros).
-struct Loaded {
-  std::unique_ptr<LoadedProgram> program;
-  std::unique_ptr<MethodMemory> memory;
-  std::unique_ptr<Method> method;
+struct Loaded : test::LoadedMethod {
   std::vector<std::unique_ptr<test::AlignedBuffer>> inputs;
 };
 
 std::unique_ptr<Loaded> load(const std::string& file, LoaderKind kind, const BackendRegistry* backends = nullptr) {
   auto loaded = std::make_unique<Loaded>();
-  loaded->program = std::make_unique<LoadedProgram>();
-  Error e = test::load_program(test::fixture_path(file), kind, loaded->program.get());
+  Error e = test::load_forward(file, kind, backends, loaded.get());
   EXPECT_FALSE(e) << file << ": " << e.message();
   if (e) return nullptr;
+  EXPECT_TRUE(loaded->method) << file << ": " << loaded->error.message();
+  if (!loaded->method) return nullptr;
   Result<MethodMeta> meta = loaded->program->program->method_meta("forward");
-  EXPECT_TRUE(meta.ok());
-  loaded->memory = std::make_unique<MethodMemory>(*meta, test::kDefaultTempBytes);
-  Result<Method> method =
-      loaded->program->program->load_method("forward", &loaded->memory->manager, &test::all_kernels(), backends);
-  EXPECT_TRUE(method.ok()) << file << ": " << method.error().message();
-  if (!method.ok()) return nullptr;
-  loaded->method = std::make_unique<Method>(static_cast<Method&&>(method.get()));
   for (size_t i = 0; i < meta->num_inputs(); ++i) {
     MethodMeta::TensorInfo info;
     if (!meta->input_tensor(i, &info)) continue;

@@ -73,6 +73,22 @@ const char* loader_kind_name(LoaderKind kind) {
   return "?";
 }
 
+Error load_forward(const std::string& file, LoaderKind kind, const BackendRegistry* backends, LoadedMethod* out) {
+  out->program = std::make_unique<LoadedProgram>();
+  if (Error e = load_program(fixture_path(file), kind, out->program.get())) return e;
+  Result<MethodMeta> meta = out->program->program->method_meta("forward");
+  if (!meta.ok()) return meta.error();
+  out->memory = std::make_unique<MethodMemory>(*meta, kDefaultTempBytes);
+  Result<Method> method =
+      out->program->program->load_method("forward", &out->memory->manager, &all_kernels(), backends);
+  if (method.ok()) {
+    out->method = std::make_unique<Method>(static_cast<Method&&>(method.get()));
+  } else {
+    out->error = method.error();
+  }
+  return Error::ok();
+}
+
 Error load_program(const std::string& path, LoaderKind kind, LoadedProgram* out) {
   switch (kind) {
     case LoaderKind::Buffer: {

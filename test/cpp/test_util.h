@@ -82,6 +82,18 @@ const char* loader_kind_name(LoaderKind kind);
 // Loads `path` through `kind`; on failure returns the Error (program is null).
 Error load_program(const std::string& path, LoaderKind kind, LoadedProgram* out);
 
+// A fixture's program, its memory (default temp bytes) and, when it loaded, its "forward" method.
+struct LoadedMethod {
+  std::unique_ptr<LoadedProgram> program;
+  std::unique_ptr<MethodMemory> memory;
+  std::unique_ptr<Method> method;
+  Error error;  // load_method's error, when method is null
+};
+// Loads fixture `file` through `kind`, then its "forward" method with every kernel and
+// `backends`. Returns the error if the program (or its MethodMeta) does not load; a method
+// that does not load leaves out->method null and its error in out->error.
+Error load_forward(const std::string& file, LoaderKind kind, const BackendRegistry* backends, LoadedMethod* out);
+
 // A reference input/output pair written by make_fixtures.py.
 struct Reference {
   std::vector<int64_t> input_shape;
