@@ -88,6 +88,25 @@ func.func @constant_inside(%x: tensor<2x2xf32>) -> tensor<2x2xf32> {
 
 // -----
 
+// A weight the group and an outside op both read stays in the outer function and is passed to
+// the delegate as a live-in: the program stores it once, not again inside the payload.
+// CHECK-LABEL: func.func @shared_weight
+// CHECK: %[[W:.*]] = "edge.constant"() {etmlir.param = "w", value = dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>}
+// CHECK: %[[C:.*]] = call @nested_0.forward(%arg0, %[[W]]) {{.*}} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+// CHECK: "edge.mul_tensor"(%[[C]], %[[W]])
+// CHECK: module @nested_0
+// CHECK: func.func @forward(%arg0: tensor<2xf32>, %arg1: tensor<2xf32>) -> tensor<2xf32>
+// CHECK-NOT: etmlir.param
+// CHECK: "edge.mul_tensor"(%arg0, %arg1)
+func.func @shared_weight(%x: tensor<2xf32>) -> tensor<2xf32> {
+  %w = "edge.constant"() {etmlir.param = "w", value = dense<[1.0, 2.0]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %0 = "edge.mul_tensor"(%x, %w) {etmlir.delegation_tag = "nested_0"} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %1 = "edge.mul_tensor"(%0, %w) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  return %1 : tensor<2xf32>
+}
+
+// -----
+
 // Dynamic live-ins and live-outs keep their bounds: the delegate's argument gets the input's
 // etmlir.dynamic_dims, the call the producer's etmlir.upper_bounds.
 // CHECK-LABEL: func.func @dynamic

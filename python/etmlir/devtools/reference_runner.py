@@ -35,7 +35,7 @@ from etmlir.program import clone_module
 _UNLOWERABLE = ("aten._native_batch_norm_legit_no_training.default", "aten.upsample_bilinear2d.vec",
                 "aten._unsafe_index.Tensor", "aten._native_batch_norm_legit.default")
 
-_TO_LINALG = (
+TORCH_TO_LINALG = (
     "builtin.module(func.func(torch-match-quantized-custom-ops),"
     "torchdynamo-export-to-torch-backend-pipeline,"
     "torch-backend-to-linalg-on-tensors-backend-pipeline)"
@@ -61,8 +61,8 @@ class ReferenceRunner:
     def __init__(self, module: ir.Module, func_name: str = "main", opt_level: int = 2) -> None:
         with module.context:
             clone = clone_module(module)
-            _decompose_unlowerable(clone)
-            PassManager.parse(_TO_LINALG).run(clone.operation)
+            decompose_unlowerable(clone)
+            PassManager.parse(TORCH_TO_LINALG).run(clone.operation)
             func = _find_func(clone, func_name)
             result_types = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value).results
             if len(result_types) != 1:
@@ -89,7 +89,7 @@ class ReferenceRunner:
         return np.array(ranked_memref_to_numpy([result]), copy=True)
 
 
-def _decompose_unlowerable(module: ir.Module) -> None:
+def decompose_unlowerable(module: ir.Module) -> None:
     overloads = [lookup_overload(name) for name in _UNLOWERABLE]
     table = {op: torch._decomp.decomposition_table[op] for op in overloads}
     decompose_ops(module.operation, lambda op: op_overload_name(op) in _UNLOWERABLE, table,

@@ -37,7 +37,11 @@ group, and a delegate's live-ins are tensors of different types.
 
 Constants and size queries a group reads are copied into it (a weight
 travels with the delegate that uses it; a constant nothing else reads is
-then erased). The call takes the place of the group's last op, and ops
+then erased), except a tensor constant that an op outside the group reads
+too: that one stays in the outer program and is passed to the delegate as
+a live-in, so the `.pte` stores each weight once (not once in the constant
+segment and again in a payload). Scalars and splats are always copied:
+backends fold them into code. The call takes the place of the group's last op, and ops
 between the group's first and last op that read its results move after the
 call. A group that would need one of its own results as an input (an op
 outside it on a path between two of its ops) is an error at that op: the
@@ -92,6 +96,16 @@ def declare_delegate(module: ir.Operation, tag: str, backend: str, in_types: lis
         decl.attributes[BACKEND_ATTR] = ir.StringAttr.get(backend)
 
 
+def _shared_weight(op: ir.Operation, group: set[ir.Operation]) -> bool:
+    """A non-splat tensor constant that an op outside `group` reads too: it stays a live-in."""
+    if op.name != "edge.constant" or ir.RankedTensorType(op.results[0].type).rank == 0:
+        return False
+    value = op.attributes["value"]
+    if isinstance(value, ir.DenseElementsAttr) and ir.DenseElementsAttr(value).is_splat:
+        return False
+    return any(use.owner.operation not in group for use in op.results[0].uses)
+
+
 class _Outliner:
     def __init__(self, module: ir.Operation, func_op: ir.Operation, block: ir.Block) -> None:
         self.module = module
@@ -129,7 +143,7 @@ class _Outliner:
             for value in op.operands:
                 owner = defining_op(value)
                 if owner is not None and owner not in member_set and graph.free[position[owner]] \
-                        and owner not in copied:
+                        and owner not in copied and not _shared_weight(owner, member_set):
                     collect(owner)
                     copied.append(owner)
 

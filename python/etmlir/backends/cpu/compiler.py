@@ -1,0 +1,174 @@
+"""One outlined delegate -> a `cpu` payload: the whole preprocess, step by step.
+
+    edge @forward --et-fold-constants--> edge (weights pre-transposed)
+        --to_linalg--> linalg on tensors --codegen--> LLVM dialect
+        --ExecutionEngine (opt 3, this CPU)--> object --link--> shared object
+        --measure--> arena size --payload--> header + shared object
+
+The arena (every buffer the compiled code allocates, and the microkernels'
+packing scratch) is sized by running the shared object once, in this
+process, at the largest input sizes the delegate accepts: the allocator is
+deterministic, so the runtime's arena of that size holds every allocation
+of every smaller run too (results are not used; inputs are zeros).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import mmap
+import os
+import tempfile
+import time
+from collections.abc import Callable
+
+import numpy as np
+from torch_mlir import ir
+from torch_mlir.execution_engine import ExecutionEngine
+
+from etmlir.backends.backend import BackendError
+from etmlir.backends.cpu import codegen, link, payload
+from etmlir.backends.cpu.target import Target, host
+from etmlir.backends.cpu.to_linalg import delegate_function, to_linalg
+from etmlir.backends.cpu.ukernels import use_microkernels
+from etmlir.executable.dtypes import element_info
+from etmlir.frontend.shape_bounds import argument_max_sizes
+from etmlir.passes.assign_debug_handles import debug_handles
+from etmlir.passes.pipeline import run_pipeline
+
+ENTRY_SYMBOL = f"_mlir__mlir_ciface_{codegen.ENTRY}"
+SHAPES_SYMBOL = f"_mlir__mlir_ciface_{codegen.SHAPES_ENTRY}"
+_MEASURE_ARENA = 1 << 32  # 4 GiB of address space: pages are touched only as the measuring run uses them
+
+
+@dataclasses.dataclass
+class CompiledDelegate:
+    payload: bytes
+    info: payload.PayloadInfo
+    microkernel_calls: dict[str, int]
+    seconds: dict[str, float]
+
+
+def _specs(types: list[ir.RankedTensorType]) -> tuple[payload.TensorSpec, ...]:
+    return tuple(payload.TensorSpec(element_info(t.element_type)[0],
+                                    tuple(-1 if t.is_dynamic_dim(d) else t.shape[d] for d in range(t.rank)))
+                 for t in types)
+
+
+def compile_delegate(module: ir.Module, *, target: Target | None = None, microkernels: bool = True,
+                     log: Callable[[str], None] | None = None) -> CompiledDelegate:
+    """Compile an outlined delegate module (edge `@forward`) into a payload."""
+    target = target or host()
+    seconds: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def step(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        seconds[name] = seconds.get(name, 0.0) + now - clock
+        clock = now
+        if log:
+            log(f"{name}: {seconds[name]:.2f}s")
+
+    forward = delegate_function(module)
+    in_types, out_types = codegen.argument_types(forward), codegen.result_types(forward)
+    max_sizes = [argument_max_sizes(forward, i) for i in range(len(in_types))]
+    for i, t in enumerate(in_types):
+        missing = [d for d in range(t.rank) if t.is_dynamic_dim(d) and d not in max_sizes[i]]
+        if missing:
+            raise BackendError(f"cpu backend: input {i} ({t}) has dynamic dims {missing} without an upper bound")
+    handles = tuple(sorted(set(debug_handles(module.operation))))
+
+    run_pipeline(module, "et-fold-constants")  # weight transposes and reshapes happen here, not at run time
+    lin = to_linalg(module)
+    step("to linalg")
+    codegen.run(lin, codegen.TENSOR_LEVEL)
+    has_shapes = codegen.add_shapes_function(lin)
+    with lin.context:
+        for name in (codegen.ENTRY, codegen.SHAPES_ENTRY):
+            func = codegen.function(lin, name)
+            if func is not None:
+                func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+    codegen.run(lin, codegen.BUFFERIZE)
+    calls = use_microkernels(lin) if microkernels else {}
+    codegen.run(lin, codegen.TO_LLVM)
+    step("codegen")
+    with tempfile.TemporaryDirectory(prefix="etmlir-cpu-") as tmp:
+        obj = os.path.join(tmp, "forward.o")
+        engine = ExecutionEngine(lin, opt_level=3, shared_libs=[link.microkernel_library(target)])
+        engine.dump_to_object_file(obj)
+        del engine
+        step("llvm")
+        so = link.link_shared_object(obj, target)
+        step("link")
+    info = payload.PayloadInfo(
+        arch=target.arch, cpu_features=target.feature_mask, arena_bytes=0,
+        inputs=_specs(in_types), outputs=_specs(out_types), debug_handles=handles, entry=ENTRY_SYMBOL,
+        shapes_entry=SHAPES_SYMBOL if has_shapes else "")
+    arena = measure_arena(so, info, [[max_sizes[i].get(d, s) for d, s in enumerate(spec.sizes)]
+                                     for i, spec in enumerate(info.inputs)])
+    info = dataclasses.replace(info, arena_bytes=arena)
+    step("measure arena")
+    return CompiledDelegate(payload.write_payload(info, so), info, calls, seconds)
+
+
+class LoadedPayload:
+    """A payload's shared object loaded in this process with ctypes (compile-time checks, tests)."""
+
+    def __init__(self, so: bytes, info: payload.PayloadInfo) -> None:
+        fd, self._path = tempfile.mkstemp(suffix=".so", prefix="etmlir-cpu-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(so)
+        try:
+            self.lib = ctypes.CDLL(self._path, mode=os.RTLD_LOCAL)
+        finally:
+            os.unlink(self._path)
+        self.info = info
+        self.lib.etmlir_cpu_set_arena.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
+        self.lib.etmlir_cpu_arena_peak.restype = ctypes.c_uint64
+        self.lib.etmlir_cpu_heap_fallbacks.restype = ctypes.c_uint64
+        self._keep: list[object] = []
+
+    def set_arena(self, size: int) -> None:
+        buffer = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0))
+        self._keep.append(buffer)
+        address = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+        self.lib.etmlir_cpu_set_arena(ctypes.c_void_p(address), ctypes.c_uint64(size))
+
+    def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        arrays = [np.ascontiguousarray(a) for a in inputs]
+        out_sizes: list[tuple[int, ...]] = []
+        if self.info.shapes_entry:
+            total = sum(len(t.sizes) for t in self.info.outputs)
+            sizes = np.zeros(total, dtype=np.int64)
+            _call(getattr(self.lib, self.info.shapes_entry), arrays + [sizes])
+            at = 0
+            for t in self.info.outputs:
+                out_sizes.append(tuple(int(s) for s in sizes[at:at + len(t.sizes)]))
+                at += len(t.sizes)
+        else:
+            out_sizes = [t.sizes for t in self.info.outputs]
+        from etmlir.executable.dtypes import SCALAR_TYPE_NAMES
+        outs = [np.zeros(s, dtype=np.dtype(SCALAR_TYPE_NAMES[t.dtype])) for s, t in zip(out_sizes, self.info.outputs)]
+        _call(getattr(self.lib, self.info.entry), arrays + outs)
+        return outs
+
+
+def _call(function: ctypes._CFuncPtr, arrays: list[np.ndarray]) -> None:
+    from torch_mlir.runtime.np_to_memref import get_ranked_memref_descriptor
+    descriptors = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in arrays]
+    packed = (ctypes.c_void_p * len(descriptors))(*[ctypes.cast(d, ctypes.c_void_p) for d in descriptors])
+    function.argtypes = [ctypes.c_void_p]
+    function(packed)
+
+
+def measure_arena(so: bytes, info: payload.PayloadInfo, input_sizes: list[list[int]]) -> int:
+    """Run the payload once at `input_sizes` with a huge arena; the bytes it used, rounded up to 64."""
+    from etmlir.executable.dtypes import SCALAR_TYPE_NAMES
+    loaded = LoadedPayload(so, info)
+    loaded.set_arena(_MEASURE_ARENA)
+    inputs = [np.zeros(sizes, dtype=np.dtype(SCALAR_TYPE_NAMES[t.dtype])) for sizes, t in zip(input_sizes, info.inputs)]
+    loaded(*inputs)
+    if loaded.lib.etmlir_cpu_heap_fallbacks():
+        raise BackendError("cpu backend: the measuring run allocated outside its arena")
+    return (int(loaded.lib.etmlir_cpu_arena_peak()) + 63) // 64 * 64

@@ -1,0 +1,88 @@
+"""Object file + microkernels -> the payload's position-independent shared object.
+
+The C sources in `payload_c/` (the microkernels, the arena allocator and the
+thread-pool hook the runtime fills in) are compiled once per process and
+target, then linked with each delegate's MLIR object by the system C
+compiler (`gcc`, or $CC):
+
+    cc -shared -fPIC -o payload.so forward.o shim.o ukernels.o -lm
+
+The result depends on nothing but libc and libm, so the runtime can load it
+from memory on any Linux with the same CPU features.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from etmlir.backends.backend import BackendError
+from etmlir.backends.cpu.target import Target
+
+SOURCES = Path(__file__).parent / "payload_c"
+C_SOURCES = ("shim.c", "ukernels.c", "abi.c")
+
+
+def compiler() -> str:
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    if not cc:
+        raise BackendError("cpu backend: no C compiler (gcc or $CC) to link the payload with")
+    return cc
+
+
+def c_flags(target: Target) -> list[str]:
+    return ["-O3", "-fPIC", f"-march={target.march}", "-ffp-contract=fast", "-fno-math-errno",
+            "-std=gnu11"]
+
+
+@functools.cache
+def _cache_dir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="etmlir-cpu-"))
+
+
+def _run(cmd: list[str], what: str) -> None:
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise BackendError(f"cpu backend: {what} failed ({' '.join(cmd[:3])} ...):\n{result.stderr.strip()[:2000]}")
+
+
+@functools.cache
+def microkernel_objects(target: Target) -> tuple[str, ...]:
+    """The payload_c sources compiled for `target` (cached per process)."""
+    flags = c_flags(target)
+    digest = hashlib.sha256(" ".join(flags).encode())
+    for name in C_SOURCES + ("etmlir_cpu_payload.h",):
+        digest.update((SOURCES / name).read_bytes())
+    out_dir = _cache_dir() / digest.hexdigest()[:16]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    objects = []
+    for name in C_SOURCES:
+        obj = out_dir / (Path(name).stem + ".o")
+        if not obj.exists():
+            _run([compiler(), *flags, "-c", str(SOURCES / name), "-o", str(obj)], f"compiling {name}")
+        objects.append(str(obj))
+    return tuple(objects)
+
+
+def link_shared_object(object_file: str, target: Target) -> bytes:
+    """Link one delegate's object with the microkernels; returns the .so bytes."""
+    with tempfile.TemporaryDirectory(prefix="etmlir-cpu-link-") as tmp:
+        so = os.path.join(tmp, "payload.so")
+        _run([compiler(), "-shared", "-fPIC", "-o", so, object_file, *microkernel_objects(target), "-lm", "-s",
+              "-Wl,-z,noexecstack", "-Wl,--no-undefined"], "linking the payload")
+        return Path(so).read_bytes()
+
+
+@functools.cache
+def microkernel_library(target: Target) -> str:
+    """The microkernels as a shared library of their own: MLIR's JIT resolves the calls against it."""
+    path = _cache_dir() / f"microkernels-{target.march}.so"
+    if not path.exists():
+        _run([compiler(), "-shared", "-fPIC", "-o", str(path), *microkernel_objects(target), "-lm"],
+             "linking the microkernel library")
+    return str(path)

@@ -1,0 +1,42 @@
+/* Entry points the MLIR-generated code calls: MLIR's default calling convention passes a
+ * memref as its expanded descriptor (allocated, aligned, offset, sizes..., strides...), so each
+ * function here rebuilds the descriptors and calls the microkernel (ukernels.c), which takes them
+ * by pointer. (A declaration with llvm.emit_c_interface would pass pointers directly, but MLIR's
+ * JIT then looks for a packed wrapper of every such declaration and fails.) */
+#include <stdint.h>
+
+#include "etmlir_cpu_payload.h"
+
+#define D2_ARGS(p) float *p##a, float *p##p, int64_t p##o, int64_t p##s0, int64_t p##s1, int64_t p##t0, int64_t p##t1
+#define D2_MAKE(p) {p##a, p##p, p##o, {p##s0, p##s1}, {p##t0, p##t1}}
+#define D3_ARGS(p)                                                                                       \
+  float *p##a, float *p##p, int64_t p##o, int64_t p##s0, int64_t p##s1, int64_t p##s2, int64_t p##t0, \
+      int64_t p##t1, int64_t p##t2
+#define D3_MAKE(p) {p##a, p##p, p##o, {p##s0, p##s1, p##s2}, {p##t0, p##t1, p##t2}}
+#define D4_ARGS(p)                                                                                          \
+  float *p##a, float *p##p, int64_t p##o, int64_t p##s0, int64_t p##s1, int64_t p##s2, int64_t p##s3,    \
+      int64_t p##t0, int64_t p##t1, int64_t p##t2, int64_t p##t3
+#define D4_MAKE(p) {p##a, p##p, p##o, {p##s0, p##s1, p##s2, p##s3}, {p##t0, p##t1, p##t2, p##t3}}
+
+void etmlir_uk_matmul(D2_ARGS(a_), D2_ARGS(b_), D2_ARGS(c_)) {
+  etmlir_memref2d_f32 a = D2_MAKE(a_), b = D2_MAKE(b_), c = D2_MAKE(c_);
+  _mlir_ciface_etmlir_uk_matmul(&a, &b, &c);
+}
+
+void etmlir_uk_batch_matmul(D3_ARGS(a_), D3_ARGS(b_), D3_ARGS(c_)) {
+  etmlir_memref3d_f32 a = D3_MAKE(a_), b = D3_MAKE(b_), c = D3_MAKE(c_);
+  _mlir_ciface_etmlir_uk_batch_matmul(&a, &b, &c);
+}
+
+void etmlir_uk_conv2d_nchw_fchw(D4_ARGS(i_), D4_ARGS(f_), D4_ARGS(o_), int64_t sh, int64_t sw, int64_t dh,
+                                int64_t dw) {
+  etmlir_memref4d_f32 in = D4_MAKE(i_), filter = D4_MAKE(f_), out = D4_MAKE(o_);
+  _mlir_ciface_etmlir_uk_conv2d_nchw_fchw(&in, &filter, &out, sh, sw, dh, dw);
+}
+
+void etmlir_uk_depthwise_conv2d_nchw_chw(D4_ARGS(i_), D3_ARGS(f_), D4_ARGS(o_), int64_t sh, int64_t sw, int64_t dh,
+                                         int64_t dw) {
+  etmlir_memref4d_f32 in = D4_MAKE(i_), out = D4_MAKE(o_);
+  etmlir_memref3d_f32 filter = D3_MAKE(f_);
+  _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw(&in, &filter, &out, sh, sw, dh, dw);
+}

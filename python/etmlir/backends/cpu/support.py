@@ -1,0 +1,114 @@
+"""Which edge ops the `cpu` backend compiles: the float ops on the zoo's hot paths.
+
+The list is what a CNN or a transformer spends its time in (convolutions,
+matrix products, normalizations, activations, pooling) plus the copy and
+view ops between them, so that a delegate spans whole blocks instead of
+stopping at every reshape. Everything else (embeddings, masks built from
+integer and boolean ops, indexing) stays on the portable kernels, which
+the delegation report says op by op.
+
+Every tensor an op reads or writes must be f32 (0-d constant Scalar
+operands such as addmm's alpha aside): the code generator and its
+microkernels are single precision. Dynamic dimensions are fine (the payload
+computes output shapes at run time), so nanoGPT's sequence length stays
+dynamic inside a delegate.
+"""
+
+from __future__ import annotations
+
+from torch_mlir import ir
+
+from etmlir.backends.operator_support import OperatorSupport, OpPredicate
+
+
+def _not_transposed(op: ir.Operation) -> str | None:
+    if "transposed" in op.attributes and ir.BoolAttr(op.attributes["transposed"]).value:
+        return "transposed convolution is not compiled by the cpu backend"
+    return None
+
+
+def _conv2d_only(op: ir.Operation) -> str | None:
+    reason = _not_transposed(op)
+    if reason:
+        return reason
+    rank = ir.RankedTensorType(op.operands[0].type).rank
+    if rank != 4:
+        return f"only 2-d convolutions (4-d inputs) are compiled; this one has a rank-{rank} input"
+    return None
+
+
+# Op name -> None, or a check of one instance (a reason when refused).
+CPU_OPS: dict[str, OpPredicate | None] = {
+    # Contractions: microkernels.
+    "edge.convolution": _conv2d_only,
+    "edge.addmm": None,
+    "edge.mm": None,
+    "edge.bmm": None,
+    # Normalization, reductions, pooling.
+    "edge.native_batch_norm_legit_no_training": None,
+    "edge.native_layer_norm": None,
+    "edge.softmax": None,
+    "edge.log_softmax": None,
+    "edge.mean_dim": None,
+    "edge.avg_pool2d": None,
+    "edge.adaptive_avg_pool2d": None,
+    # Elementwise arithmetic and activations.
+    "edge.add_tensor": None,
+    "edge.add_scalar": None,
+    "edge.sub_tensor": None,
+    "edge.sub_scalar": None,
+    "edge.mul_tensor": None,
+    "edge.mul_scalar": None,
+    "edge.div_tensor": None,
+    "edge.div_scalar": None,
+    "edge.neg": None,
+    "edge.exp": None,
+    "edge.rsqrt": None,
+    "edge.relu": None,
+    "edge.hardtanh": None,
+    "edge.clamp": None,
+    "edge.gelu": None,
+    "edge.sigmoid": None,
+    "edge.tanh": None,
+    "edge.leaky_relu": None,
+    "edge.where_self": None,
+    # Copies and views between them.
+    "edge.view_copy": None,
+    "edge.permute_copy": None,
+    "edge.transpose_copy_int": None,
+    "edge.expand_copy": None,
+    "edge.unsqueeze_copy": None,
+    "edge.squeeze_copy_dims": None,
+    "edge.squeeze_copy_dim": None,
+    "edge.clone": None,
+    "edge.alias_copy": None,
+    "edge.cat": None,
+    "edge.slice_copy_tensor": None,
+    "edge.split_with_sizes_copy": None,
+}
+
+
+
+def _float_tensors(op: ir.Operation) -> str | None:
+    """Every tensor is f32, except 0-d Scalar operands (alpha, beta, sizes), and where's boolean condition."""
+    for kind, values in (("operand", op.operands), ("result", op.results)):
+        for i, value in enumerate(values):
+            if not isinstance(value.type, ir.RankedTensorType):
+                continue
+            t = ir.RankedTensorType(value.type)
+            if kind == "operand" and t.rank == 0 and _is_constant_or_size(value):
+                continue
+            if kind == "operand" and i == 0 and op.name == "edge.where_self" and str(t.element_type) == "i1":
+                continue
+            if str(t.element_type) != "f32":
+                return f"{kind} {i} has dtype {t.element_type}; the cpu backend compiles f32 tensors"
+    return None
+
+
+def _is_constant_or_size(value: ir.Value) -> bool:
+    """A compile-time constant or a size query: both are copied into the delegate and read as scalars."""
+    owner = value.owner
+    return isinstance(owner, (ir.Operation, ir.OpView)) and owner.name in ("edge.constant", "edge.sym_size_int")
+
+
+CPU_SUPPORT = OperatorSupport(ops=CPU_OPS, max_rank=4, predicates=(_float_tensors,))

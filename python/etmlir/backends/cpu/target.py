@@ -1,0 +1,67 @@
+"""The machine a payload is built for: architecture, CPU features, compiler flags.
+
+A payload is native code for the compiling machine (MLIR's JIT compiles for
+the host CPU), so its header records what that code needs: the architecture
+and the CPU features it may use. The runtime refuses a payload whose needs
+the running CPU does not meet, instead of dying on an illegal instruction.
+The microkernels are compiled with the `-march` level those features allow,
+so their AVX-512 or AVX2 paths match the rest of the payload.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import platform
+
+# Bit i of the header's cpu_features (runtime/backends/cpu/PAYLOAD.md) and the /proc/cpuinfo flag for it.
+FEATURE_BITS: tuple[tuple[str, str], ...] = (
+    ("sse4.2", "sse4_2"), ("avx", "avx"), ("avx2", "avx2"), ("fma", "fma"), ("f16c", "f16c"),
+    ("avx512f", "avx512f"), ("avx512dq", "avx512dq"), ("avx512bw", "avx512bw"), ("avx512vl", "avx512vl"),
+    ("bmi2", "bmi2"),
+)
+_V4 = {"avx512f", "avx512dq", "avx512bw", "avx512vl"}
+_V3 = {"avx", "avx2", "fma", "f16c", "bmi2"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    arch: str                  # uname -m: "x86_64", "aarch64"
+    features: frozenset[str]   # names from FEATURE_BITS the code may use
+
+    @property
+    def feature_mask(self) -> int:
+        return sum(1 << i for i, (name, _) in enumerate(FEATURE_BITS) if name in self.features)
+
+    @property
+    def march(self) -> str:
+        """gcc's -march for the microkernels: the x86-64 level these features make up."""
+        if self.arch != "x86_64":
+            return "native"
+        if _V4 | _V3 <= self.features:
+            return "x86-64-v4"
+        if _V3 <= self.features:
+            return "x86-64-v3"
+        return "x86-64-v2" if "sse4.2" in self.features else "x86-64"
+
+
+def features_of(mask: int) -> list[str]:
+    return [name for i, (name, _) in enumerate(FEATURE_BITS) if mask & (1 << i)]
+
+
+@functools.cache
+def host() -> Target:
+    """This machine (the JIT compiles for it, so payloads need what it has)."""
+    arch = platform.machine()
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    features = frozenset(name for name, flag in FEATURE_BITS if flag in flags) if arch == "x86_64" else frozenset()
+    # The microkernels are built for an x86-64 level; the payload needs every feature of that level.
+    return Target(arch, features)

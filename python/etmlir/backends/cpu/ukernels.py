@@ -1,0 +1,111 @@
+"""Contractions -> calls of the payload's C microkernels (after bufferization).
+
+A matrix product or a convolution is where a model spends its time, and a
+register-blocked, cache-blocked microkernel (packing, AVX-512/AVX2 FMA
+tiles; `payload_c/ukernels.c`) is what makes it fast. At memref level each
+of these linalg ops becomes a call of the kernel with the same semantics,
+its operands cast to fully dynamic strided memrefs (any layout, any size):
+
+    linalg.matmul ins(%a, %b : memref<64x384xf32>, memref<384x1152xf32>)
+                  outs(%c : memref<64x1152xf32>)
+
+becomes
+
+    %0 = memref.cast %a : memref<64x384xf32> to memref<?x?xf32, strided<[?, ?], offset: ?>>
+    ...
+    func.call @etmlir_uk_matmul(%0, %1, %2) : (...) -> ()
+
+The call passes each memref as its expanded descriptor (MLIR's default
+convention); `payload_c/abi.c` rebuilds the descriptors and calls the
+kernel (`_mlir_ciface_etmlir_uk_matmul(A*, B*, C*)`). Ops with a form a
+kernel does not take (another element type, extra attributes) are left to
+the generic lowering.
+"""
+
+from __future__ import annotations
+
+from torch_mlir import ir
+
+# linalg op -> (kernel, operand ranks, names of i64 attribute pairs passed after the operands)
+KERNELS: dict[str, tuple[str, tuple[int, ...], tuple[str, ...]]] = {
+    "linalg.matmul": ("etmlir_uk_matmul", (2, 2, 2), ()),
+    "linalg.batch_matmul": ("etmlir_uk_batch_matmul", (3, 3, 3), ()),
+    "linalg.conv_2d_nchw_fchw": ("etmlir_uk_conv2d_nchw_fchw", (4, 4, 4), ("strides", "dilations")),
+    "linalg.depthwise_conv_2d_nchw_chw": ("etmlir_uk_depthwise_conv2d_nchw_chw", (4, 3, 4), ("strides", "dilations")),
+}
+# Attributes every instance of these ops carries; any other one means a variant we do not map.
+_PLAIN_ATTRIBUTES = {"operandSegmentSizes", "operand_segment_sizes", "strides", "dilations",
+                     "linalg.memoized_indexing_maps", "indexing_maps"}
+# linalg.matmul / batch_matmul may spell out their maps; only the plain (untransposed) ones map to a kernel.
+_DEFAULT_MAPS = {
+    "linalg.matmul": "[affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, "
+                     "affine_map<(d0, d1, d2) -> (d0, d1)>]",
+    "linalg.batch_matmul": "[affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>, "
+                           "affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>]",
+}
+
+
+def dynamic_memref(rank: int) -> ir.Type:
+    dims = "x".join("?" * rank)
+    strides = ", ".join("?" * rank)
+    return ir.Type.parse(f"memref<{dims}xf32, strided<[{strides}], offset: ?>>")
+
+
+def _pair(attr: ir.Attribute) -> list[int]:
+    return [int(v) for v in ir.DenseIntElementsAttr(attr)]
+
+
+def _takes(op: ir.Operation, ranks: tuple[int, ...]) -> bool:
+    if len(op.operands) != len(ranks) or any(name not in _PLAIN_ATTRIBUTES for name in op.attributes):
+        return False
+    if "indexing_maps" in op.attributes and str(op.attributes["indexing_maps"]) != _DEFAULT_MAPS.get(op.name):
+        return False
+    for value, rank in zip(op.operands, ranks):
+        if not isinstance(value.type, ir.MemRefType):
+            return False
+        t = ir.MemRefType(value.type)
+        if t.rank != rank or str(t.element_type) != "f32":
+            return False
+    return True
+
+
+def use_microkernels(module: ir.Module) -> dict[str, int]:
+    """Replace every contraction a kernel takes by a call of it; returns calls per kernel."""
+    targets: list[tuple[ir.Operation, str]] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in KERNELS and _takes(op, KERNELS[op.name][1]):
+            targets.append((op, op.name))
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    counts: dict[str, int] = {}
+    with module.context:
+        i64 = ir.IntegerType.get_signless(64)
+        for op, name in targets:
+            kernel, ranks, pairs = KERNELS[name]
+            with op.location, ir.InsertionPoint(op):
+                operands = [ir.Operation.create("memref.cast", results=[dynamic_memref(rank)],
+                                                operands=[value]).result for value, rank in zip(op.operands, ranks)]
+                for attr_name in pairs:
+                    for v in _pair(op.attributes[attr_name]):
+                        operands.append(ir.Operation.create(
+                            "arith.constant", results=[i64], attributes={"value": ir.IntegerAttr.get(i64, v)}).result)
+                ir.Operation.create("func.call", operands=operands,
+                                    attributes={"callee": ir.FlatSymbolRefAttr.get(kernel)})
+            op.erase()
+            counts[kernel] = counts.get(kernel, 0) + 1
+        for kernel, ranks, pairs in KERNELS.values():
+            if kernel in counts:
+                _declare(module, kernel, [dynamic_memref(r) for r in ranks] + [i64] * (2 * len(pairs)))
+    return counts
+
+
+def _declare(module: ir.Module, name: str, inputs: list[ir.Type]) -> None:
+    with module.context, ir.Location.unknown(), ir.InsertionPoint(module.body):
+        decl = ir.Operation.create("func.func", regions=1, attributes={
+            "sym_name": ir.StringAttr.get(name),
+            "function_type": ir.TypeAttr.get(ir.FunctionType.get(inputs, [])),
+            "sym_visibility": ir.StringAttr.get("private"),
+        })
+    del decl
