@@ -64,6 +64,20 @@ _RESOURCE_KEY = re.compile(r"dense_resource<([^>]+)>")
 _BLOB = re.compile(r'^\s*"?([^":\s]+)"?: "0x([0-9A-Fa-f]*)"', re.MULTILINE)
 
 
+def resource_blobs(module: ir.Operation) -> dict[str, bytes]:
+    """Every dense_resource blob of `module` by key (read from its printed form: the bindings give no bytes)."""
+    text = module.get_asm(large_elements_limit=None)
+    start = text.find("dialect_resources")
+    return {m.group(1): bytes.fromhex(m.group(2))[4:]  # 4 bytes of alignment first
+            for m in _BLOB.finditer(text, start if start >= 0 else len(text))}
+
+
+def resource_key(attr: ir.Attribute) -> str | None:
+    """The blob key of a `dense_resource<...>` attribute (None for any other attribute)."""
+    text = str(attr)
+    return _RESOURCE_KEY.search(text).group(1).strip('"') if text.startswith("dense_resource<") else None
+
+
 class _ConstantData:
     """Finds the bytes of constants: the caller's weight buffers, else the module's resource blobs."""
 
@@ -74,10 +88,7 @@ class _ConstantData:
 
     def _blob(self, key: str) -> bytes | None:
         if self._blobs is None:
-            text = self.module.get_asm(large_elements_limit=None)
-            start = text.find("dialect_resources")
-            self._blobs = {m.group(1): bytes.fromhex(m.group(2))[4:]  # 4 bytes of alignment first
-                           for m in _BLOB.finditer(text, start if start >= 0 else len(text))}
+            self._blobs = resource_blobs(self.module)
         return self._blobs.get(key)
 
     def payload_bytes(self, op: ir.Operation) -> bytes:

@@ -4,7 +4,12 @@ Steps, each an MLIR pass pipeline run on the delegate's module:
 
 1. `tensor-level`: fuse elementwise producers into consumers
    (`linalg-fuse-elementwise-ops`), so a bias add, a clamp and a residual add
-   become one loop nest instead of three passes over memory.
+   become one loop nest instead of three passes over memory. That pass also
+   folds reshapes into neighbouring ops by rewriting them as generics, which
+   turns a `linalg.matmul` next to a reshape (nanoGPT's linears) into a
+   generic no microkernel takes, so contractions and the reshapes feeding
+   them are fenced off first (`_fence_contractions`); `fuse_elementwise`
+   still keeps the unfused module if a contraction did not survive.
 2. `shapes`: when a result has a dynamic size, a second entry point
    `@forward_shapes` is derived from `@forward`: it returns every result's
    sizes, and `resolve-ranked-shaped-type-result-dims` reduces it to
@@ -16,7 +21,7 @@ Steps, each an MLIR pass pipeline run on the delegate's module:
 5. `llvm`: loops, vectors, memrefs (allocations through the payload's
    arena allocator: `use-generic-functions`), arith, math -> LLVM dialect.
 6. MLIR's ExecutionEngine compiles the LLVM dialect for this machine
-   (opt level 3) and writes the object file, which `link.py` links with the
+   (opt level 2) and writes the object file, which `link.py` links with the
    microkernels into the payload's shared object.
 """
 
@@ -25,9 +30,8 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.passmanager import PassManager
 
-TENSOR_LEVEL = (
-    "builtin.module(func.func(linalg-fuse-elementwise-ops),canonicalize,cse)"
-)
+# Canonicalization after fusion also inlines the fences (`_fence_contractions`) again.
+TENSOR_LEVEL = "builtin.module(func.func(linalg-fuse-elementwise-ops),canonicalize,cse)"
 SHAPES_LEVEL = "builtin.module(resolve-ranked-shaped-type-result-dims,canonicalize,cse,symbol-dce)"
 BUFFERIZE = (
     "builtin.module(one-shot-bufferize{bufferize-function-boundaries=1 "
@@ -43,6 +47,9 @@ TO_LLVM = (
     "convert-ub-to-llvm,reconcile-unrealized-casts)"
 )
 
+CONTRACTIONS = ("linalg.matmul", "linalg.batch_matmul", "linalg.conv_2d_nchw_fchw",
+                "linalg.depthwise_conv_2d_nchw_chw")
+
 ENTRY = "forward"
 SHAPES_ENTRY = "forward_shapes"
 
@@ -50,6 +57,68 @@ SHAPES_ENTRY = "forward_shapes"
 def run(module: ir.Module, pipeline: str) -> None:
     with module.context:
         PassManager.parse(pipeline).run(module.operation)
+
+
+def count_ops(module: ir.Module, names: tuple[str, ...]) -> int:
+    found = 0
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        nonlocal found
+        found += op.name in names
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return found
+
+
+def _fence(op: ir.Operation) -> None:
+    """Move `op` into an `scf.execute_region` of its own (canonicalization inlines it again later)."""
+    with op.location, ir.InsertionPoint(op):
+        region = ir.Operation.create("scf.execute_region", results=[r.type for r in op.results], regions=1)
+    block = region.regions[0].blocks.append()
+    for old, new in zip(op.results, region.results):
+        old.replace_all_uses_with(new)
+    with op.location, ir.InsertionPoint(block):
+        ir.Operation.create("scf.yield", operands=list(op.results))
+    op.move_before(list(block.operations)[0])
+
+
+def _fence_contractions(module: ir.Module) -> None:
+    """Hide each contraction, and the reshapes feeding it, from reshape folding.
+
+    Elementwise fusion folds a reshape into the linalg op on its other side by
+    rewriting that op as a generic; behind an `scf.execute_region` neither the
+    contraction's result nor a reshaped operand is next to the other op.
+    """
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in CONTRACTIONS:
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    with module.context:
+        for op in found:
+            for value in op.operands:
+                owner = value.owner
+                if isinstance(owner, (ir.Operation, ir.OpView)) and owner.name in (
+                        "tensor.expand_shape", "tensor.collapse_shape"):
+                    _fence(owner.operation)
+            _fence(op)
+
+
+def fuse_elementwise(module: ir.Module) -> tuple[ir.Module, bool]:
+    """(module after elementwise fusion, True), or (the module unfused, False) if fusion ate a contraction."""
+    from etmlir.program import clone_module
+    with module.context:
+        fused = clone_module(module)
+    _fence_contractions(fused)
+    run(fused, TENSOR_LEVEL)
+    if count_ops(fused, CONTRACTIONS) < count_ops(module, CONTRACTIONS):
+        run(module, "builtin.module(canonicalize,cse)")
+        return module, False
+    return fused, True
 
 
 def function(module: ir.Module, name: str) -> ir.Operation | None:

@@ -8,7 +8,10 @@ compiler (`gcc`, or $CC):
     cc -shared -fPIC -o payload.so forward.o shim.o ukernels.o -lm
 
 The result depends on nothing but libc and libm, so the runtime can load it
-from memory on any Linux with the same CPU features.
+from memory on any Linux with the same CPU features. It is linked
+`-Bsymbolic`: its code calls its own allocator and microkernels even when
+another library of the process defines the same names (the compiler's own
+microkernel library, which MLIR's JIT loads globally, or another payload).
 """
 
 from __future__ import annotations
@@ -69,12 +72,19 @@ def microkernel_objects(target: Target) -> tuple[str, ...]:
     return tuple(objects)
 
 
-def link_shared_object(object_file: str, target: Target) -> bytes:
-    """Link one delegate's object with the microkernels; returns the .so bytes."""
+def weights_library(assembly: str, directory: str) -> str:
+    """The weights alone as a shared library, for MLIR's JIT to resolve their symbols against."""
+    path = os.path.join(directory, "weights.so")
+    _run([compiler(), "-shared", "-fPIC", "-o", path, assembly], "assembling the weights")
+    return path
+
+
+def link_shared_object(object_file: str, target: Target, extra: list[str] = ()) -> bytes:
+    """Link one delegate's object (and `extra` sources, e.g. its weights) with the microkernels: the .so bytes."""
     with tempfile.TemporaryDirectory(prefix="etmlir-cpu-link-") as tmp:
         so = os.path.join(tmp, "payload.so")
-        _run([compiler(), "-shared", "-fPIC", "-o", so, object_file, *microkernel_objects(target), "-lm", "-s",
-              "-Wl,-z,noexecstack", "-Wl,--no-undefined"], "linking the payload")
+        _run([compiler(), "-shared", "-fPIC", "-o", so, object_file, *extra, *microkernel_objects(target), "-lm", "-s",
+              "-Wl,-z,noexecstack", "-Wl,--no-undefined", "-Wl,-Bsymbolic"], "linking the payload")
         return Path(so).read_bytes()
 
 

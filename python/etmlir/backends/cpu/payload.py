@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+import zlib
 
 MAGIC = b"ETMLCPU1"
 FORMAT_VERSION = 1
@@ -38,14 +39,6 @@ class PayloadInfo:
     shapes_entry: str = ""
 
 
-def fnv1a64(data: bytes) -> int:
-    h = 0xCBF29CE484222325
-    for chunk in (data[i:i + 1 << 20] for i in range(0, len(data), 1 << 20)):
-        for b in chunk:
-            h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h
-
-
 def write_payload(info: PayloadInfo, so: bytes) -> bytes:
     specs = b"".join(struct.pack("<ii", t.dtype, len(t.sizes)) + struct.pack(f"<{len(t.sizes)}q", *t.sizes)
                      for t in info.inputs + info.outputs)
@@ -53,7 +46,7 @@ def write_payload(info: PayloadInfo, so: bytes) -> bytes:
     header_bytes = _FIXED.size + len(specs) + len(handles)
     header_bytes = (header_bytes + 63) // 64 * 64
     fixed = _FIXED.pack(MAGIC, header_bytes, FORMAT_VERSION, info.arch.encode(), info.cpu_features, len(so),
-                        fnv1a64(so), info.arena_bytes, len(info.inputs), len(info.outputs), len(info.debug_handles),
+                        zlib.crc32(so), info.arena_bytes, len(info.inputs), len(info.outputs), len(info.debug_handles),
                         ABI_VERSION, info.entry.encode(), info.shapes_entry.encode())
     header = fixed + specs + handles
     return header + bytes(header_bytes - len(header)) + so
@@ -72,7 +65,7 @@ def read_payload(blob: bytes) -> tuple[PayloadInfo, bytes]:
     if header_bytes + so_bytes != len(blob):
         raise ValueError(f"payload is {len(blob)} bytes; its header says {header_bytes} + {so_bytes}")
     so = blob[header_bytes:]
-    if fnv1a64(so) != checksum:
+    if zlib.crc32(so) != checksum:
         raise ValueError("payload checksum mismatch: the shared object is corrupt")
     offset = _FIXED.size
     specs = []

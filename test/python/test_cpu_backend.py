@@ -1,0 +1,231 @@
+"""The `cpu` backend end to end: partition, MLIR codegen, native payload, runtime, against PyTorch eager.
+
+Every zoo model is delegated to `cpu` (the ops it takes; the rest stays on
+portable kernels), saved as a `.pte`, run on the C++ runtime and compared
+with eager. Tolerances: the microkernels accumulate in a different order
+than PyTorch (blocked K loops, FMA), so they are looser than bit-exactness
+but tight for float32: seed CNN and MLP atol 1e-4 / rtol 1e-4, MobileNetV2
+atol 2e-3 / rtol 1e-3 (53 layers; logits of magnitude ~10), nanoGPT atol
+1e-3 / rtol 1e-3.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import etmlir
+import etmlir.runtime as rt
+from etmlir import backends, models
+from etmlir.backends.cpu import payload as cpu_payload
+from etmlir.backends.cpu.target import FEATURE_BITS, host
+from etmlir.backends.partitioner import is_delegate_call
+from etmlir.devtools import delegation_info
+
+TOLERANCES = {  # name -> (atol, rtol)
+    "seed_cnn": (1e-4, 1e-4),
+    "mlp": (1e-4, 1e-4),
+    "mobilenet_v2": (2e-3, 1e-3),
+    "nanogpt": (1e-3, 1e-3),
+}
+
+
+def _eager(model, args) -> np.ndarray:
+    with torch.no_grad():
+        return model(*args).numpy()
+
+
+@pytest.fixture(scope="module")
+def cpu_zoo(edge_zoo):
+    """name -> (cpu-delegated EdgeProgram, its .pte bytes)."""
+    out = {}
+    for name in models.ZOO:
+        edge = edge_zoo[name].to_backend(backends.partitioner("cpu"))
+        out[name] = (edge, edge.to_executorch().buffer)
+    return out
+
+
+def _delegate_calls(program: etmlir.EdgeProgram) -> int:
+    return sum(is_delegate_call(op.operation) for op in program.function.regions[0].blocks[0].operations)
+
+
+@pytest.mark.parametrize("name", models.ZOO)
+def test_cpu_delegated_zoo_model_runs_and_matches_eager(zoo, cpu_zoo, name):
+    model, args, _ = zoo[name]
+    edge, pte = cpu_zoo[name]
+    assert _delegate_calls(edge) >= 1
+    (actual,) = rt.load(pte).method("forward")(*args)
+    atol, rtol = TOLERANCES[name]
+    np.testing.assert_allclose(actual.numpy(), _eager(model, args), atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("length", [5, 64, 256])
+def test_cpu_delegated_nanogpt_runs_at_several_sequence_lengths_from_one_pte(zoo, cpu_zoo, length):
+    model, _, _ = zoo["nanogpt"]
+    method = rt.load(cpu_zoo["nanogpt"][1]).method("forward")
+    tokens = torch.randint(0, 65, (1, length), generator=torch.Generator().manual_seed(length))
+    (actual,) = method(tokens)
+    assert tuple(actual.shape) == (1, length, 65)
+    np.testing.assert_allclose(actual.numpy(), _eager(model, (tokens,)), atol=1e-3, rtol=1e-3)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_cpu_delegate_thread_pool_gives_the_same_results(zoo, cpu_zoo, threads):
+    model, args, _ = zoo["mobilenet_v2"]
+    rt.set_cpu_threads(threads)
+    try:
+        (actual,) = rt.load(cpu_zoo["mobilenet_v2"][1]).method("forward")(*args)
+    finally:
+        rt.set_cpu_threads(1)
+    np.testing.assert_allclose(actual.numpy(), _eager(model, args), atol=2e-3, rtol=1e-3)
+
+
+def test_report_shows_the_hot_ops_delegated(cpu_zoo):
+    mobilenet = delegation_info(cpu_zoo["mobilenet_v2"][0])
+    assert mobilenet.num_non_delegated_ops == 0, mobilenet.why_not_delegated()
+    text = mobilenet.table()
+    for op in ("edge.convolution", "edge.native_batch_norm_legit_no_training", "edge.hardtanh", "edge.addmm"):
+        assert op in text
+    gpt = delegation_info(cpu_zoo["nanogpt"][0])
+    refused = {entry.op for entry in gpt.not_delegated}
+    for hot in ("edge.addmm", "edge.bmm", "edge.softmax", "edge.native_layer_norm", "edge.gelu", "edge.mm"):
+        assert hot not in refused, gpt.why_not_delegated()
+    assert "edge.embedding" in refused  # stays on portable kernels, with its reason
+    assert "cpu" in gpt.summary()
+
+
+def _payloads(pte: bytes) -> list[int]:
+    """Offsets of every cpu payload inside a .pte (its segments are 64-byte aligned)."""
+    found, at = [], pte.find(cpu_payload.MAGIC)
+    while at >= 0:
+        found.append(at)
+        at = pte.find(cpu_payload.MAGIC, at + 1)
+    return found
+
+
+def test_payload_header_says_what_the_code_needs(cpu_zoo):
+    pte = cpu_zoo["nanogpt"][1]
+    offsets = _payloads(pte)
+    assert offsets
+    header_bytes, = struct.unpack_from("<I", pte, offsets[0] + 8)
+    so_bytes, = struct.unpack_from("<Q", pte, offsets[0] + 40)
+    info, so = cpu_payload.read_payload(pte[offsets[0]:offsets[0] + header_bytes + so_bytes])
+    assert info.arch == host().arch and info.cpu_features == host().feature_mask
+    assert so[:4] == b"\x7fELF"
+    assert info.entry and info.shapes_entry  # the sequence length is dynamic
+    assert any(-1 in spec.sizes for spec in info.inputs)
+    assert info.debug_handles and info.arena_bytes > 0
+
+
+def _patched(pte: bytes, edit) -> bytes:
+    data = bytearray(pte)
+    at = _payloads(pte)[0]
+    edit(data, at)
+    return bytes(data)
+
+
+def _load_error(pte: bytes) -> str:
+    with pytest.raises(Exception) as error:
+        rt.load(pte).method("forward")
+    return str(error.value)
+
+
+def test_corrupt_payload_fails_at_init_with_a_clear_error(cpu_zoo):
+    pte = cpu_zoo["mlp"][1]
+
+    def flip_code_byte(data: bytearray, at: int) -> None:
+        header_bytes, = struct.unpack_from("<I", data, at + 8)
+        data[at + header_bytes + 4096] ^= 0xFF
+
+    message = _load_error(_patched(pte, flip_code_byte))
+    assert "cpu delegate 0" in message and "checksum" in message and "corrupt" in message
+
+
+def test_payload_for_another_architecture_is_refused(cpu_zoo):
+    pte = cpu_zoo["mlp"][1]
+
+    def aarch64(data: bytearray, at: int) -> None:
+        data[at + 16:at + 32] = b"aarch64".ljust(16, b"\0")
+
+    message = _load_error(_patched(pte, aarch64))
+    assert "aarch64" in message and host().arch in message
+
+
+def test_payload_needing_a_missing_cpu_feature_is_refused(cpu_zoo):
+    missing = [i for i, (name, _) in enumerate(FEATURE_BITS) if name not in host().features]
+    if not missing:
+        pytest.skip("this CPU has every feature the payload format names")
+    pte = cpu_zoo["mlp"][1]
+
+    def needs_more(data: bytearray, at: int) -> None:
+        mask, = struct.unpack_from("<Q", data, at + 32)
+        struct.pack_into("<Q", data, at + 32, mask | (1 << missing[0]))
+
+    message = _load_error(_patched(pte, needs_more))
+    assert FEATURE_BITS[missing[0]][0] in message
+
+
+def test_truncated_payload_header_is_refused(cpu_zoo):
+    pte = cpu_zoo["mlp"][1]
+
+    def bad_sizes(data: bytearray, at: int) -> None:
+        so_bytes, = struct.unpack_from("<Q", data, at + 40)
+        struct.pack_into("<Q", data, at + 40, so_bytes + 1)
+
+    assert "cpu delegate 0" in _load_error(_patched(pte, bad_sizes))
+
+
+def test_python_payload_reader_checks_the_checksum():
+    info = cpu_payload.PayloadInfo("x86_64", 0, 0, (cpu_payload.TensorSpec(6, (-1, 4)),),
+                                   (cpu_payload.TensorSpec(6, (2,)),), (3, 4), "entry", "shapes")
+    blob = cpu_payload.write_payload(info, b"\x7fELF" + bytes(60))
+    assert len(blob) % 64 == 0
+    assert cpu_payload.read_payload(blob) == (info, b"\x7fELF" + bytes(60))
+    corrupt = bytearray(blob)
+    corrupt[-1] ^= 1
+    with pytest.raises(ValueError, match="checksum"):
+        cpu_payload.read_payload(bytes(corrupt))
+    assert zlib.crc32(b"\x7fELF" + bytes(60)) == struct.unpack_from("<Q", blob, 48)[0]
+
+
+class _SharedWeight(nn.Module):
+    """A weight read by a delegated op and by one the cpu backend refuses (an integer-free `cumsum`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.linspace(-1.0, 1.0, 4096).reshape(64, 64))
+
+    def forward(self, x):
+        return torch.relu(x @ self.w) + torch.cumsum(self.w, 0)[0]
+
+
+def test_a_weight_read_inside_and_outside_a_delegate_is_stored_once():
+    model, x = _SharedWeight().eval(), torch.randn(8, 64)
+    edge = etmlir.to_edge(etmlir.export(model, (x,))).to_backend(backends.partitioner("cpu"))
+    pte = edge.to_executorch().buffer
+    weight = model.w.detach().numpy().tobytes()
+    assert pte.count(weight) == 1
+    (actual,) = rt.load(pte).method("forward")(x)
+    np.testing.assert_allclose(actual.numpy(), _eager(model, (x,)), atol=1e-4, rtol=1e-4)
+
+
+def test_generic_loops_without_microkernels_match_eager():
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, groups=8), nn.Flatten(),
+                          nn.Linear(8 * 6 * 6, 5)).eval()
+    x = torch.randn(1, 3, 8, 8)
+    edge = etmlir.to_edge(etmlir.export(model, (x,)))
+    for specs in ({"microkernels": "false"}, {}):
+        pte = edge.to_backend(backends.partitioner("cpu", compile_specs=specs)).to_executorch().buffer
+        (actual,) = rt.load(pte).method("forward")(x)
+        np.testing.assert_allclose(actual.numpy(), _eager(model, (x,)), atol=1e-4, rtol=1e-4)
+
+
+def test_unknown_compile_spec_is_an_error_naming_it():
+    edge = etmlir.to_edge(etmlir.export(nn.ReLU(), (torch.randn(4),)))
+    with pytest.raises(Exception, match="unknown compile spec.*tile_size"):
+        edge.to_backend(backends.partitioner("cpu", compile_specs={"tile_size": "8"}))
