@@ -3,6 +3,7 @@
 #   make test   set up everything, then run the whole test suite (generated-file check, lit, pytest, C++ tests)
 #   make bench-memory   planned memory per zoo model, ours vs ExecuTorch 1.5.1 (own environment)
 #   make bench-latency  latency per zoo model: our runtime vs torch eager vs ExecuTorch 1.5.1 portable, 1 thread
+#   make bench-cpu      latency per zoo model: our cpu delegate vs ExecuTorch 1.5.1 XNNPACK vs torch eager, 1 thread
 #   make generate   regenerate dialects/edge/* from PyTorch's schemas and python/etmlir/schema from program.fbs
 # The virtual environment lives in .venv (override with VENV=...).
 
@@ -13,13 +14,15 @@ STAMP := $(VENV)/.etmlir-setup
 # CI and this machine have two cores: keep thread counts explicit.
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup demo test lit pytest cpp-test check-generated generate bench-memory bench-latency clean
+.PHONY: setup demo test lit pytest cpp-test check-generated generate bench-memory bench-latency bench-cpu clean
 
 setup: $(STAMP)
 
 # Any native source change reruns the (incremental) editable install, which rebuilds the extension and tools.
 NATIVE_SOURCES := $(wildcard tools/*.cpp tools/*.h cmake/*.cmake lib/*.cpp lib/*.h include/etmlir/runtime/*.h \
-	runtime/kernels/portable/*.cpp runtime/kernels/portable/*.h runtime/python/*.cpp runtime/schema/program.fbs)
+	runtime/kernels/portable/*.cpp runtime/kernels/portable/*.h runtime/backends/CMakeLists.txt \
+	runtime/backends/nested/*.cpp runtime/backends/nested/*.h runtime/backends/cpu/*.cpp runtime/backends/cpu/*.h \
+	runtime/python/*.cpp runtime/schema/program.fbs)
 $(STAMP): pyproject.toml CMakeLists.txt scripts/setup.sh $(NATIVE_SOURCES)
 	bash scripts/setup.sh $(VENV)
 	touch $(STAMP)
@@ -60,6 +63,12 @@ bench-memory:
 bench-latency: setup
 	bash scripts/setup_bench.sh $(BENCH_VENV)
 	$(PY) bench/runtime_latency.py --executorch-python $(BENCH_VENV)/bin/python
+
+# Latency per zoo model: our "cpu" delegate vs ExecuTorch 1.5.1 with XNNPACK vs torch eager, 1 thread,
+# plus compile times and what each side delegated.
+bench-cpu: setup
+	bash scripts/setup_bench.sh $(BENCH_VENV)
+	$(PY) bench/cpu_backend.py --executorch-python $(BENCH_VENV)/bin/python
 
 clean:
 	rm -rf build $(VENV) $(BENCH_VENV)

@@ -1,6 +1,7 @@
 """Latency benchmark, ExecuTorch half: times ExecuTorch 1.5.1's runtime on the zoo models.
 
-Launched by bench/runtime_latency.py with the bench environment's python
+Launched by bench/runtime_latency.py and bench/cpu_backend.py (through
+bench/_latency_common.py) with the bench environment's python
 (executorch==1.5.1, torch 2.13.0; etmlir's native extension is not needed,
 only `etmlir.models` through PYTHONPATH=<repo>/python):
 
@@ -9,21 +10,33 @@ only `etmlir.models` through PYTHONPATH=<repo>/python):
 REQUEST.json: {"cases": [{"id", "model", "inputs" (an .npz: arr_0, arr_1, ...),
 "outputs" (an .npz to write), "iterations" (null: adapt to the time budget),
 "warmup", "budget_s", "profile_runs" (0: none)}], "min_iterations",
-"max_iterations"}. Each model is
-built once (torch.export with the zoo's dynamic shapes -> exir.to_edge ->
-to_executorch, no partitioner, default config), so nanogpt's one program
-serves every sequence length. Prints one JSON line on stdout: per case the
-seconds of each execute() (and, with profile_runs, per-kernel seconds of one
-execute() from an ETDump of a separately loaded module), per model the ops in
-the program and which of them run an optimized kernel; progress goes to stderr.
+"max_iterations", "partitioner" (null or absent: none; "xnnpack"), "threads"
+(the threadpool's size, default 1), "pte_dir" (optional: a folder where each
+model's program is saved, MODEL.pte + MODEL.json, and loaded from by later
+requests instead of being built again; the same partitioner's only)}. Each
+model is built once, so nanogpt's one program (the zoo's dynamic sequence
+dim) serves every sequence length:
+  partitioner null     torch.export -> exir.to_edge -> to_executorch (no delegates, default config)
+  partitioner xnnpack  torch.export -> exir.to_edge_transform_and_lower(partitioner=[XnnpackPartitioner()])
+                       -> to_executorch (default config)
+Prints one JSON line on stdout: per case the seconds of each execute(), the
+CPU usage of the timed runs (see cpu_usage) and, with profile_runs, per-kernel
+seconds of one execute() from an ETDump of a separately loaded module; per
+model the compile seconds, the ops in the program, which of them run an
+optimized kernel, and the instructions (delegate calls, kernel calls and the
+ops of those left outside the delegates). Progress goes to stderr.
 
 What the PyPI runtime runs: its pybindings link libexecutorch_kernels_optimized.so,
 ExecuTorch's "optimized" kernel library: the portable kernels, except for the
 ops in OPTIMIZED_OPS below (kernels/optimized/optimized.yaml; the list is the
 `opt_*_out` functions that library exports), which get vectorized or
 Eigen-BLAS/threadpool implementations. There is no portable-only runtime in
-the wheel, so those ops are reported per model. Its threadpool is reset to one
-thread; torch (export, and nothing at run time) to one thread too.
+the wheel, so those ops are reported per model. The XNNPACK delegate is
+registered in the same pybindings. The threadpool (ExecuTorch's one
+pthreadpool, which the optimized kernels and XNNPACK's runtimes both use; an
+XNNPACK runtime takes it when its delegate is initialized at method load) is
+reset to "threads" threads before anything is loaded; torch (export, and
+nothing at run time) runs on one thread.
 
 Timing: set_inputs() outside the clock, time.perf_counter() around
 ExecuTorchMethod.execute() only (the pybind call costs microseconds against
@@ -90,21 +103,77 @@ def time_runs(run: Callable[[], float], iterations: int | None, warmup: int, bud
     return [run() for _ in range(iterations)]
 
 
-def build_program(name: str) -> tuple[Any, float]:
+def cpu_usage(fn: Callable[[], Any]) -> tuple[Any, dict[str, float]]:
+    """fn()'s result and how it used the CPU: wall seconds, the process's CPU seconds (all threads, user +
+    system), the calling thread's CPU seconds, and the process's thread count afterwards (Linux; 0 elsewhere).
+
+    A run on the calling thread alone has process CPU == thread CPU whatever the machine's load; worker
+    threads that compute show as process CPU above the calling thread's.
+    """
+    wall, process, thread = time.perf_counter(), time.process_time(), time.thread_time()
+    result = fn()
+    usage = {"wall_s": time.perf_counter() - wall, "process_cpu_s": time.process_time() - process,
+             "thread_cpu_s": time.thread_time() - thread,
+             "threads": len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 0}
+    return result, usage
+
+
+def build_program(name: str, partitioner: str | None = None) -> tuple[Any, dict[str, float]]:
+    """(ExecuTorch program, compile seconds: export_s, lower_s (to_edge[_transform_and_lower]),
+    to_executorch_s, total_s) of zoo model `name`."""
     import torch
     from etmlir import models
-    from executorch.exir import to_edge
+    from executorch.exir import to_edge, to_edge_transform_and_lower
 
     model, args, dynamic = models.build(name)
     start = time.perf_counter()
     exported = torch.export.export(model, args, dynamic_shapes=dynamic)
-    program = to_edge(exported).to_executorch()
-    return program, time.perf_counter() - start
+    exported_at = time.perf_counter()
+    if partitioner is None:
+        edge = to_edge(exported)
+    elif partitioner == "xnnpack":
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+        edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
+    else:
+        raise ValueError(f"unknown partitioner '{partitioner}' (known: xnnpack)")
+    lowered_at = time.perf_counter()
+    program = edge.to_executorch()
+    len(program.buffer)  # serializes (the bytes are cached), inside the clock as ours is
+    end = time.perf_counter()
+    return program, {"export_s": exported_at - start, "lower_s": lowered_at - exported_at,
+                     "to_executorch_s": end - lowered_at, "total_s": end - start}
+
+
+def _op_name(op: Any) -> str:
+    return op.name + (f".{op.overload}" if op.overload else "")
 
 
 def program_ops(program: Any) -> list[str]:
     plan = program.executorch_program.execution_plan[0]
-    return [op.name + (f".{op.overload}" if op.overload else "") for op in plan.operators]
+    return [_op_name(op) for op in plan.operators]
+
+
+def program_instructions(program: Any) -> dict[str, Any]:
+    """The instructions of the program's first plan: delegate calls per backend, kernel calls, and how many
+    calls each op outside the delegates gets."""
+    plan = program.executorch_program.execution_plan[0]
+    delegates: dict[str, int] = {}
+    outside: dict[str, int] = {}
+    other = 0
+    for chain in plan.chains:
+        for instruction in chain.instructions:
+            kind = type(instruction.instr_args).__name__
+            if kind == "DelegateCall":
+                backend = plan.delegates[instruction.instr_args.delegate_index].id
+                delegates[backend] = delegates.get(backend, 0) + 1
+            elif kind == "KernelCall":
+                op = _op_name(plan.operators[instruction.instr_args.op_index])
+                outside[op] = outside.get(op, 0) + 1
+            else:
+                other += 1
+    return {"delegate_calls": delegates, "kernel_calls": sum(outside.values()), "outside_ops": outside,
+            "other_instructions": other}
 
 
 def profile_case(buffer: bytes, inputs: list[Any], runs: int, workdir: str) -> list[tuple[str, int, float]]:
@@ -145,13 +214,15 @@ def main(argv: list[str]) -> int:
     from executorch.extension.pybindings import portable_lib
     from executorch.runtime import Runtime
 
-    portable_lib._unsafe_reset_threadpool(1)
     with open(argv[0]) as f:
         request = json.load(f)
+    partitioner = request.get("partitioner")
+    portable_lib._unsafe_reset_threadpool(int(request.get("threads", 1)))  # before any method is loaded
     minimum = request.get("min_iterations", MIN_ITERATIONS)
     maximum = request.get("max_iterations", MAX_ITERATIONS)
     result: dict[str, Any] = {"executorch": version("executorch"), "torch": torch.__version__,
                               "threadpool_threads": portable_lib._threadpool_get_thread_count(),
+                              "torch_threads": torch.get_num_threads(), "partitioner": partitioner,
                               "models": {}, "cases": {}}
     runtime = Runtime.get()
     methods: dict[str, Any] = {}
@@ -160,31 +231,53 @@ def main(argv: list[str]) -> int:
         name = case["model"]
         try:
             if name not in methods:
-                log(f"{name}: torch.export -> to_edge -> to_executorch")
-                program, build_s = build_program(name)
-                ops = program_ops(program)
-                buffers[name] = program.buffer
-                loaded = runtime.load_program(program.buffer)
+                cached = os.path.join(request["pte_dir"], f"{name}.pte") if request.get("pte_dir") else None
+                if cached and os.path.exists(cached):
+                    log(f"{name}: loading {cached} (built by an earlier request)")
+                    with open(cached, "rb") as f:
+                        buffers[name] = f.read()
+                    with open(cached[:-len(".pte")] + ".json") as f:
+                        result["models"][name] = dict(json.load(f), cached=True)
+                else:
+                    log(f"{name}: torch.export -> " + ("to_edge" if partitioner is None else
+                                                       f"to_edge_transform_and_lower ({partitioner})")
+                        + " -> to_executorch")
+                    program, build = build_program(name, partitioner)
+                    ops = program_ops(program)
+                    buffers[name] = program.buffer
+                    result["models"][name] = {"build_s": build["total_s"], "build": build,
+                                              "pte_bytes": len(program.buffer), "ops": ops,
+                                              "optimized_ops": [op for op in ops if op in OPTIMIZED_OPS],
+                                              "instructions": program_instructions(program)}
+                    if cached:
+                        with open(cached, "wb") as f:
+                            f.write(program.buffer)
+                        with open(cached[:-len(".pte")] + ".json", "w") as f:
+                            json.dump(result["models"][name], f)
+                loaded = runtime.load_program(buffers[name])
                 methods[name] = loaded.load_method("forward")._method  # ExecuTorchMethod
-                result["models"][name] = {"build_s": build_s, "pte_bytes": len(program.buffer), "ops": ops,
-                                          "optimized_ops": [op for op in ops if op in OPTIMIZED_OPS]}
             method = methods[name]
             with np.load(case["inputs"]) as npz:
                 inputs = [torch.from_numpy(npz[f"arr_{i}"]) for i in range(len(npz.files))]
 
-            def run(method: Any = method, inputs: list[Any] = inputs) -> float:
+            runs = [0]
+
+            def run(method: Any = method, inputs: list[Any] = inputs, runs: list[int] = runs) -> float:
+                runs[0] += 1
                 method.set_inputs(inputs)
                 start = time.perf_counter()
                 method.execute()
                 return time.perf_counter() - start
 
             log(f"{case['id']}: timing")
-            seconds = time_runs(run, case["iterations"], case["warmup"], case["budget_s"], minimum, maximum)
+            seconds, usage = cpu_usage(
+                lambda: time_runs(run, case["iterations"], case["warmup"], case["budget_s"], minimum, maximum))
             method.set_inputs(inputs)
             method.execute()
             outputs = [o.numpy() if isinstance(o, torch.Tensor) else np.asarray(o) for o in method.get_outputs()]
             np.savez(case["outputs"], *outputs)
-            result["cases"][case["id"]] = {"seconds": seconds, "median_s": statistics.median(seconds)}
+            result["cases"][case["id"]] = {"seconds": seconds, "median_s": statistics.median(seconds),
+                                           "usage": dict(usage, runs=runs[0])}
             log(f"{case['id']}: median {statistics.median(seconds) * 1e3:.3f} ms over {len(seconds)} runs")
             if case.get("profile_runs"):
                 log(f"{case['id']}: profiling (ETDump, {case['profile_runs']} runs)")

@@ -39,104 +39,28 @@ Prints numbers; never asserts.
 from __future__ import annotations
 
 import argparse
-import collections
-import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np
-import torch
+# Cases, eager timing, the ExecuTorch worker call and table helpers: shared with bench/cpu_backend.py.
+# (It sets OMP_NUM_THREADS & co. to 1 unless set, before numpy and torch load.)
+from _latency_common import (FALLBACK_EXECUTORCH_PYTHON, Case, make_cases, run_eager,  # noqa: E402
+                             run_executorch, run_ours)
+from _latency_common import diff as _diff, ms as _ms, ratio as _ratio, short as _short  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "bench"))
+import torch  # noqa: E402
 
-import etmlir
-from _executorch_latency_worker import (
-    MAX_ITERATIONS,
-    MIN_ITERATIONS,
-    plan_iterations,
-    time_runs,
-)
-from etmlir import models
+import etmlir  # noqa: E402
+from _executorch_latency_worker import MAX_ITERATIONS, MIN_ITERATIONS  # noqa: E402
+from etmlir import models  # noqa: E402
 
 GOAL_RATIO = 0.1  # etmlir latency <= 0.1x ExecuTorch's, per model
-FALLBACK_EXECUTORCH_PYTHON = Path("/work/bench-venv/bin/python")
-
-
-@dataclass
-class Case:
-    id: str                 # e.g. "nanogpt@256"
-    model: str
-    label: str              # e.g. "nanogpt T=256"
-    inputs: tuple[torch.Tensor, ...]
-    expected: list[torch.Tensor] = field(default_factory=list)
-    eager: list[float] = field(default_factory=list)
-    ours: list[float] = field(default_factory=list)
-    theirs: list[float] = field(default_factory=list)
-    ours_diff: float | None = None
-    theirs_diff: float | None = None
-    ours_error: str | None = None
-    theirs_error: str | None = None
-    profile: list[tuple[str, int, float]] = field(default_factory=list)  # kernel, calls, seconds
-    theirs_profile: list[tuple[str, int, float]] = field(default_factory=list)
-
-
-def _flatten(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _flatten(v)]
-    return [torch.as_tensor(value)]
-
-
-def max_abs_diff(outputs: Any, expected: list[torch.Tensor]) -> float:
-    outputs = [torch.as_tensor(np.asarray(o)) if not isinstance(o, torch.Tensor) else o for o in outputs]
-    if len(outputs) != len(expected):
-        return float("inf")
-    worst = 0.0
-    for got, want in zip(outputs, expected):
-        if tuple(got.shape) != tuple(want.shape):
-            return float("inf")
-        worst = max(worst, (got.double() - want.double()).abs().max().item() if want.numel() else 0.0)
-    return worst
-
-
-def make_cases(names: list[str], seq_lens: list[int]) -> dict[str, tuple[torch.nn.Module, Any, Any, list[Case]]]:
-    """Per model: (eager model, example args, dynamic shapes, its cases with their inputs)."""
-    built = {}
-    for name in names:
-        model, args, dynamic = models.build(name)
-        if name == "nanogpt":
-            vocab = model.cfg.vocab_size
-            generator = torch.Generator().manual_seed(0)
-            cases = [Case(f"{name}@{t}", name, f"{name} T={t}",
-                          (torch.randint(0, vocab, (1, t), generator=generator),)) for t in seq_lens]
-        else:
-            cases = [Case(name, name, name, tuple(args))]
-        built[name] = (model, args, dynamic, cases)
-    return built
-
-
-def run_eager(model: torch.nn.Module, case: Case, args: argparse.Namespace) -> None:
-    with torch.no_grad():
-        case.expected = [t.clone() for t in _flatten(model(*case.inputs))]
-
-        def run() -> float:
-            start = time.perf_counter()
-            model(*case.inputs)
-            return time.perf_counter() - start
-
-        case.eager = time_runs(run, args.iterations, args.warmup, args.budget)
 
 
 def build_ours(model: torch.nn.Module, example_args: Any, dynamic: Any) -> tuple[Any, float]:
@@ -152,103 +76,6 @@ def build_ours(model: torch.nn.Module, example_args: Any, dynamic: Any) -> tuple
     program = etmlir.to_edge(etmlir.export(model, example_args, dynamic)).to_executorch()
     seconds = time.perf_counter() - start
     return rt.load(program.buffer).method("forward"), seconds
-
-
-def run_ours(method: Any, case: Case, args: argparse.Namespace) -> None:
-    # Arrays that stay alive for every execute (the method reads them in place).
-    inputs = [np.ascontiguousarray(t.numpy()) for t in case.inputs]
-    try:
-        method(*inputs)
-        iterations = args.iterations
-        if iterations is None:
-            probe = method.benchmark(*inputs, iterations=1, warmup=max(args.warmup, 1))
-            iterations = plan_iterations(probe[0], args.budget)
-            case.ours = method.benchmark(*inputs, iterations=iterations, warmup=0)
-        else:
-            case.ours = method.benchmark(*inputs, iterations=iterations, warmup=args.warmup)
-        if args.profile:
-            runs = [method.profile(*inputs) for _ in range(args.profile_runs)]
-            totals: dict[str, float] = collections.defaultdict(float)
-            calls: collections.Counter[str] = collections.Counter()
-            for index, (kernel, _) in enumerate(runs[0]):
-                totals[kernel] += statistics.median(run[index][1] for run in runs)
-                calls[kernel] += 1
-            case.profile = sorted(((k, calls[k], s) for k, s in totals.items()), key=lambda r: -r[2])
-        # Checked after the timed runs, so a method that ran on the wrong data shows here.
-        case.ours_diff = max_abs_diff(method(*inputs), case.expected)
-    except Exception as e:  # noqa: BLE001 -- a benchmark reports and goes on
-        case.ours_error = f"{type(e).__name__}: {e}"
-
-
-def executorch_python(requested: str | None) -> Path | None:
-    if requested:
-        return Path(requested)
-    for candidate in (REPO / ".venv-bench/bin/python", FALLBACK_EXECUTORCH_PYTHON):
-        if candidate.exists():
-            return candidate
-    return None
-
-
-def run_executorch(cases: list[Case], args: argparse.Namespace) -> dict[str, Any]:
-    python = executorch_python(args.executorch_python)
-    if python is None or not python.exists():
-        message = f"no ExecuTorch environment ({python or '.venv-bench/bin/python'}; scripts/setup_bench.sh makes one)"
-        for case in cases:
-            case.theirs_error = message
-        return {}
-    with tempfile.TemporaryDirectory(prefix="etmlir-latency-") as tmp:
-        request = {"min_iterations": MIN_ITERATIONS, "max_iterations": MAX_ITERATIONS, "cases": []}
-        for case in cases:
-            inputs = Path(tmp) / f"{case.id}.in.npz"
-            np.savez(inputs, *[t.numpy() for t in case.inputs])
-            request["cases"].append({"id": case.id, "model": case.model, "inputs": str(inputs),
-                                     "outputs": str(Path(tmp) / f"{case.id}.out.npz"),
-                                     "iterations": args.iterations, "warmup": args.warmup, "budget_s": args.budget,
-                                     "profile_runs": args.profile_runs if args.profile else 0})
-        (Path(tmp) / "request.json").write_text(json.dumps(request))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "python"),
-                                                                        os.environ.get("PYTHONPATH")])))
-        print(f"[bench] ExecuTorch worker: {python}", file=sys.stderr, flush=True)
-        proc = subprocess.run([str(python), str(REPO / "bench/_executorch_latency_worker.py"),
-                               str(Path(tmp) / "request.json")], check=False, env=env, capture_output=True, text=True)
-        for line in proc.stderr.splitlines():
-            if line.startswith("[et-worker]"):
-                print(line, file=sys.stderr)
-        try:
-            result = json.loads(proc.stdout.strip().splitlines()[-1])
-        except (IndexError, json.JSONDecodeError):
-            tail = "\n".join(proc.stderr.splitlines()[-15:])
-            print(f"[bench] ExecuTorch worker failed (exit {proc.returncode}):\n{tail}", file=sys.stderr)
-            for case in cases:
-                case.theirs_error = f"worker failed (exit {proc.returncode})"
-            return {}
-        for case in cases:
-            got = result["cases"].get(case.id, {"error": "no result"})
-            if "error" in got:
-                case.theirs_error = got["error"]
-                continue
-            case.theirs = got["seconds"]
-            case.theirs_profile = [tuple(row) for row in got.get("profile", [])]
-            with np.load(Path(tmp) / f"{case.id}.out.npz") as npz:
-                case.theirs_diff = max_abs_diff([npz[f"arr_{i}"] for i in range(len(npz.files))], case.expected)
-        return result
-
-
-def _ms(seconds: list[float]) -> str:
-    return f"{statistics.median(seconds) * 1e3:.3f} ({len(seconds)})" if seconds else "-"
-
-
-def _ratio(a: list[float], b: list[float]) -> str:
-    return f"{statistics.median(a) / statistics.median(b):.3f}" if a and b else "-"
-
-
-def _diff(value: float | None, error: str | None) -> str:
-    return "error" if error else ("-" if value is None else f"{value:.2e}")
-
-
-def _short(message: str, limit: int = 400) -> str:
-    message = " ".join(message.split())
-    return message if len(message) <= limit else message[:limit] + " ..."
 
 
 def print_report(cases: list[Case], et_result: dict[str, Any], build_s: dict[str, float],
@@ -354,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[bench] {case.label}: etmlir", file=sys.stderr, flush=True)
             run_ours(method, case, args)
         del method
-    et_result = {} if args.skip_executorch else run_executorch(cases, args)
+    et_result = {} if args.skip_executorch else run_executorch(
+        cases, args, profile_runs=args.profile_runs if args.profile else 0)
     print_report(cases, et_result, build_s, args)
     return 0
 

@@ -3,6 +3,7 @@
 //
 //   et-run model.pte [--inputs inputs.npz] [--iterations N] [--warmup N] [--method NAME]
 //                    [--temp-bytes N] [--loader mmap|file] [--seed N] [--int-bound N]
+//                    [--cpu-threads N]
 //
 // Like an embedded application would, it gives the runtime all of its
 // memory up front: the method allocator (MethodMeta::method_allocator_bytes),
@@ -31,6 +32,7 @@
 #include "etmlir/runtime/method.h"
 #include "etmlir/runtime/platform.h"
 #include "etmlir/runtime/program.h"
+#include "cpu_backend.h"
 #include "nested_backend.h"
 #include "npz.h"
 #include "portable_kernels.h"
@@ -46,9 +48,10 @@ constexpr size_t kMaxPrintedValues = 8;
 const char kUsage[] =
     "usage: et-run MODEL.pte [options]\n"
     "\n"
-    "Loads MODEL.pte, runs one method on the etmlir C++ runtime (portable kernels,\n"
-    "one thread), prints its outputs (dtype, shape, first values) and the latency\n"
-    "of execute() over the timed iterations.\n"
+    "Loads MODEL.pte, runs one method on the etmlir C++ runtime (portable kernels\n"
+    "on one thread; delegates on the \"nested\" and \"cpu\" backends), prints its\n"
+    "outputs (dtype, shape, first values) and the latency of execute() over the\n"
+    "timed iterations.\n"
     "\n"
     "options:\n"
     "  --inputs FILE       inputs from an .npz written by np.savez(FILE, *arrays):\n"
@@ -68,6 +71,8 @@ const char kUsage[] =
     "                      heap buffers\n"
     "  --seed N            seed of the pseudo-random inputs (default 0)\n"
     "  --int-bound N       integer pseudo-random inputs lie in [0, N) (default 2)\n"
+    "  --cpu-threads N     threads each \"cpu\" delegate runs on, the calling\n"
+    "                      thread included (1 to 256, default 1)\n"
     "  -h, --help          this text\n"
     "\n"
     "exit status: 0 ok, 1 error (bad file, input mismatch, kernel failure),\n"
@@ -83,6 +88,7 @@ struct Options {
   bool mmap = true;
   uint64_t seed = 0;
   uint64_t int_bound = 2;
+  uint64_t cpu_threads = 1;
 };
 
 int usage_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -150,7 +156,7 @@ int parse_options(int argc, char** argv, Options* o) {
       name.resize(eq);
     }
     static const char* const kKnown[] = {"--inputs", "--iterations", "--warmup", "--method", "--temp-bytes",
-                                         "--loader", "--seed",       "--int-bound"};
+                                         "--loader", "--seed",       "--int-bound",  "--cpu-threads"};
     bool known = false;
     for (const char* k : kKnown) known = known || name == k;
     if (!known) return usage_error("unknown option '%s'", name.c_str());
@@ -174,10 +180,11 @@ int parse_options(int argc, char** argv, Options* o) {
       if (!parse_count(value, true, &o->temp_bytes))
         return usage_error("--temp-bytes takes a byte count (like 1048576 or 64M), not '%s'", value);
     } else {
-      uint64_t* target = name == "--iterations" ? &o->iterations
-                         : name == "--warmup"   ? &o->warmup
-                         : name == "--seed"     ? &o->seed
-                                                : &o->int_bound;
+      uint64_t* target = name == "--iterations"    ? &o->iterations
+                         : name == "--warmup"      ? &o->warmup
+                         : name == "--seed"        ? &o->seed
+                         : name == "--cpu-threads" ? &o->cpu_threads
+                                                   : &o->int_bound;
       if (!parse_count(value, false, target))
         return usage_error("%s takes a non-negative integer, not '%s'", name.c_str(), value);
     }
@@ -185,6 +192,8 @@ int parse_options(int argc, char** argv, Options* o) {
   if (o->model == nullptr) return usage_error("no model given");
   if (o->iterations == 0) return usage_error("--iterations must be at least 1");
   if (o->int_bound == 0) return usage_error("--int-bound must be at least 1");
+  if (o->cpu_threads < 1 || o->cpu_threads > static_cast<uint64_t>(kCpuMaxThreads))
+    return usage_error("--cpu-threads must be 1 to %d, not %" PRIu64, kCpuMaxThreads, o->cpu_threads);
   return 0;
 }
 
@@ -453,6 +462,8 @@ int run(const Options& o) {
 #endif
   BackendRegistry backends;
   if (Error e = register_nested_backend(backends)) return fail("registering backends: %s", e.message());
+  if (Error e = register_cpu_backend(backends, CpuBackendOptions{static_cast<int>(o.cpu_threads)}))
+    return fail("registering backends: %s", e.message());
 
   // ---- Inputs (read and checked before any memory is planned) ----
   std::vector<Input> inputs;
@@ -570,7 +581,7 @@ int run(const Options& o) {
   double median_ns = n % 2 ? static_cast<double>(times[n / 2])
                            : (static_cast<double>(times[n / 2 - 1]) + static_cast<double>(times[n / 2])) / 2.0;
   std::printf("iterations: %zu (after %" PRIu64 " warmup)\n", n, o.warmup);
-  std::printf("threads: 1\n");
+  std::printf("threads: 1 (portable kernels); cpu delegates: %" PRIu64 "\n", o.cpu_threads);
   std::printf("latency (ms): min %.4f  median %.4f  max %.4f\n", static_cast<double>(times.front()) / 1e6,
               median_ns / 1e6, static_cast<double>(times.back()) / 1e6);
   return 0;

@@ -16,6 +16,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -27,6 +28,7 @@
 #include "etmlir/runtime/method.h"
 #include "etmlir/runtime/platform.h"
 #include "etmlir/runtime/program.h"
+#include "cpu_backend.h"
 #include "nested_backend.h"
 #include "portable_kernels.h"
 
@@ -52,14 +54,23 @@ KernelRegistry& kernel_registry() {
   return *registry;
 }
 
-// The backends a .pte's delegates may name: "nested" (runtime/backends/nested).
+// Threads of the "cpu" delegates of methods loaded from now on (set_cpu_threads).
+int g_cpu_threads = 1;
+
+// The backends a .pte's delegates may name: "nested" (runtime/backends/nested)
+// and "cpu" (runtime/backends/cpu) with g_cpu_threads threads. One registry
+// per thread count, made on first use and kept for good: a loaded method
+// keeps the registry it was loaded with.
 BackendRegistry& backend_registry() {
-  static BackendRegistry* registry = [] {
-    auto* r = new BackendRegistry();
+  static auto* registries = new std::map<int, std::unique_ptr<BackendRegistry>>();
+  std::unique_ptr<BackendRegistry>& slot = (*registries)[g_cpu_threads];
+  if (!slot) {
+    auto r = std::make_unique<BackendRegistry>();
     if (Error e = register_nested_backend(*r)) raise(e);
-    return r;
-  }();
-  return *registry;
+    if (Error e = register_cpu_backend(*r, CpuBackendOptions{g_cpu_threads})) raise(e);
+    slot = std::move(r);
+  }
+  return *slot;
 }
 
 struct AlignedBuffer {
@@ -524,6 +535,17 @@ NB_MODULE(_runtime, m) {
       .def("profile", &PyMethod::profile)
       .def("temp_peak", &PyMethod::temp_peak);
 
+  m.def(
+      "set_cpu_threads",
+      [](int n) {
+        if (n < 1 || n > kCpuMaxThreads)
+          throw RuntimeFailure("set_cpu_threads: the thread count must be 1 to " + std::to_string(kCpuMaxThreads) +
+                               ", got " + std::to_string(n));
+        g_cpu_threads = n;
+      },
+      nb::arg("n"));
+  m.def("cpu_threads", [] { return g_cpu_threads; });
+  m.def("cpu_heap_fallbacks", [] { return cpu_backend_heap_fallbacks(); });
   m.def("run_kernel", &run_kernel, nb::arg("name"), nb::arg("args"), nb::arg("temp_bytes") = size_t{64} << 20);
   m.def("registered_kernels", [] {
     std::vector<std::string> names;

@@ -19,6 +19,7 @@
 #include "etmlir/runtime/backend.h"
 #include "etmlir/runtime/method.h"
 #include "etmlir/runtime/program.h"
+#include "cpu_backend.h"
 #include "nested_backend.h"
 #include "test_util.h"
 
@@ -295,6 +296,117 @@ TEST(NoHeap, AFailureInsideANestedDelegateAllocatesNothing) {
   }
   ASSERT_FALSE(set) << set.message();
   ASSERT_TRUE(run) << "index 70 of a 64-row table must fail";
+  EXPECT_EQ(allocations, 0u);
+}
+
+// "cpu" delegates (runtime/backends/cpu) allocate everything at init: the
+// descriptors, the shape buffer, the payload's arena and the thread pool.
+// Called directly (a static and a dynamic payload, one and two threads) and
+// through a Method.
+struct Float2d {
+  Float2d(int64_t rows, int64_t cols, bool dynamic) : sizes{rows, cols}, bounds{rows, cols}, data(rows * cols, 1.f) {
+    tensor = Tensor(ScalarType::Float, 2, sizes, strides, dim_order, dynamic ? bounds : nullptr, data.data(),
+                    data.size() * sizeof(float));
+    value.tag = Tag::Tensor;
+    value.payload.as_tensor = &tensor;
+  }
+  int64_t sizes[2];
+  int64_t strides[2] = {};
+  uint8_t dim_order[2] = {0, 1};
+  int64_t bounds[2];
+  std::vector<float> data;
+  Tensor tensor;
+  EValue value;
+};
+
+TEST(NoHeap, CpuDelegatesAllocateNothing) {
+  std::vector<uint8_t> so = test::cpu_fixture_bytes();
+  ASSERT_FALSE(so.empty());
+  test::CpuPayloadHeader add;
+  add.entry = "add_f32";
+  add.inputs = {{ScalarType::Float, {2, 3}}, {ScalarType::Float, {2, 3}}};
+  add.outputs = {{ScalarType::Float, {2, 3}}};
+  test::CpuPayloadHeader scale;
+  scale.entry = "scale2";
+  scale.shapes_entry = "scale2_shapes";
+  scale.inputs = {{ScalarType::Float, {-1, 4}}};
+  scale.outputs = {{ScalarType::Float, {-1, 4}}};
+  std::vector<uint8_t> add_payload = test::write_cpu_payload(add, so);
+  std::vector<uint8_t> scale_payload = test::write_cpu_payload(scale, so);
+  for (int threads : {1, 2}) {
+    BackendRegistry backends;
+    ASSERT_FALSE(register_cpu_backend(backends, CpuBackendOptions{threads}));
+    Backend* backend = backends.find("cpu");
+    MemoryAllocator unused;
+    BackendInitContext init{&unused, "forward", 0, nullptr, nullptr};
+    Result<DelegateHandle> add_handle =
+        backend->init(init, Span<const uint8_t>(add_payload.data(), add_payload.size()), Span<const CompileSpec>());
+    Result<DelegateHandle> scale_handle = backend->init(
+        init, Span<const uint8_t>(scale_payload.data(), scale_payload.size()), Span<const CompileSpec>());
+    ASSERT_TRUE(add_handle.ok()) << add_handle.error().message();
+    ASSERT_TRUE(scale_handle.ok()) << scale_handle.error().message();
+    Float2d a(2, 3, false), b(2, 3, false), sum(2, 3, false);
+    Float2d x7(7, 4, false), x3(3, 4, false), y(8, 4, true);
+    EValue* add_args[] = {&a.value, &b.value, &sum.value};
+    EValue* scale7[] = {&x7.value, &y.value};
+    EValue* scale3[] = {&x3.value, &y.value};
+    Error errors[6];
+    size_t allocations;
+    {
+      HeapCounter counter;
+      BackendExecuteContext run{nullptr, 0};
+      for (int i = 0; i < 2; ++i) {
+        errors[3 * i] = backend->execute(run, add_handle.get(), Span<EValue*>(add_args, 3));
+        errors[3 * i + 1] = backend->execute(run, scale_handle.get(), Span<EValue*>(scale7, 2));
+        errors[3 * i + 2] = backend->execute(run, scale_handle.get(), Span<EValue*>(scale3, 2));
+      }
+      allocations = counter.count();
+    }
+    for (const Error& e : errors) ASSERT_FALSE(e) << e.message();
+    EXPECT_EQ(allocations, 0u) << "heap calls during execute() with " << threads << " thread(s)";
+    EXPECT_EQ(y.tensor.size(0), 3);
+    EXPECT_EQ(sum.data[5], 2.f);
+    EXPECT_EQ(cpu_backend_stats(add_handle.get()).heap_fallbacks, 0u);
+    backend->destroy(add_handle.get());
+    backend->destroy(scale_handle.get());
+  }
+}
+
+TEST(NoHeap, AMethodWithACpuDelegateAllocatesNothing) {
+  std::vector<uint8_t> so = test::cpu_fixture_bytes();
+  ASSERT_FALSE(so.empty());
+  test::CpuPayloadHeader h;
+  h.entry = "scale2";
+  h.inputs = {{ScalarType::Float, {4, 4}}};
+  h.outputs = {{ScalarType::Float, {4, 4}}};
+  std::vector<uint8_t> pte = test::one_delegate_program("cpu", test::write_cpu_payload(h, so), {4, 4});
+  test::AlignedBuffer bytes(pte.size());
+  std::memcpy(bytes.data(), pte.data(), pte.size());
+  BufferDataLoader loader(bytes.data(), pte.size());
+  Result<Program> program = Program::load(&loader);
+  ASSERT_TRUE(program.ok()) << program.error().message();
+  Result<MethodMeta> meta = program->method_meta("forward");
+  ASSERT_TRUE(meta.ok());
+  test::MethodMemory memory(*meta, 1024);
+  BackendRegistry backends;
+  ASSERT_FALSE(register_cpu_backend(backends, CpuBackendOptions{2}));
+  Result<Method> method = program->load_method("forward", &memory.manager, &test::all_kernels(), &backends);
+  ASSERT_TRUE(method.ok()) << method.error().message();
+  float x[16] = {};
+  int64_t sizes[] = {4, 4};
+  Error set;
+  Error run;
+  size_t allocations;
+  {
+    HeapCounter counter;
+    for (int i = 0; i < 3; ++i) {
+      set = method->set_input(0, x, sizeof(x), ScalarType::Float, sizes);
+      run = method->execute();
+    }
+    allocations = counter.count();
+  }
+  ASSERT_FALSE(set) << set.message();
+  ASSERT_FALSE(run) << run.message();
   EXPECT_EQ(allocations, 0u);
 }
 

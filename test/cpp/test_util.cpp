@@ -7,6 +7,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "etmlir/schema/program_generated.h"
 #include "portable_kernels.h"
 
 namespace etmlir {
@@ -190,6 +191,111 @@ std::vector<uint8_t> pack_pte(const uint8_t* flatbuffer, size_t flatbuffer_size,
     if (!segments[i].empty()) std::memcpy(&out[base + offsets[i]], segments[i].data(), segments[i].size());
   }
   return out;
+}
+
+std::vector<uint8_t> one_delegate_program(const char* backend, const std::vector<uint8_t>& payload,
+                                          const std::vector<int64_t>& sizes) {
+  namespace fbs = etmlir::schema;
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<uint8_t> dim_order(sizes.size());
+  for (size_t d = 0; d < sizes.size(); ++d) dim_order[d] = static_cast<uint8_t>(d);
+  uint64_t nbytes = sizeof(float);
+  for (int64_t s : sizes) nbytes *= static_cast<uint64_t>(s);
+  uint64_t slot = (nbytes + 63) / 64 * 64;
+  fbs::Allocation x_at(0, 0);
+  fbs::Allocation y_at(0, slot);
+  fbs::DataLocation payload_at(1, 0, payload.size());
+  auto tensor = [&](const fbs::Allocation* a) {
+    auto t = fbs::CreateTensorDirect(fbb, fbs::ScalarType::Float, &sizes, &dim_order, fbs::Dynamism::Static, a,
+                                     nullptr, nbytes);
+    return fbs::CreateEValue(fbb, fbs::Value::Tensor, t.Union());
+  };
+  std::vector<flatbuffers::Offset<fbs::EValue>> values = {tensor(&x_at), tensor(&y_at)};
+  std::vector<int32_t> args = {0, 1};
+  auto call = fbs::CreateDelegateCallDirect(fbb, 0, &args, 1);
+  std::vector<flatbuffers::Offset<fbs::Instruction>> instructions = {
+      fbs::CreateInstruction(fbb, fbs::InstructionKind::DelegateCall, call.Union(), 0)};
+  std::vector<flatbuffers::Offset<fbs::Delegate>> delegates = {
+      fbs::CreateDelegateDirect(fbb, backend, nullptr, &payload_at)};
+  std::vector<flatbuffers::Offset<fbs::Arena>> arenas = {fbs::CreateArenaDirect(fbb, "planned", 2 * slot)};
+  std::vector<int32_t> inputs = {0};
+  std::vector<int32_t> outputs = {1};
+  auto method = fbs::CreateMethodDirect(fbb, "forward", &values, &inputs, &outputs, &instructions, nullptr,
+                                        &delegates, &arenas);
+  std::vector<std::vector<uint8_t>> segments(2);
+  segments[0].assign(8, 0);  // the (unused) constant segment
+  segments[1] = payload;
+  std::vector<uint64_t> offsets = segment_offsets(segments);
+  std::vector<flatbuffers::Offset<fbs::Segment>> segment_table = {
+      fbs::CreateSegment(fbb, offsets[0], segments[0].size()), fbs::CreateSegment(fbb, offsets[1], payload.size())};
+  std::vector<flatbuffers::Offset<fbs::Method>> methods = {method};
+  fbb.Finish(fbs::CreateProgramDirect(fbb, 1, &methods, &segment_table, 0), fbs::ProgramIdentifier());
+  return pack_pte(fbb.GetBufferPointer(), fbb.GetSize(), segments);
+}
+
+uint64_t crc32(const uint8_t* data, size_t size) {
+  // Bit by bit (the backend uses tables): zlib's crc32.
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < size; ++i) {
+    c ^= data[i];
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+  }
+  return c ^ 0xFFFFFFFFu;
+}
+
+std::vector<uint8_t> write_cpu_payload(const CpuPayloadHeader& h, const std::vector<uint8_t>& so) {
+  std::vector<uint8_t> header(208, 0);
+  auto append_u32 = [&header](uint32_t v) {
+    header.resize(header.size() + 4);
+    put_u32(&header[header.size() - 4], v);
+  };
+  auto append_u64 = [&header](uint64_t v) {
+    header.resize(header.size() + 8);
+    put_u64(&header[header.size() - 8], v);
+  };
+  for (const std::vector<CpuTensorSpec>* group : {&h.inputs, &h.outputs}) {
+    for (const CpuTensorSpec& spec : *group) {
+      append_u32(static_cast<uint32_t>(static_cast<int32_t>(spec.dtype)));
+      append_u32(static_cast<uint32_t>(spec.sizes.size()));
+      for (int64_t s : spec.sizes) append_u64(static_cast<uint64_t>(s));
+    }
+  }
+  for (uint32_t handle : h.debug_handles) append_u32(handle);
+  header.resize((header.size() + 63) / 64 * 64, 0);
+
+#if defined(__x86_64__)
+  const char* machine = "x86_64";
+#elif defined(__aarch64__)
+  const char* machine = "aarch64";
+#else
+  const char* machine = "unknown";
+#endif
+  std::string arch = h.arch.empty() ? machine : h.arch;
+  std::memcpy(&header[0], "ETMLCPU1", 8);
+  put_u32(&header[8], static_cast<uint32_t>(header.size()));
+  put_u32(&header[12], h.format_version);
+  std::memcpy(&header[16], arch.data(), arch.size() < 16 ? arch.size() : 16);
+  put_u64(&header[32], h.cpu_features);
+  put_u64(&header[40], so.size());
+  put_u64(&header[48], crc32(so.data(), so.size()));
+  put_u64(&header[56], h.arena_bytes);
+  put_u32(&header[64], static_cast<uint32_t>(h.inputs.size()));
+  put_u32(&header[68], static_cast<uint32_t>(h.outputs.size()));
+  put_u32(&header[72], static_cast<uint32_t>(h.debug_handles.size()));
+  put_u32(&header[76], h.abi_version);
+  std::memcpy(&header[80], h.entry.data(), h.entry.size() < 64 ? h.entry.size() : 64);
+  std::memcpy(&header[144], h.shapes_entry.data(), h.shapes_entry.size() < 64 ? h.shapes_entry.size() : 64);
+  header.insert(header.end(), so.begin(), so.end());
+  return header;
+}
+
+std::vector<uint8_t> cpu_fixture_bytes(CpuFixture which) {
+  switch (which) {
+    case CpuFixture::Plain: return read_file(ETMLIR_CPU_FIXTURE);
+    case CpuFixture::Abi2: return read_file(ETMLIR_CPU_FIXTURE_ABI2);
+    case CpuFixture::NoHeapFallbacks: return read_file(ETMLIR_CPU_FIXTURE_NO_HEAP_FALLBACKS);
+  }
+  return {};
 }
 
 }  // namespace test

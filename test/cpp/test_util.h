@@ -1,6 +1,7 @@
 // Helpers shared by the C++ tests: fixture files, aligned buffers, the full
-// kernel registry, memory for a method sized from its MethodMeta, and a
-// writer for hand-made .pte files (FlatBuffer + 64-byte header + segments).
+// kernel registry, memory for a method sized from its MethodMeta, a writer
+// for hand-made .pte files (FlatBuffer + 64-byte header + segments), and
+// `cpu` delegate payloads around the test build's fixture shared objects.
 #pragma once
 
 #include <cstddef>
@@ -114,6 +115,49 @@ std::vector<uint64_t> segment_offsets(const std::vector<std::vector<uint8_t>>& s
 std::vector<uint8_t> pack_pte(const uint8_t* flatbuffer, size_t flatbuffer_size,
                               const std::vector<std::vector<uint8_t>>& segments,
                               uint32_t alignment = kSegmentAlignment);
+
+// A program whose method "forward" is one DelegateCall of `backend` with
+// `payload`: x (a planned float32 input of `sizes`) -> live-out y (a planned
+// float32 output of the same sizes).
+std::vector<uint8_t> one_delegate_program(const char* backend, const std::vector<uint8_t>& payload,
+                                          const std::vector<int64_t>& sizes);
+
+// ---- `cpu` delegate payloads (runtime/backends/cpu/PAYLOAD.md) ------------------------
+
+struct CpuTensorSpec {
+  ScalarType dtype;
+  std::vector<int64_t> sizes;  // -1: dynamic
+};
+
+// The header's fields; write_cpu_payload computes header_bytes, so_bytes and so_crc32.
+struct CpuPayloadHeader {
+  std::string arch;  // default: the machine the tests run on ("x86_64", "aarch64")
+  uint64_t cpu_features = 0;
+  uint64_t arena_bytes = 4096;
+  uint32_t format_version = 1;
+  uint32_t abi_version = 1;
+  std::string entry;
+  std::string shapes_entry;
+  std::vector<CpuTensorSpec> inputs;
+  std::vector<CpuTensorSpec> outputs;
+  std::vector<uint32_t> debug_handles;
+};
+
+// CRC-32 as zlib.crc32 computes it (what PAYLOAD.md's so_crc32 holds, in the low 32 bits).
+uint64_t crc32(const uint8_t* data, size_t size);
+// header (padded to a multiple of 64) + `so`.
+std::vector<uint8_t> write_cpu_payload(const CpuPayloadHeader& header, const std::vector<uint8_t>& so);
+// Byte offsets of header fields the tests rewrite.
+constexpr size_t kCpuHeaderBytesOffset = 8;
+constexpr size_t kCpuSoCrc32Offset = 48;
+
+// The shared objects test/cpp/fixtures/cpu_payload_fixture.c builds (CMakeLists.txt).
+enum class CpuFixture {
+  Plain,
+  Abi2,             // etmlir_cpu_payload_abi() returns 2
+  NoHeapFallbacks,  // does not export etmlir_cpu_heap_fallbacks
+};
+std::vector<uint8_t> cpu_fixture_bytes(CpuFixture which = CpuFixture::Plain);
 
 }  // namespace test
 }  // namespace etmlir

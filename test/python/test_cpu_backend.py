@@ -11,8 +11,12 @@ atol 2e-3 / rtol 1e-3 (53 layers; logits of magnitude ~10), nanoGPT atol
 
 from __future__ import annotations
 
+import collections
 import struct
+import subprocess
+import sys
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -78,11 +82,13 @@ def test_cpu_delegated_nanogpt_runs_at_several_sequence_lengths_from_one_pte(zoo
 def test_cpu_delegate_thread_pool_gives_the_same_results(zoo, cpu_zoo, threads):
     model, args, _ = zoo["mobilenet_v2"]
     rt.set_cpu_threads(threads)
+    fallbacks = rt.cpu_heap_fallbacks()
     try:
         (actual,) = rt.load(cpu_zoo["mobilenet_v2"][1]).method("forward")(*args)
     finally:
         rt.set_cpu_threads(1)
     np.testing.assert_allclose(actual.numpy(), _eager(model, args), atol=2e-3, rtol=1e-3)
+    assert rt.cpu_heap_fallbacks() == fallbacks  # the compile-time measured arena held every allocation
 
 
 def test_report_shows_the_hot_ops_delegated(cpu_zoo):
@@ -96,7 +102,9 @@ def test_report_shows_the_hot_ops_delegated(cpu_zoo):
     for hot in ("edge.addmm", "edge.bmm", "edge.softmax", "edge.native_layer_norm", "edge.gelu", "edge.mm"):
         assert hot not in refused, gpt.why_not_delegated()
     assert "edge.embedding" in refused  # stays on portable kernels, with its reason
-    assert "cpu" in gpt.summary()
+    assert {subgraph.backend for subgraph in gpt.subgraphs} == {"cpu"}
+    delegated = sum((collections.Counter(subgraph.op_counts) for subgraph in gpt.subgraphs), collections.Counter())
+    assert delegated["edge.addmm"] == 24 and delegated["edge.bmm"] == 12 and delegated["edge.softmax"] == 6
 
 
 def _payloads(pte: bytes) -> list[int]:
@@ -194,14 +202,14 @@ def test_python_payload_reader_checks_the_checksum():
 
 
 class _SharedWeight(nn.Module):
-    """A weight read by a delegated op and by one the cpu backend refuses (an integer-free `cumsum`)."""
+    """A weight read by a delegated op (the matmul) and by ops the cpu backend refuses (amax, select)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.w = nn.Parameter(torch.linspace(-1.0, 1.0, 4096).reshape(64, 64))
 
     def forward(self, x):
-        return torch.relu(x @ self.w) + torch.cumsum(self.w, 0)[0]
+        return torch.relu(x @ self.w) + torch.amax(self.w, 0)
 
 
 def test_a_weight_read_inside_and_outside_a_delegate_is_stored_once():
@@ -229,3 +237,16 @@ def test_unknown_compile_spec_is_an_error_naming_it():
     edge = etmlir.to_edge(etmlir.export(nn.ReLU(), (torch.randn(4),)))
     with pytest.raises(Exception, match="unknown compile spec.*tile_size"):
         edge.to_backend(backends.partitioner("cpu", compile_specs={"tile_size": "8"}))
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_et_run_runs_a_cpu_delegated_program(zoo, cpu_zoo, tmp_path, threads):
+    et_run = Path(sys.executable).parent / "et-run"
+    model, args, _ = zoo["mlp"]
+    pte, inputs = tmp_path / "mlp_cpu.pte", tmp_path / "inputs.npz"
+    pte.write_bytes(cpu_zoo["mlp"][1])
+    np.savez(inputs, *[a.numpy() for a in args])
+    result = subprocess.run([str(et_run), str(pte), "--inputs", str(inputs), "--iterations", "3", "--cpu-threads",
+                             threads], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert f"cpu delegates: {threads}" in result.stdout

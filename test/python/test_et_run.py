@@ -242,7 +242,7 @@ def test_usage_errors_exit_2_and_help_exits_0():
         assert "et-run --help" in result.stderr, args
     help_ = et_run("--help")
     assert help_.returncode == 0 and help_.stdout.startswith("usage: et-run MODEL.pte")
-    for option in ("--inputs", "--iterations", "--warmup", "--method", "--temp-bytes", "--loader"):
+    for option in ("--inputs", "--iterations", "--warmup", "--method", "--temp-bytes", "--loader", "--cpu-threads"):
         assert option in help_.stdout
 
 

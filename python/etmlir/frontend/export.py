@@ -101,17 +101,25 @@ class _NumpyWeights(FxImporterHooks):
     def __init__(self, names: dict[int, str]) -> None:
         self.names = names
         self.buffers: dict[str, np.ndarray] = {}
+        # A parameter read by several ops is imported once per use; every use names the same
+        # buffer and blob, so later passes can tell it is one weight (id -> (name, attribute)).
+        self._imported: dict[int, tuple[str, ir.Attribute, torch.Tensor]] = {}
 
     def resolve_literal(self, gni: Any, literal: Any, info: InputInfo | None) -> ir.Value | None:
         if not isinstance(literal, torch.Tensor) or literal.numel() <= 1:
             return None  # scalars and splats: the importer's dense path is the better form
         if literal.dtype not in TORCH_DTYPE_TO_NPY_TYPE or literal.is_quantized:
             return None
-        name = self._unique(self.names.get(id(literal), "constant"))
-        array = literal.detach().cpu().contiguous().numpy()
-        self.buffers[name] = array
-        attr = ir.DenseResourceElementsAttr.get_from_buffer(
-            array, _resource_key(name), create_mlir_tensor_type(literal))
+        known = self._imported.get(id(literal))
+        if known is not None and known[2] is literal:
+            name, attr, _ = known
+        else:
+            name = self._unique(self.names.get(id(literal), "constant"))
+            array = literal.detach().cpu().contiguous().numpy()
+            self.buffers[name] = array
+            attr = ir.DenseResourceElementsAttr.get_from_buffer(
+                array, _resource_key(name), create_mlir_tensor_type(literal))
+            self._imported[id(literal)] = (name, attr, literal)
         with ir.InsertionPoint(gni._b), ir.Location.unknown():
             op = ir.Operation.create(
                 "torch.vtensor.literal", results=[gni._cc.tensor_to_vtensor_type(literal)],

@@ -9,6 +9,10 @@ sizes, which may vary within the upper bounds of a dynamic dim); a mismatch
 raises `etmlir.runtime.Error` naming the input, what it expected and what it
 got. Outputs come back as numpy arrays, or as torch tensors when the inputs
 were torch tensors. The extension module is `etmlir._runtime`.
+
+Delegates run on the backends the extension registers: "nested" and "cpu"
+(ahead-of-time compiled native code). `set_cpu_threads(n)` picks how many
+threads the "cpu" delegates of methods loaded afterwards use.
 """
 
 from __future__ import annotations
@@ -26,7 +30,35 @@ Error = _runtime.Error
 # Scratch for kernels (im2col panels and the like), reset after each instruction.
 DEFAULT_TEMP_BYTES = 64 << 20
 
-__all__ = ["Error", "Method", "Program", "TensorSpec", "load"]
+__all__ = ["Error", "Method", "Program", "TensorSpec", "cpu_heap_fallbacks", "cpu_threads", "load", "set_cpu_threads"]
+
+
+def set_cpu_threads(n: int) -> None:
+    """Threads each "cpu" delegate runs its parallel loops on, the calling thread included (1 to 256; default 1).
+
+    Read when a method is loaded: methods loaded after this call get `n` threads (each delegate
+    starts its own `n - 1` worker threads at load), methods already loaded keep theirs.
+
+        etmlir.runtime.set_cpu_threads(4)
+        forward = etmlir.runtime.load("model.pte").method("forward")
+    """
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"set_cpu_threads takes an int, got {type(n).__name__}")
+    _runtime.set_cpu_threads(n)
+
+
+def cpu_threads() -> int:
+    """The thread count methods loaded now give their "cpu" delegates (see `set_cpu_threads`)."""
+    return _runtime.cpu_threads()
+
+
+def cpu_heap_fallbacks() -> int:
+    """Allocations of "cpu" delegates, in this process so far, that did not fit their payload's arena.
+
+    They went to the C heap: the results are right, but the payload's `arena_bytes` was too small
+    for the sizes it ran at (0 when every payload was sized for its inputs).
+    """
+    return _runtime.cpu_heap_fallbacks()
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@
 
 The arena (every buffer the compiled code allocates, and the microkernels'
 packing scratch) is sized by running the shared object once, in this
-process, at the largest input sizes the delegate accepts: the allocator is
+process, at the largest input sizes the delegate accepts, with work split
+as a pool of `ARENA_THREADS` threads would split it: the allocator is
 deterministic, so the runtime's arena of that size holds every allocation
 of every smaller run too (results are not used; inputs are zeros).
 """
@@ -42,6 +43,10 @@ SHAPES_SYMBOL = f"_mlir__mlir_ciface_{codegen.SHAPES_ENTRY}"
 # LLVM's -O2: -O3 triples the compile time of nanoGPT's blocks (dynamic loop nests) for no measured gain;
 # the time is spent in the microkernels, which gcc compiles at -O3.
 OPT_LEVEL = 2
+# The microkernels give each parallel task its own packing scratch, so the arena is sized for this
+# many threads (the measuring run splits work as a pool of this size would, running chunks in turn).
+# A runtime pool larger than this still computes correctly; the extra scratch comes from malloc, counted.
+ARENA_THREADS = 8
 _MEASURE_ARENA = 1 << 32  # 4 GiB of address space: pages are touched only as the measuring run uses them
 
 
@@ -177,6 +182,17 @@ def measure_arena(so: bytes, info: payload.PayloadInfo, input_sizes: list[list[i
     from etmlir.executable.dtypes import SCALAR_TYPE_NAMES
     loaded = LoadedPayload(so, info)
     loaded.set_arena(_MEASURE_ARENA)
+    body_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+    pool_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, body_type, ctypes.c_void_p)
+
+    def serial_pool(_ctx: int, n: int, body: object, arg: int) -> None:
+        chunks = min(ARENA_THREADS, n)
+        for i in range(chunks):
+            body(arg, n * i // chunks, n * (i + 1) // chunks)
+
+    pool = pool_type(serial_pool)
+    loaded.lib.etmlir_cpu_set_parallel.argtypes = [pool_type, ctypes.c_void_p, ctypes.c_int]
+    loaded.lib.etmlir_cpu_set_parallel(pool, None, ARENA_THREADS)
     inputs = [np.zeros(sizes, dtype=np.dtype(SCALAR_TYPE_NAMES[t.dtype])) for sizes, t in zip(input_sizes, info.inputs)]
     loaded(*inputs)
     if loaded.lib.etmlir_cpu_heap_fallbacks():

@@ -1,0 +1,106 @@
+/* The C half of a `cpu` delegate payload: the symbols runtime/backends/cpu/PAYLOAD.md
+ * requires (shim.c), MLIR's generic allocation functions backed by an arena (shim.c),
+ * and the microkernels the compiler substitutes for linalg ops (ukernels.c).
+ *
+ * The compiler links these sources with the MLIR-generated object into one
+ * position-independent shared object. Build them with
+ *
+ *   gcc -O3 -fPIC -march=<level> -ffp-contract=fast [-fno-math-errno -std=gnu11] -c shim.c ukernels.c
+ *   gcc -shared -Wl,-Bsymbolic -o payload.so model.o shim.o ukernels.o
+ *
+ * where <level> is the x86-64 level the host supports: x86-64-v4 (AVX-512 path),
+ * x86-64-v3 (AVX2 + FMA path) and x86-64-v2 (portable path) are tested; any other
+ * target (aarch64, plain x86-64) builds the portable path. -Wl,-Bsymbolic keeps calls
+ * inside the .so bound to its own copy even if the process already has a symbol with
+ * the same name. The sources also build with -std=c99/c11 and -O0..-O3.
+ *
+ * Ownership: every buffer the MLIR code allocates and every microkernel scratch
+ * buffer comes from one allocator (shim.c) over the arena the runtime hands to
+ * etmlir_cpu_set_arena; the payload never owns the arena's memory. All state is
+ * per shared object: each delegate instance loads its own copy.
+ */
+#ifndef ETMLIR_CPU_PAYLOAD_H
+#define ETMLIR_CPU_PAYLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ETMLIR_CPU_EXPORT __attribute__((visibility("default")))
+#define ETMLIR_CPU_INTERNAL __attribute__((visibility("hidden")))
+
+/* MLIR memref descriptors for f32 (element (i, j) is aligned[offset + i*strides[0] + j*strides[1]]). */
+typedef struct {
+  float* allocated;
+  float* aligned;
+  int64_t offset;
+  int64_t sizes[2];
+  int64_t strides[2];
+} etmlir_memref2d_f32;
+
+typedef struct {
+  float* allocated;
+  float* aligned;
+  int64_t offset;
+  int64_t sizes[3];
+  int64_t strides[3];
+} etmlir_memref3d_f32;
+
+typedef struct {
+  float* allocated;
+  float* aligned;
+  int64_t offset;
+  int64_t sizes[4];
+  int64_t strides[4];
+} etmlir_memref4d_f32;
+
+/* PAYLOAD.md's thread-pool interface. */
+typedef void (*etmlir_parallel_body)(void* arg, int64_t begin, int64_t end);
+/* Runs body(arg, b, e) over [0, n) split into at most num_threads chunks; returns when all are done. */
+typedef void (*etmlir_parallel_fn)(void* ctx, int64_t n, etmlir_parallel_body body, void* arg);
+
+/* ---- exported: PAYLOAD.md's symbol table (shim.c) ---- */
+ETMLIR_CPU_EXPORT int etmlir_cpu_payload_abi(void);
+/* Resets the allocator onto [base, base + bytes) (base is aligned up to 64 inside). Call it when
+ * no arena allocation is live; calling it again with the same base and size keeps the state. */
+ETMLIR_CPU_EXPORT void etmlir_cpu_set_arena(void* base, uint64_t bytes);
+ETMLIR_CPU_EXPORT uint64_t etmlir_cpu_heap_fallbacks(void);
+/* Arena bytes needed so far: high-water mark + 64 bytes of slack for aligning any base to 64. */
+ETMLIR_CPU_EXPORT uint64_t etmlir_cpu_arena_peak(void);
+ETMLIR_CPU_EXPORT void etmlir_cpu_set_parallel(etmlir_parallel_fn fn, void* ctx, int num_threads);
+
+/* ---- exported: MLIR's generic allocation functions, for code lowered with
+ * finalize-memref-to-llvm{use-generic-functions=1} (with or without use-aligned-alloc=1) ---- */
+ETMLIR_CPU_EXPORT void* _mlir_memref_to_llvm_alloc(size_t size);
+ETMLIR_CPU_EXPORT void* _mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size);
+ETMLIR_CPU_EXPORT void _mlir_memref_to_llvm_free(void* ptr);
+
+/* ---- exported: microkernels (ukernels.c). All accumulate: the output holds the init. ---- */
+/* C[m,n] += sum_k A[m,k] * B[k,n]; any strides and offsets. */
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_matmul(etmlir_memref2d_f32* a, etmlir_memref2d_f32* b,
+                                                     etmlir_memref2d_f32* c);
+/* C[i,m,n] += sum_k A[i,m,k] * B[i,k,n]. */
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_batch_matmul(etmlir_memref3d_f32* a, etmlir_memref3d_f32* b,
+                                                           etmlir_memref3d_f32* c);
+/* out[n,f,oh,ow] += sum_{c,kh,kw} in[n,c,oh*sh+kh*dh,ow*sw+kw*dw] * filter[f,c,kh,kw]; in is already padded. */
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_nchw_fchw(etmlir_memref4d_f32* in, etmlir_memref4d_f32* filter,
+                                                               etmlir_memref4d_f32* out, int64_t stride_h,
+                                                               int64_t stride_w, int64_t dilation_h,
+                                                               int64_t dilation_w);
+/* out[n,c,oh,ow] += sum_{kh,kw} in[n,c,oh*sh+kh*dh,ow*sw+kw*dw] * filter[c,kh,kw]; in is already padded. */
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw(etmlir_memref4d_f32* in,
+                                                                        etmlir_memref3d_f32* filter,
+                                                                        etmlir_memref4d_f32* out, int64_t stride_h,
+                                                                        int64_t stride_w, int64_t dilation_h,
+                                                                        int64_t dilation_w);
+
+/* ---- internal (hidden) helpers shared by shim.c and ukernels.c ---- */
+/* 64-byte aligned scratch from the payload's allocator (counted in the arena peak). Call these from
+ * the thread that called the microkernel, never from inside a parallel body. */
+ETMLIR_CPU_INTERNAL void* etmlir_cpu_scratch_alloc(size_t bytes);
+ETMLIR_CPU_INTERNAL void etmlir_cpu_scratch_free(void* ptr);
+/* Threads the pool offers (1 when none was set). */
+ETMLIR_CPU_INTERNAL int etmlir_cpu_num_threads(void);
+/* body(arg, b, e) over [0, n): through the pool when one is set, else one serial call. */
+ETMLIR_CPU_INTERNAL void etmlir_cpu_parallel_for(int64_t n, etmlir_parallel_body body, void* arg);
+
+#endif /* ETMLIR_CPU_PAYLOAD_H */

@@ -1,0 +1,260 @@
+/* PAYLOAD.md's exported symbols and the payload's allocator.
+ *
+ * The allocator is first-fit over an address-ordered free list inside the arena the runtime
+ * gives (etmlir_cpu_set_arena). Every block is a 64-byte header followed by a payload whose
+ * size is a multiple of 64, so every pointer handed out is 64-byte aligned. Blocks tile
+ * [base, base + top); freeing a block merges it with free neighbours, and a free block that
+ * ends at `top` is given back to the untouched region above it. The same sequence of calls
+ * therefore gives the same offsets, and `top`'s high-water mark is what the arena must hold.
+ * Requests that do not fit (or arrive before an arena is set) go to the C heap and are counted;
+ * free() tells the two apart by address range.
+ */
+#define _POSIX_C_SOURCE 200112L /* posix_memalign */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "etmlir_cpu_payload.h"
+
+enum { kAlign = 64, kHeader = 64 };
+enum { kMagicBlock = 0x4b4c4245u, kMagicForward = 0x44574645u };
+
+typedef struct block {
+  uint64_t size;             /* payload bytes, a multiple of 64 */
+  struct block* prev_phys;   /* block just below, NULL for the first */
+  struct block* next_free;   /* free list, address order (only while free) */
+  struct block* prev_free;
+  struct block* forward_to;  /* kMagicForward headers: the real block */
+  uint32_t magic;
+  uint32_t is_free;
+  uint64_t pad[2];
+} block;
+_Static_assert(sizeof(block) == kHeader, "block header must be 64 bytes");
+
+static uint8_t* g_base;          /* 64-aligned start of the arena, NULL when none */
+static uint64_t g_bytes;         /* usable bytes from g_base */
+static void* g_raw_base;         /* what set_arena was given */
+static uint64_t g_raw_bytes;
+static uint64_t g_top;           /* bytes of [g_base, ...) covered by blocks */
+static uint64_t g_peak;          /* max g_top + alignment slack ever needed */
+static uint64_t g_fallbacks;
+static block* g_last;            /* highest block, NULL when the arena is empty */
+static block* g_free_head;
+static volatile char g_lock;
+
+static etmlir_parallel_fn g_parallel_fn;
+static void* g_parallel_ctx;
+static int g_num_threads = 1;
+
+static void lock(void) {
+  while (__atomic_test_and_set(&g_lock, __ATOMIC_ACQUIRE)) {
+  }
+}
+
+static void unlock(void) { __atomic_clear(&g_lock, __ATOMIC_RELEASE); }
+
+static uint8_t* payload_of(block* b) { return (uint8_t*)b + kHeader; }
+
+static block* next_phys(block* b) {
+  uint8_t* end = payload_of(b) + b->size;
+  return end < g_base + g_top ? (block*)end : NULL;
+}
+
+static void free_list_remove(block* b) {
+  if (b->prev_free) {
+    b->prev_free->next_free = b->next_free;
+  } else {
+    g_free_head = b->next_free;
+  }
+  if (b->next_free) b->next_free->prev_free = b->prev_free;
+  b->next_free = b->prev_free = NULL;
+  b->is_free = 0;
+}
+
+static void free_list_insert(block* b) {
+  block* prev = NULL;
+  block* cur = g_free_head;
+  while (cur && cur < b) {
+    prev = cur;
+    cur = cur->next_free;
+  }
+  b->prev_free = prev;
+  b->next_free = cur;
+  if (prev) {
+    prev->next_free = b;
+  } else {
+    g_free_head = b;
+  }
+  if (cur) cur->prev_free = b;
+  b->is_free = 1;
+}
+
+/* Takes `need` payload bytes (a multiple of 64) from the arena, or NULL. */
+static block* arena_take(uint64_t need) {
+  for (block* b = g_free_head; b; b = b->next_free) {
+    if (b->size < need) continue;
+    free_list_remove(b);
+    if (b->size - need >= kHeader + kAlign) {
+      block* rest = (block*)(payload_of(b) + need);
+      rest->size = b->size - need - kHeader;
+      rest->prev_phys = b;
+      rest->magic = kMagicBlock;
+      rest->forward_to = NULL;
+      block* after = next_phys(b);
+      b->size = need;
+      if (after) {
+        after->prev_phys = rest;
+      } else {
+        g_last = rest;
+      }
+      free_list_insert(rest);
+    }
+    return b;
+  }
+  if (need > g_bytes || g_top + kHeader > g_bytes - need) return NULL;
+  block* b = (block*)(g_base + g_top);
+  b->size = need;
+  b->prev_phys = g_last;
+  b->magic = kMagicBlock;
+  b->is_free = 0;
+  b->forward_to = NULL;
+  b->next_free = b->prev_free = NULL;
+  g_last = b;
+  g_top += kHeader + need;
+  if (g_top + kAlign > g_peak) g_peak = g_top + kAlign;
+  return b;
+}
+
+static void arena_give_back(block* b) {
+  block* after = next_phys(b);
+  if (after && after->is_free) {
+    free_list_remove(after);
+    b->size += kHeader + after->size;
+    block* next = next_phys(b);
+    if (next) {
+      next->prev_phys = b;
+    } else {
+      g_last = b;
+    }
+  }
+  block* before = b->prev_phys;
+  if (before && before->is_free) {
+    free_list_remove(before);
+    before->size += kHeader + b->size;
+    block* next = next_phys(before);
+    if (next) {
+      next->prev_phys = before;
+    } else {
+      g_last = before;
+    }
+    b = before;
+  }
+  if (b == g_last) {
+    /* The highest block returns to the untouched region. */
+    g_top = (uint64_t)((uint8_t*)b - g_base);
+    g_last = b->prev_phys;
+    b->magic = 0;
+    return;
+  }
+  free_list_insert(b);
+}
+
+static void* allocate(size_t alignment, size_t size) {
+  if (alignment < kAlign) alignment = kAlign;
+  if ((alignment & (alignment - 1)) != 0) return NULL;
+  uint64_t need = ((uint64_t)(size ? size : 1) + kAlign - 1) & ~(uint64_t)(kAlign - 1);
+  if (alignment > kAlign) need += alignment - kAlign;
+  lock();
+  block* b = g_base && need < ((uint64_t)1 << 62) ? arena_take(need) : NULL;
+  if (b) {
+    uint8_t* p = payload_of(b);
+    uint8_t* q = (uint8_t*)(((uintptr_t)p + alignment - 1) & ~(uintptr_t)(alignment - 1));
+    if (q != p) {
+      /* Over-aligned request: a forwarding header just below q leads free() to the block. */
+      block* fwd = (block*)(q - kHeader);
+      fwd->magic = kMagicForward;
+      fwd->forward_to = b;
+    }
+    unlock();
+    return q;
+  }
+  g_fallbacks++;
+  unlock();
+  void* p = NULL;
+  if (posix_memalign(&p, alignment, size ? size : 1) != 0) return NULL;
+  return p;
+}
+
+static void deallocate(void* ptr) {
+  if (!ptr) return;
+  uint8_t* p = (uint8_t*)ptr;
+  lock();
+  if (!g_base || p < g_base || p >= g_base + g_bytes) {
+    unlock();
+    free(ptr);
+    return;
+  }
+  block* b = (block*)(p - kHeader);
+  if (b->magic == kMagicForward) b = b->forward_to;
+  if (b->magic == kMagicBlock && !b->is_free) arena_give_back(b);
+  unlock();
+}
+
+ETMLIR_CPU_EXPORT int etmlir_cpu_payload_abi(void) { return 1; }
+
+ETMLIR_CPU_EXPORT void etmlir_cpu_set_arena(void* base, uint64_t bytes) {
+  lock();
+  if (base == g_raw_base && bytes == g_raw_bytes) {
+    unlock();
+    return;
+  }
+  g_raw_base = base;
+  g_raw_bytes = bytes;
+  g_base = NULL;
+  g_bytes = 0;
+  g_top = 0;
+  g_last = NULL;
+  g_free_head = NULL;
+  if (base) {
+    uintptr_t aligned = ((uintptr_t)base + kAlign - 1) & ~(uintptr_t)(kAlign - 1);
+    uint64_t skip = aligned - (uintptr_t)base;
+    if (bytes > skip + kHeader + kAlign) {
+      g_base = (uint8_t*)aligned;
+      g_bytes = (bytes - skip) & ~(uint64_t)(kAlign - 1);
+    }
+  }
+  unlock();
+}
+
+ETMLIR_CPU_EXPORT uint64_t etmlir_cpu_heap_fallbacks(void) { return g_fallbacks; }
+
+ETMLIR_CPU_EXPORT uint64_t etmlir_cpu_arena_peak(void) { return g_peak; }
+
+ETMLIR_CPU_EXPORT void etmlir_cpu_set_parallel(etmlir_parallel_fn fn, void* ctx, int num_threads) {
+  g_parallel_fn = fn;
+  g_parallel_ctx = ctx;
+  g_num_threads = fn && num_threads > 1 ? num_threads : 1;
+}
+
+ETMLIR_CPU_EXPORT void* _mlir_memref_to_llvm_alloc(size_t size) { return allocate(kAlign, size); }
+
+ETMLIR_CPU_EXPORT void* _mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size) {
+  return allocate(alignment, size);
+}
+
+ETMLIR_CPU_EXPORT void _mlir_memref_to_llvm_free(void* ptr) { deallocate(ptr); }
+
+ETMLIR_CPU_INTERNAL void* etmlir_cpu_scratch_alloc(size_t bytes) { return allocate(kAlign, bytes); }
+
+ETMLIR_CPU_INTERNAL void etmlir_cpu_scratch_free(void* ptr) { deallocate(ptr); }
+
+ETMLIR_CPU_INTERNAL int etmlir_cpu_num_threads(void) { return g_num_threads; }
+
+ETMLIR_CPU_INTERNAL void etmlir_cpu_parallel_for(int64_t n, etmlir_parallel_body body, void* arg) {
+  if (n <= 0) return;
+  if (n == 1 || g_num_threads <= 1 || !g_parallel_fn) {
+    body(arg, 0, n);
+    return;
+  }
+  g_parallel_fn(g_parallel_ctx, n, body, arg);
+}

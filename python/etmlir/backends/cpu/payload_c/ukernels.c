@@ -1,0 +1,1546 @@
+/* Microkernels the cpu backend's compiler calls instead of linalg.matmul, linalg.batch_matmul,
+ * linalg.conv_2d_nchw_fchw and linalg.depthwise_conv_2d_nchw_chw (at memref level, through
+ * MLIR's C interface). Every kernel accumulates into its output and accepts any strides and
+ * offsets; no alignment is assumed.
+ *
+ * GEMM (GotoBLAS/BLIS): K is split into blocks of at most KC_MAX; for each block, rows of A are
+ * packed into MR-row panels ([k][MR], balanced heights) and columns of B into NR-column panels
+ * ([k][NR], zero padded), then a register-blocked MR x NR microkernel runs over every pair of
+ * panels. Packing absorbs strides and offsets, so the microkernel sees unit-stride panels. Short
+ * cuts where packing would cost as much as it saves:
+ *   - B with contiguous rows and M <= B_IN_PLACE_MAX_M: the microkernel reads B in place;
+ *   - M == 1, or a transposed B (contiguous columns) with M <= GEMV_MAX_M: dot products.
+ * Convolution: one GEMM per image, W[F, C*KH*KW] x im2col(in)[C*KH*KW, OH*OW], where a pointwise
+ * convolution's B is the input itself and otherwise the B packer gathers the im2col columns (no
+ * im2col buffer). With AVX-512, a convolution with C*KH*KW <= KC_MAX reads its input straight
+ * from the microkernel instead (implicit GEMM). Depthwise: 3x3 stride 1 / 2 fast paths, several
+ * output rows per pass; everything else a generic loop.
+ *
+ * Three builds of the same sources: AVX-512 (MR x NR = 14 x 32), AVX2 + FMA (6 x 16) and a
+ * portable path (4 x 16, left to the compiler's vectorizer). Scratch (packed panels) comes from
+ * the payload's allocator; parallel work is split with etmlir_cpu_parallel_for, every output
+ * element computed by exactly one task in the same order whatever the split.
+ */
+#include <string.h>
+
+#include "etmlir_cpu_payload.h"
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
+
+#if defined(__AVX512F__)
+#define UK_MR 14
+#define UK_NR 32
+#elif defined(__AVX2__) && defined(__FMA__)
+#define UK_MR 6
+#define UK_NR 16
+#else
+#define UK_MR 4
+#define UK_NR 16
+#endif
+
+#define UK_INLINE static inline __attribute__((always_inline))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define CEIL_DIV(a, b) (((a) + (b)-1) / (b))
+
+enum {
+  KC_MAX = 384,             /* K block: an A micro-panel (MR x KC) stays in L1 */
+  B_BLOCK_FLOATS = 96 << 10, /* packed B block (KC x NC) budget: 384 KiB, in L2 */
+  A_BLOCK_FLOATS = 128 << 10, /* packed A block (MC x KC) budget: 512 KiB */
+  PAR_MIN_FLOPS = 1 << 17,  /* below this a GEMM runs on one thread */
+  B_IN_PLACE_MAX_M = 2 * UK_MR, /* up to this many rows of A, row-contiguous B is not packed */
+#if defined(__AVX512F__)
+  GEMV_MAX_M = 8,           /* up to this many rows of A, a transposed B is not packed either */
+  TAIL_COLS_MAX = 4,        /* up to this many columns past a multiple of 16 are dot products */
+#else
+  GEMV_MAX_M = 1,
+#endif
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* Operand views                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Element (i, j) is p[i * rs + j * cs]. */
+typedef struct {
+  const float* p;
+  int64_t rs, cs;
+} mat_view;
+
+/* The B operand: a matrix, or the im2col view of one image of a convolution's input, where
+ * row k = (c * KH + kh) * KW + kw and column n = oh * OW + ow hold
+ * in[c * sc + (oh * str_h + kh * dil_h) * sh + (ow * str_w + kw * dil_w) * sw]. */
+typedef struct {
+  int is_conv;
+  mat_view m;
+  const float* in;
+  int64_t sc, sh, sw;
+  int64_t kh, kw, ow;
+  int64_t str_h, str_w, dil_h, dil_w;
+} b_view;
+
+static mat_view view2(const float* base, int64_t rs, int64_t cs) {
+  mat_view v = {base, rs, cs};
+  return v;
+}
+
+typedef struct {
+  int64_t M, N, K;
+  mat_view a;
+  b_view b;
+  float* c;
+  int64_t rsc, csc;
+} gemm_problem;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Microkernels: C[mr x nr] += Ap[kc][MR] * Bp[kc][NR] (C row stride rsc, column stride csc)  */
+/* ------------------------------------------------------------------------------------------ */
+
+#if defined(__AVX512F__)
+
+/* packed: B is a packed panel (aligned, row stride NR); else B is read in place (row stride ldb)
+ * under the column masks, so nothing past column nr is touched. */
+UK_INLINE void kern512(const int mr, const int nv, const int packed, int64_t kc, const float* restrict ap,
+                       const float* restrict bp, int64_t ldb, float* restrict c, int64_t ldc, __mmask16 m0,
+                       __mmask16 m1) {
+  __m512 acc0[UK_MR], acc1[UK_MR];
+#pragma GCC unroll 14
+  for (int r = 0; r < mr; r++) {
+    acc0[r] = _mm512_maskz_loadu_ps(m0, c + r * ldc);
+    if (nv == 2) acc1[r] = _mm512_maskz_loadu_ps(m1, c + r * ldc + 16);
+  }
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < kc; k++) {
+    __m512 b0 = packed ? _mm512_load_ps(bp) : _mm512_maskz_loadu_ps(m0, bp);
+    __m512 b1 = nv == 2 ? (packed ? _mm512_load_ps(bp + 16) : _mm512_maskz_loadu_ps(m1, bp + 16)) : b0;
+#pragma GCC unroll 14
+    for (int r = 0; r < mr; r++) {
+      __m512 a = _mm512_set1_ps(ap[r]);
+      acc0[r] = _mm512_fmadd_ps(a, b0, acc0[r]);
+      if (nv == 2) acc1[r] = _mm512_fmadd_ps(a, b1, acc1[r]);
+    }
+    ap += UK_MR;
+    bp += packed ? UK_NR : ldb;
+  }
+#pragma GCC unroll 14
+  for (int r = 0; r < mr; r++) {
+    _mm512_mask_storeu_ps(c + r * ldc, m0, acc0[r]);
+    if (nv == 2) _mm512_mask_storeu_ps(c + r * ldc + 16, m1, acc1[r]);
+  }
+}
+
+#define KERN512_CASE(R)                                                   \
+  case R:                                                                 \
+    if (nv == 2) {                                                        \
+      if (packed) {                                                       \
+        kern512(R, 2, 1, kc, ap, bp, ldb, c, ldc, m0, m1);                \
+      } else {                                                            \
+        kern512(R, 2, 0, kc, ap, bp, ldb, c, ldc, m0, m1);                \
+      }                                                                   \
+    } else {                                                              \
+      if (packed) {                                                       \
+        kern512(R, 1, 1, kc, ap, bp, ldb, c, ldc, m0, m1);                \
+      } else {                                                            \
+        kern512(R, 1, 0, kc, ap, bp, ldb, c, ldc, m0, m1);                \
+      }                                                                   \
+    }                                                                     \
+    break;
+
+static void kern512_dispatch(int mr, int nr, int64_t kc, const float* ap, const float* bp, int packed, int64_t ldb,
+                             float* c, int64_t ldc) {
+  __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+  __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+  int nv = nr > 16 ? 2 : 1;
+  switch (mr) {
+    KERN512_CASE(1)
+    KERN512_CASE(2)
+    KERN512_CASE(3)
+    KERN512_CASE(4)
+    KERN512_CASE(5)
+    KERN512_CASE(6)
+    KERN512_CASE(7)
+    KERN512_CASE(8)
+    KERN512_CASE(9)
+    KERN512_CASE(10)
+    KERN512_CASE(11)
+    KERN512_CASE(12)
+    KERN512_CASE(13)
+    KERN512_CASE(14)
+    default:
+      break;
+  }
+}
+
+/* B: a packed panel (ldb < 0), else read in place with row stride ldb and unit column stride. */
+static void micro_kernel(int mr, int nr, int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c,
+                         int64_t rsc, int64_t csc) {
+  int packed = ldb < 0;
+  if (csc == 1) {
+    kern512_dispatch(mr, nr, kc, ap, bp, packed, ldb, c, rsc);
+    return;
+  }
+  float tile[UK_MR * UK_NR] __attribute__((aligned(64)));
+  memset(tile, 0, sizeof(tile));
+  kern512_dispatch(mr, nr, kc, ap, bp, packed, ldb, tile, UK_NR);
+  for (int r = 0; r < mr; r++)
+    for (int j = 0; j < nr; j++) c[r * rsc + j * csc] += tile[r * UK_NR + j];
+}
+
+#elif defined(__AVX2__) && defined(__FMA__)
+
+UK_INLINE void kern256(const int mr, int64_t kc, const float* restrict ap, const float* restrict bp,
+                       float* restrict c, int64_t ldc) {
+  __m256 acc0[UK_MR], acc1[UK_MR];
+#pragma GCC unroll 6
+  for (int r = 0; r < mr; r++) {
+    acc0[r] = _mm256_loadu_ps(c + r * ldc);
+    acc1[r] = _mm256_loadu_ps(c + r * ldc + 8);
+  }
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < kc; k++) {
+    __m256 b0 = _mm256_load_ps(bp);
+    __m256 b1 = _mm256_load_ps(bp + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < mr; r++) {
+      __m256 a = _mm256_broadcast_ss(ap + r);
+      acc0[r] = _mm256_fmadd_ps(a, b0, acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(a, b1, acc1[r]);
+    }
+    ap += UK_MR;
+    bp += UK_NR;
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < mr; r++) {
+    _mm256_storeu_ps(c + r * ldc, acc0[r]);
+    _mm256_storeu_ps(c + r * ldc + 8, acc1[r]);
+  }
+}
+
+static void kern256_dispatch(int mr, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc) {
+  switch (mr) {
+    case 1: kern256(1, kc, ap, bp, c, ldc); break;
+    case 2: kern256(2, kc, ap, bp, c, ldc); break;
+    case 3: kern256(3, kc, ap, bp, c, ldc); break;
+    case 4: kern256(4, kc, ap, bp, c, ldc); break;
+    case 5: kern256(5, kc, ap, bp, c, ldc); break;
+    case 6: kern256(6, kc, ap, bp, c, ldc); break;
+    default: break;
+  }
+}
+
+static void micro_kernel(int mr, int nr, int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c,
+                         int64_t rsc, int64_t csc) {
+  (void)ldb; /* always a packed panel here */
+  if (csc == 1 && nr == UK_NR) {
+    kern256_dispatch(mr, kc, ap, bp, c, rsc);
+    return;
+  }
+  float tile[UK_MR * UK_NR] __attribute__((aligned(32)));
+  memset(tile, 0, sizeof(tile));
+  kern256_dispatch(mr, kc, ap, bp, tile, UK_NR);
+  for (int r = 0; r < mr; r++)
+    for (int j = 0; j < nr; j++) c[r * rsc + j * csc] += tile[r * UK_NR + j];
+}
+
+#else
+
+static void micro_kernel(int mr, int nr, int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c,
+                         int64_t rsc, int64_t csc) {
+  (void)ldb; /* always a packed panel here */
+  float acc[UK_MR][UK_NR];
+  memset(acc, 0, sizeof(acc));
+  for (int64_t k = 0; k < kc; k++) {
+    for (int r = 0; r < UK_MR; r++) {
+      float a = ap[r];
+      for (int j = 0; j < UK_NR; j++) acc[r][j] += a * bp[j];
+    }
+    ap += UK_MR;
+    bp += UK_NR;
+  }
+  for (int r = 0; r < mr; r++)
+    for (int j = 0; j < nr; j++) c[r * rsc + j * csc] += acc[r][j];
+}
+
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Packing                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+#if defined(__AVX512F__)
+static __mmask16 mask16(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
+
+/* In-register transpose of a 16 x 16 block: r[i][j] -> r[j][i]. */
+UK_INLINE void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; i++) {
+    __m512d t0 = _mm512_castps_pd(t[4 * i]), t1 = _mm512_castps_pd(t[4 * i + 1]);
+    __m512d t2 = _mm512_castps_pd(t[4 * i + 2]), t3 = _mm512_castps_pd(t[4 * i + 3]);
+    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+  /* u[4g + q], lane l: column 4l + q of rows 4g..4g+3. */
+  for (int q = 0; q < 4; q++) {
+    __m512 v = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x44);
+    __m512 w = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xEE);
+    __m512 x = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x44);
+    __m512 y = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xEE);
+    r[q] = _mm512_shuffle_f32x4(v, x, 0x88);
+    r[4 + q] = _mm512_shuffle_f32x4(v, x, 0xDD);
+    r[8 + q] = _mm512_shuffle_f32x4(w, y, 0x88);
+    r[12 + q] = _mm512_shuffle_f32x4(w, y, 0xDD);
+  }
+}
+
+/* Loads rows src + i * ld (i < cnt, zeros past cnt), columns [0, klen), and transposes them. */
+UK_INLINE void load_transposed(const float* src, int64_t ld, int cnt, int64_t klen, __m512 r[16]) {
+  __mmask16 km = mask16(klen);
+  if (klen == 16) {
+    for (int i = 0; i < 16; i++) r[i] = i < cnt ? _mm512_loadu_ps(src + i * ld) : _mm512_setzero_ps();
+  } else {
+    for (int i = 0; i < 16; i++) r[i] = i < cnt ? _mm512_maskz_loadu_ps(km, src + i * ld) : _mm512_setzero_ps();
+  }
+  transpose16(r);
+}
+#endif
+
+/* One A panel: rows src + r * rs (r < h), columns [0, kc) with column stride cs, into [k][MR]. */
+static void pack_a_panel(const float* src, int64_t rs, int64_t cs, int h, int64_t kc, float* dst) {
+#if defined(__AVX512F__)
+  if (cs == 1) {
+    /* Rows contiguous: 16 x 16 transposes, 14 lanes stored per k. */
+    for (int64_t k = 0; k < kc; k += 16) {
+      int64_t klen = MIN(16, kc - k);
+      __m512 r[16];
+      load_transposed(src + k, rs, h, klen, r);
+      for (int i = 0; i < klen; i++) _mm512_mask_storeu_ps(dst + (k + i) * UK_MR, (__mmask16)((1u << UK_MR) - 1), r[i]);
+    }
+    return;
+  }
+  if (rs == 1) {
+    /* Columns contiguous: a panel row is a plain copy. */
+    __mmask16 m = mask16(h);
+    for (int64_t k = 0; k < kc; k++) _mm512_mask_storeu_ps(dst + k * UK_MR, m, _mm512_maskz_loadu_ps(m, src + k * cs));
+    return;
+  }
+#endif
+  for (int r = 0; r < h; r++) {
+    const float* row = src + r * rs;
+    if (cs == 1) {
+      for (int64_t k = 0; k < kc; k++) dst[k * UK_MR + r] = row[k];
+    } else {
+      for (int64_t k = 0; k < kc; k++) dst[k * UK_MR + r] = row[k * cs];
+    }
+  }
+}
+
+/* Rows [m0, m0 + mc) of A, columns [k0, k0 + kc), into panels of balanced heights <= MR:
+ * panel i at ap + i * MR * kc holds [k][MR]. Rows past a panel's height are unused. */
+static void pack_a(const mat_view* a, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float* ap) {
+  int64_t np = CEIL_DIV(mc, UK_MR);
+  int64_t base = mc / np, extra = mc % np, row = m0;
+  for (int64_t i = 0; i < np; i++) {
+    int h = (int)(base + (i < extra));
+    pack_a_panel(a->p + row * a->rs + k0 * a->cs, a->rs, a->cs, h, kc, ap + i * UK_MR * kc);
+    row += h;
+  }
+}
+
+#if defined(__AVX512F__)
+/* One NR-column panel of a B whose columns are contiguous (B[k, n] = p[k + n * cs]). */
+static void pack_b_panel_cols(const float* p, int64_t cs, int64_t kc, int nr, float* dst) {
+  int cnt0 = MIN(16, nr), cnt1 = MAX(0, nr - 16);
+  for (int64_t k = 0; k < kc; k += 16) {
+    int64_t klen = MIN(16, kc - k);
+    __m512 r0[16], r1[16];
+    load_transposed(p + k, cs, cnt0, klen, r0);
+    if (cnt1 > 0) {
+      load_transposed(p + 16 * cs + k, cs, cnt1, klen, r1);
+    } else {
+      for (int i = 0; i < 16; i++) r1[i] = _mm512_setzero_ps();
+    }
+    for (int i = 0; i < klen; i++) {
+      _mm512_store_ps(dst + (k + i) * UK_NR, r0[i]);
+      _mm512_store_ps(dst + (k + i) * UK_NR + 16, r1[i]);
+    }
+  }
+}
+#else
+static void pack_b_panel_cols(const float* p, int64_t cs, int64_t kc, int nr, float* dst) {
+  for (int64_t k = 0; k < kc; k++)
+    for (int j = nr; j < UK_NR; j++) dst[k * UK_NR + j] = 0.0f;
+  for (int j = 0; j < nr; j++) {
+    const float* src = p + j * cs;
+    for (int64_t k = 0; k < kc; k++) dst[k * UK_NR + j] = src[k];
+  }
+}
+#endif
+
+/* One NR-column panel of a B whose rows are contiguous (B[k, n] = p[k * rs + n]). */
+static void pack_b_panel_rows(const float* p, int64_t rs, int64_t kc, int nr, float* dst) {
+#if defined(__AVX512F__)
+  if (nr == UK_NR) {
+    for (int64_t k = 0; k < kc; k++) {
+      _mm512_store_ps(dst + k * UK_NR, _mm512_loadu_ps(p + k * rs));
+      _mm512_store_ps(dst + k * UK_NR + 16, _mm512_loadu_ps(p + k * rs + 16));
+    }
+    return;
+  }
+  __mmask16 m0 = mask16(nr), m1 = mask16(MAX(0, nr - 16));
+  for (int64_t k = 0; k < kc; k++) {
+    _mm512_store_ps(dst + k * UK_NR, _mm512_maskz_loadu_ps(m0, p + k * rs));
+    _mm512_store_ps(dst + k * UK_NR + 16, _mm512_maskz_loadu_ps(m1, p + k * rs + 16));
+  }
+#else
+  if (nr == UK_NR) {
+    for (int64_t k = 0; k < kc; k++) memcpy(dst + k * UK_NR, p + k * rs, sizeof(float) * UK_NR);
+    return;
+  }
+  for (int64_t k = 0; k < kc; k++) {
+    for (int j = 0; j < nr; j++) dst[k * UK_NR + j] = p[k * rs + j];
+    for (int j = nr; j < UK_NR; j++) dst[k * UK_NR + j] = 0.0f;
+  }
+#endif
+}
+
+/* One NR-column panel of a convolution's im2col view. The panel's columns split into runs that
+ * stay in one output row (source offsets step by str_w * sw inside a run). */
+static void pack_b_panel_conv(const b_view* v, int64_t k0, int64_t kc, int64_t n0, int nr, float* dst) {
+  int64_t run_src[UK_NR];
+  int run_dst[UK_NR + 1], runs = 0;
+  int64_t oh = n0 / v->ow, ow = n0 % v->ow, step = v->str_w * v->sw;
+  for (int j = 0; j < nr;) {
+    int len = (int)MIN(nr - j, v->ow - ow);
+    run_src[runs] = oh * v->str_h * v->sh + ow * step;
+    run_dst[runs++] = j;
+    j += len;
+    ow = 0;
+    oh++;
+  }
+  run_dst[runs] = nr;
+  int64_t khw = v->kh * v->kw;
+  int64_t c = k0 / khw, kh = (k0 % khw) / v->kw, kw = k0 % v->kw;
+#if defined(__AVX512F__)
+  if (step == 1 || step == 2) {
+    /* Vector segments (at most 16 columns of one run), their masks computed once per panel. */
+    struct {
+      int dst;
+      int64_t src;
+      __mmask16 m, lo, hi;
+    } seg[UK_NR + 2];
+    int nseg = 0;
+    for (int r = 0; r < runs; r++) {
+      for (int j = run_dst[r]; j < run_dst[r + 1]; j += 16) {
+        int len = MIN(16, run_dst[r + 1] - j);
+        uint32_t bits = (uint32_t)((1ull << (2 * len - 1)) - 1); /* stride 2: src[0, 2 len - 1) */
+        seg[nseg].dst = j;
+        seg[nseg].src = run_src[r] + (j - run_dst[r]) * step;
+        seg[nseg].m = mask16(len);
+        seg[nseg].lo = (__mmask16)bits;
+        seg[nseg].hi = (__mmask16)(bits >> 16);
+        nseg++;
+      }
+    }
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    for (int64_t k = 0; k < kc; k++) {
+      const float* base = v->in + c * v->sc + kh * v->dil_h * v->sh + kw * v->dil_w * v->sw;
+      float* d = dst + k * UK_NR;
+      if (nr < UK_NR) {
+        _mm512_store_ps(d, _mm512_setzero_ps());
+        _mm512_store_ps(d + 16, _mm512_setzero_ps());
+      }
+      for (int i = 0; i < nseg; i++) {
+        const float* src = base + seg[i].src;
+        __m512 x;
+        if (step == 1) {
+          x = _mm512_maskz_loadu_ps(seg[i].m, src);
+        } else {
+          x = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(seg[i].lo, src), even,
+                                     _mm512_maskz_loadu_ps(seg[i].hi, src + 16));
+        }
+        _mm512_mask_storeu_ps(d + seg[i].dst, seg[i].m, x);
+      }
+      if (++kw == v->kw) {
+        kw = 0;
+        if (++kh == v->kh) {
+          kh = 0;
+          c++;
+        }
+      }
+    }
+    return;
+  }
+#endif
+  for (int64_t k = 0; k < kc; k++) {
+    const float* base = v->in + c * v->sc + kh * v->dil_h * v->sh + kw * v->dil_w * v->sw;
+    float* d = dst + k * UK_NR;
+    for (int r = 0; r < runs; r++) {
+      const float* src = base + run_src[r];
+      for (int j = run_dst[r]; j < run_dst[r + 1]; j++) d[j] = src[(j - run_dst[r]) * step];
+    }
+    for (int j = nr; j < UK_NR; j++) d[j] = 0.0f;
+    if (++kw == v->kw) {
+      kw = 0;
+      if (++kh == v->kh) {
+        kh = 0;
+        c++;
+      }
+    }
+  }
+}
+
+/* Columns [n0, n0 + nc) of B, rows [k0, k0 + kc), into NR-column panels: panel j at
+ * bp + j * NR * kc holds [k][NR], zero padded past nc. */
+static void pack_b(const b_view* b, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* bp) {
+  for (int64_t j = 0; j * UK_NR < nc; j++) {
+    int nr = (int)MIN(UK_NR, nc - j * UK_NR);
+    int64_t n = n0 + j * UK_NR;
+    float* dst = bp + j * UK_NR * kc;
+    if (b->is_conv) {
+      pack_b_panel_conv(b, k0, kc, n, nr, dst);
+      continue;
+    }
+    const mat_view* m = &b->m;
+    const float* p = m->p + k0 * m->rs + n * m->cs;
+    if (m->cs == 1) {
+      pack_b_panel_rows(p, m->rs, kc, nr, dst);
+    } else if (m->rs == 1) {
+      pack_b_panel_cols(p, m->cs, kc, nr, dst);
+    } else {
+      for (int64_t k = 0; k < kc; k++) {
+        for (int jj = 0; jj < nr; jj++) dst[k * UK_NR + jj] = p[k * m->rs + jj * m->cs];
+        for (int jj = nr; jj < UK_NR; jj++) dst[k * UK_NR + jj] = 0.0f;
+      }
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* GEMM driver                                                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+  int64_t kc_max, mc_max, nc_max;
+  int b_in_place;             /* the microkernel reads B where it is (no B packing) */
+  int64_t a_floats, b_floats; /* scratch one task needs */
+} blocking;
+
+static blocking choose_blocking(const gemm_problem* g) {
+  int64_t M = g->M, N = g->N, K = g->K;
+  blocking bl;
+#if defined(__AVX512F__)
+  /* Few A panels reuse each B panel, so packing B would cost about as much as using it. */
+  bl.b_in_place = !g->b.is_conv && g->b.m.cs == 1 && M <= B_IN_PLACE_MAX_M && g->b.m.rs >= 0;
+#else
+  bl.b_in_place = 0;
+#endif
+  int64_t nk = CEIL_DIV(K, KC_MAX);
+  bl.kc_max = CEIL_DIV(K, nk);
+  bl.nc_max = MAX(UK_NR, B_BLOCK_FLOATS / bl.kc_max / UK_NR * UK_NR);
+  bl.nc_max = MIN(bl.nc_max, CEIL_DIV(N, UK_NR) * UK_NR);
+  bl.mc_max = MAX(UK_MR, A_BLOCK_FLOATS / bl.kc_max / UK_MR * UK_MR);
+  bl.mc_max = MIN(bl.mc_max, CEIL_DIV(M, UK_MR) * UK_MR);
+  bl.a_floats = CEIL_DIV(CEIL_DIV(bl.mc_max, UK_MR) * UK_MR * bl.kc_max, 16) * 16; /* keeps B 64-byte aligned */
+  bl.b_floats = bl.b_in_place ? 0 : bl.nc_max * bl.kc_max;
+  return bl;
+}
+
+/* C[m0:m1, n0:n1] += A[m0:m1, :] * B[:, n0:n1] on one thread; scratch holds a_floats + b_floats. */
+static void gemm_range(const gemm_problem* g, const blocking* bl, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                       float* scratch) {
+  float* ap = scratch;
+  float* bp = scratch + bl->a_floats;
+  int64_t nk = CEIL_DIV(g->K, bl->kc_max);
+  int64_t nm = CEIL_DIV(m1 - m0, bl->mc_max);
+  for (int64_t ik = 0, k0 = 0; ik < nk; ik++) {
+    int64_t kc = g->K / nk + (ik < g->K % nk);
+    for (int64_t im = 0, ic = m0; im < nm; im++) {
+      int64_t mc = (m1 - m0) / nm + (im < (m1 - m0) % nm);
+      pack_a(&g->a, ic, mc, k0, kc, ap);
+      int64_t np = CEIL_DIV(mc, UK_MR), hbase = mc / np, hextra = mc % np;
+      for (int64_t jc = n0; jc < n1; jc += bl->nc_max) {
+        int64_t nc = MIN(bl->nc_max, n1 - jc);
+        const float* b_block = bp;
+        int64_t b_col = kc, ldb = -1; /* panel jr starts at b_block + jr * b_col; ldb < 0: packed */
+        if (bl->b_in_place) {
+          b_block = g->b.m.p + k0 * g->b.m.rs + jc;
+          b_col = 1;
+          ldb = g->b.m.rs;
+        } else {
+          pack_b(&g->b, k0, kc, jc, nc, bp);
+        }
+        for (int64_t ip = 0, row = ic; ip < np; ip++) {
+          int h = (int)(hbase + (ip < hextra));
+          const float* a_panel = ap + ip * UK_MR * kc;
+          float* c_row = g->c + row * g->rsc;
+          for (int64_t jr = 0; jr < nc; jr += UK_NR) {
+            int nr = (int)MIN(UK_NR, nc - jr);
+            micro_kernel(h, nr, kc, a_panel, b_block + jr * b_col, ldb, c_row + (jc + jr) * g->csc, g->rsc, g->csc);
+          }
+          row += h;
+        }
+      }
+      ic += mc;
+    }
+    k0 += kc;
+  }
+}
+
+/* One row of A (contiguous): c[n] += sum_k a[k] * B[k, n] without packing. */
+static void gemv_row(const float* a, const mat_view* b, int64_t K, float* c, int64_t csc, int64_t n0,
+                     int64_t n1) {
+  if (b->cs == 1) {
+    /* Rows of B contiguous: vectorize along n, 64 columns per pass over K. */
+    for (int64_t n = n0; n < n1; n += 64) {
+      int64_t nb = MIN(64, n1 - n);
+      float acc[64];
+      for (int64_t j = 0; j < 64; j++) acc[j] = 0.0f;
+      const float* bp = b->p + n;
+      if (nb == 64) {
+        for (int64_t k = 0; k < K; k++) {
+          float ak = a[k];
+          const float* row = bp + k * b->rs;
+          for (int j = 0; j < 64; j++) acc[j] += ak * row[j];
+        }
+      } else {
+        for (int64_t k = 0; k < K; k++) {
+          float ak = a[k];
+          const float* row = bp + k * b->rs;
+          for (int64_t j = 0; j < nb; j++) acc[j] += ak * row[j];
+        }
+      }
+      for (int64_t j = 0; j < nb; j++) c[(n + j) * csc] += acc[j];
+    }
+    return;
+  }
+  if (b->rs == 1) {
+    /* Columns of B contiguous: dot products, 4 columns at a time, 16 partial sums each. */
+    int64_t n = n0;
+    for (; n + 4 <= n1; n += 4) {
+      const float* w0 = b->p + n * b->cs;
+      const float* w1 = w0 + b->cs;
+      const float* w2 = w1 + b->cs;
+      const float* w3 = w2 + b->cs;
+      float s0[16] = {0}, s1[16] = {0}, s2[16] = {0}, s3[16] = {0};
+      int64_t k = 0;
+      for (; k + 16 <= K; k += 16) {
+        for (int l = 0; l < 16; l++) {
+          float ak = a[k + l];
+          s0[l] += ak * w0[k + l];
+          s1[l] += ak * w1[k + l];
+          s2[l] += ak * w2[k + l];
+          s3[l] += ak * w3[k + l];
+        }
+      }
+      float t0 = 0, t1 = 0, t2 = 0, t3 = 0;
+      for (; k < K; k++) {
+        t0 += a[k] * w0[k];
+        t1 += a[k] * w1[k];
+        t2 += a[k] * w2[k];
+        t3 += a[k] * w3[k];
+      }
+      for (int l = 0; l < 16; l++) {
+        t0 += s0[l];
+        t1 += s1[l];
+        t2 += s2[l];
+        t3 += s3[l];
+      }
+      c[n * csc] += t0;
+      c[(n + 1) * csc] += t1;
+      c[(n + 2) * csc] += t2;
+      c[(n + 3) * csc] += t3;
+    }
+    for (; n < n1; n++) {
+      const float* w = b->p + n * b->cs;
+      float s[16] = {0}, t = 0;
+      int64_t k = 0;
+      for (; k + 16 <= K; k += 16)
+        for (int l = 0; l < 16; l++) s[l] += a[k + l] * w[k + l];
+      for (; k < K; k++) t += a[k] * w[k];
+      for (int l = 0; l < 16; l++) t += s[l];
+      c[n * csc] += t;
+    }
+    return;
+  }
+  for (int64_t n = n0; n < n1; n++) {
+    float t = 0.0f;
+    for (int64_t k = 0; k < K; k++) t += a[k] * b->p[k * b->rs + n * b->cs];
+    c[n * csc] += t;
+  }
+}
+
+/* Few rows of A against a B that packing would not pay for (M == 1, or a transposed B with M <= GEMV_MAX_M):
+ * each row is a matrix-vector product; the B columns a row block reads stay in L1 for the next row. */
+#if defined(__AVX512F__)
+/* c[m * rsc + j * csc] += dot(a row m, w row j) for m < M <= 4, j < J <= 4, rows of length K
+ * (contiguous); each loaded w vector feeds every row of a. */
+UK_INLINE void gemv_tile(const int M, const int J, const float* a, int64_t lda, const float* w, int64_t ldw,
+                         int64_t K, float* c, int64_t rsc, int64_t csc) {
+  __m512 acc[4][4];
+#pragma GCC unroll 4
+  for (int m = 0; m < M; m++)
+#pragma GCC unroll 4
+    for (int j = 0; j < J; j++) acc[m][j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 16) {
+    __mmask16 km = mask16(K - k);
+    __m512 wv[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < J; j++) wv[j] = _mm512_maskz_loadu_ps(km, w + j * ldw + k);
+#pragma GCC unroll 4
+    for (int m = 0; m < M; m++) {
+      __m512 av = _mm512_maskz_loadu_ps(km, a + m * lda + k);
+#pragma GCC unroll 4
+      for (int j = 0; j < J; j++) acc[m][j] = _mm512_fmadd_ps(av, wv[j], acc[m][j]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int m = 0; m < M; m++)
+#pragma GCC unroll 4
+    for (int j = 0; j < J; j++) c[m * rsc + j * csc] += _mm512_reduce_add_ps(acc[m][j]);
+}
+
+#define GEMV_TILE_J(M, J, ...)                                                  \
+  switch (J) {                                                                  \
+    case 1: gemv_tile(M, 1, __VA_ARGS__); break;                                \
+    case 2: gemv_tile(M, 2, __VA_ARGS__); break;                                \
+    case 3: gemv_tile(M, 3, __VA_ARGS__); break;                                \
+    default: gemv_tile(M, 4, __VA_ARGS__); break;                               \
+  }
+
+/* gemv_tile for run-time M, J in 1..4. */
+static void gemv_tile_any(int M, int J, const float* a, int64_t lda, const float* w, int64_t ldw, int64_t K,
+                          float* c, int64_t rsc, int64_t csc) {
+  switch (M) {
+    case 1: GEMV_TILE_J(1, J, a, lda, w, ldw, K, c, rsc, csc) break;
+    case 2: GEMV_TILE_J(2, J, a, lda, w, ldw, K, c, rsc, csc) break;
+    case 3: GEMV_TILE_J(3, J, a, lda, w, ldw, K, c, rsc, csc) break;
+    default: GEMV_TILE_J(4, J, a, lda, w, ldw, K, c, rsc, csc) break;
+  }
+}
+
+/* The last few columns of a GEMM whose A rows are contiguous, as dot products: C[:, n] += A B[:, n]
+ * (col: K floats of scratch). Cheaper than a vector of mostly idle lanes in the microkernel. */
+static void gemm_tail_columns(const gemm_problem* g, int64_t n0, int64_t n1, float* col) {
+  for (int64_t n = n0; n < n1; n++) {
+    const float* b = g->b.m.p + n * g->b.m.cs;
+    for (int64_t k = 0; k < g->K; k++) col[k] = b[k * g->b.m.rs];
+    for (int64_t m = 0; m < g->M; m += 4) {
+      /* "a" is the column (one row), "w" are four rows of A; outputs C[m + j, n]. */
+      gemv_tile_any(1, (int)MIN(4, g->M - m), col, 0, g->a.p + m * g->a.rs, g->a.rs, g->K,
+                    g->c + m * g->rsc + n * g->csc, 0, g->rsc);
+    }
+  }
+}
+#endif
+
+static void gemv_range(const gemm_problem* g, int64_t n0, int64_t n1) {
+#if defined(__AVX512F__)
+  if (g->b.m.rs == 1 && g->b.m.cs != 1) {
+    int64_t n = n0;
+    for (; n + 4 <= n1; n += 4) {
+      const float* w = g->b.m.p + n * g->b.m.cs;
+      for (int64_t m = 0; m < g->M; m += 4)
+        gemv_tile_any((int)MIN(4, g->M - m), 4, g->a.p + m * g->a.rs, g->a.rs, w, g->b.m.cs, g->K,
+                      g->c + m * g->rsc + n * g->csc, g->rsc, g->csc);
+    }
+    if (n == n1) return;
+    n0 = n;
+  }
+#endif
+  for (int64_t nb = n0; nb < n1; nb += 64) {
+    int64_t ne = MIN(n1, nb + 64);
+    for (int64_t m = 0; m < g->M; m++) gemv_row(g->a.p + m * g->a.rs, &g->b.m, g->K, g->c + m * g->rsc, g->csc, nb, ne);
+  }
+}
+
+/* One parallel GEMM (or a batch of them): tasks = batches x M parts x N parts. */
+typedef struct {
+  const gemm_problem* probs; /* one per batch element */
+  int64_t batch;
+  blocking bl;
+  int gemv;                  /* gemv_range instead of gemm_range */
+  int64_t tasks_b, tasks_m, tasks_n;
+  float* scratch;
+  int64_t slot_floats;
+} gemm_job;
+
+static void split_range(int64_t len, int64_t parts, int64_t unit, int64_t i, int64_t* begin, int64_t* end) {
+  int64_t units = CEIL_DIV(len, unit);
+  int64_t lo = units * i / parts, hi = units * (i + 1) / parts;
+  *begin = MIN(len, lo * unit);
+  *end = MIN(len, hi * unit);
+}
+
+static void gemm_job_body(void* arg, int64_t begin, int64_t end) {
+  const gemm_job* job = (const gemm_job*)arg;
+  float* scratch = job->scratch + begin * job->slot_floats;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t tn = t % job->tasks_n, tm = (t / job->tasks_n) % job->tasks_m, tb = t / (job->tasks_n * job->tasks_m);
+    int64_t b0, b1;
+    split_range(job->batch, job->tasks_b, 1, tb, &b0, &b1);
+    for (int64_t ib = b0; ib < b1; ib++) {
+      const gemm_problem* g = &job->probs[ib];
+      int64_t m0, m1, n0, n1;
+      split_range(g->M, job->tasks_m, UK_MR, tm, &m0, &m1);
+      split_range(g->N, job->tasks_n, job->gemv ? 16 : UK_NR, tn, &n0, &n1);
+      if (m0 >= m1 || n0 >= n1) continue;
+      if (job->gemv) {
+        gemv_range(g, n0, n1);
+      } else {
+        gemm_range(g, &job->bl, m0, m1, n0, n1, scratch);
+      }
+    }
+  }
+}
+
+/* Runs `batch` GEMMs of the same shape; the pool splits batches first, then N, then M. */
+static void gemm_run(gemm_problem* probs, int64_t batch) {
+  const gemm_problem* g0 = &probs[0];
+  int64_t M = g0->M, N = g0->N, K = g0->K;
+  if (batch <= 0 || M <= 0 || N <= 0) return;
+  if (K <= 0) return;
+  for (int64_t i = 0; i < batch; i++) {
+    gemm_problem* g = &probs[i];
+    /* Strides of unit dims are irrelevant: normalize them so the fast paths see them. */
+    if (g->N == 1) g->csc = 1;
+    if (g->M == 1) g->rsc = g->N;
+    if (g->K == 1) g->a.cs = 1;
+    if (g->M == 1) g->a.rs = g->K;
+    if (!g->b.is_conv) {
+      if (g->N == 1) g->b.m.cs = 1;
+      if (g->K == 1) g->b.m.rs = g->N;
+    }
+  }
+  gemm_job job;
+  memset(&job, 0, sizeof(job));
+  job.probs = probs;
+  job.batch = batch;
+  job.gemv = !g0->b.is_conv && (M == 1 || (M <= GEMV_MAX_M && g0->b.m.rs == 1 && g0->b.m.cs != 1));
+  int64_t tail = 0; /* columns left to gemm_tail_columns */
+  (void)tail;
+#if defined(__AVX512F__)
+  /* A few columns past a multiple of 16 (N = 49, 65, 196) go to dot products instead of a vector
+   * of mostly idle lanes. */
+  if (!job.gemv && !g0->b.is_conv && N >= 32 && N % 16 <= TAIL_COLS_MAX) {
+    tail = N % 16;
+    for (int64_t i = 0; i < batch; i++) tail = probs[i].a.cs == 1 ? tail : 0;
+    for (int64_t i = 0; i < batch; i++) probs[i].N -= tail;
+    N -= tail;
+  }
+#endif
+  job.bl = choose_blocking(g0);
+
+  int nt = etmlir_cpu_num_threads();
+  double flops = 2.0 * (double)M * (double)N * (double)K * (double)batch;
+  job.tasks_b = job.tasks_m = job.tasks_n = 1;
+  if (nt > 1 && flops >= PAR_MIN_FLOPS) {
+    int64_t nbn = CEIL_DIV(N, job.gemv ? 16 : UK_NR), nbm = CEIL_DIV(M, UK_MR);
+    if (batch >= nt) {
+      job.tasks_b = nt;
+    } else if (nbn >= nt && (nbn >= 2 * nt || nbn >= nbm)) {
+      job.tasks_n = nt;
+    } else if (nbm >= nt && !job.gemv) {
+      job.tasks_m = nt;
+    } else {
+      job.tasks_n = MAX(1, MIN(nt, nbn));
+    }
+  }
+  int64_t tasks = job.tasks_b * job.tasks_m * job.tasks_n;
+
+  float* a_copy = NULL;
+  if (job.gemv) {
+    /* The dot products want rows of A contiguous: copy the problems whose rows are not. */
+    int64_t need = 0;
+    for (int64_t i = 0; i < batch; i++) need += probs[i].a.cs == 1 ? 0 : M * K;
+    if (need) {
+      a_copy = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)need);
+      float* dst = a_copy;
+      for (int64_t i = 0; i < batch; i++) {
+        mat_view* a = &probs[i].a;
+        if (a->cs == 1) continue;
+        for (int64_t m = 0; m < M; m++)
+          for (int64_t k = 0; k < K; k++) dst[m * K + k] = a->p[m * a->rs + k * a->cs];
+        *a = view2(dst, K, 1);
+        dst += M * K;
+      }
+    }
+  } else {
+    job.slot_floats = job.bl.a_floats + job.bl.b_floats;
+    job.scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(job.slot_floats * tasks));
+  }
+  if (tasks == 1) {
+    gemm_job_body(&job, 0, 1);
+  } else {
+    etmlir_cpu_parallel_for(tasks, gemm_job_body, &job);
+  }
+  if (job.scratch) etmlir_cpu_scratch_free(job.scratch);
+  if (a_copy) etmlir_cpu_scratch_free(a_copy);
+#if defined(__AVX512F__)
+  if (tail) {
+    float* col = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)K);
+    for (int64_t i = 0; i < batch; i++) {
+      gemm_tail_columns(&probs[i], N, N + tail, col);
+      probs[i].N += tail;
+    }
+    etmlir_cpu_scratch_free(col);
+  }
+#endif
+}
+
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_matmul(etmlir_memref2d_f32* a, etmlir_memref2d_f32* b,
+                                                     etmlir_memref2d_f32* c) {
+  gemm_problem g;
+  memset(&g, 0, sizeof(g));
+  g.M = a->sizes[0];
+  g.K = a->sizes[1];
+  g.N = b->sizes[1];
+  g.a = view2(a->aligned + a->offset, a->strides[0], a->strides[1]);
+  g.b.m = view2(b->aligned + b->offset, b->strides[0], b->strides[1]);
+  g.c = c->aligned + c->offset;
+  g.rsc = c->strides[0];
+  g.csc = c->strides[1];
+  gemm_run(&g, 1);
+}
+
+enum { BATCH_ON_STACK = 64 };
+
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_batch_matmul(etmlir_memref3d_f32* a, etmlir_memref3d_f32* b,
+                                                           etmlir_memref3d_f32* c) {
+  int64_t batch = a->sizes[0];
+  if (batch <= 0) return;
+  gemm_problem on_stack[BATCH_ON_STACK];
+  gemm_problem* probs = on_stack;
+  if (batch > BATCH_ON_STACK) probs = (gemm_problem*)etmlir_cpu_scratch_alloc(sizeof(gemm_problem) * (size_t)batch);
+  for (int64_t i = 0; i < batch; i++) {
+    gemm_problem* g = &probs[i];
+    memset(g, 0, sizeof(*g));
+    g->M = a->sizes[1];
+    g->K = a->sizes[2];
+    g->N = b->sizes[2];
+    g->a = view2(a->aligned + a->offset + i * a->strides[0], a->strides[1], a->strides[2]);
+    g->b.m = view2(b->aligned + b->offset + i * b->strides[0], b->strides[1], b->strides[2]);
+    g->c = c->aligned + c->offset + i * c->strides[0];
+    g->rsc = c->strides[1];
+    g->csc = c->strides[2];
+  }
+  gemm_run(probs, batch);
+  if (probs != on_stack) etmlir_cpu_scratch_free(probs);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Convolution: one GEMM per image, W[F, C*KH*KW] x im2col(in)[C*KH*KW, OH*OW]               */
+/* ------------------------------------------------------------------------------------------ */
+
+#if defined(__AVX512F__)
+/* Implicit GEMM for convolutions with a short reduction (C*KH*KW <= KC_MAX) and unit-stride rows:
+ * the microkernel reads its B vectors straight from the input (no im2col, no B packing). A tile is
+ * up to 32 output columns of one output row; koff[k] is the input offset of reduction index k. */
+UK_INLINE void kconv512(const int mr, const int nv, const int s2, int64_t kc, const float* restrict ap,
+                        const float* restrict src, const int64_t* restrict koff, float* restrict c, int64_t ldc,
+                        __mmask16 m0, __mmask16 m1, uint64_t lbits) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  __m512 acc0[UK_MR], acc1[UK_MR];
+#pragma GCC unroll 14
+  for (int r = 0; r < mr; r++) {
+    acc0[r] = _mm512_maskz_loadu_ps(m0, c + r * ldc);
+    if (nv == 2) acc1[r] = _mm512_maskz_loadu_ps(m1, c + r * ldc + 16);
+  }
+  for (int64_t k = 0; k < kc; k++) {
+    const float* p = src + koff[k];
+    __m512 b0, b1;
+    if (s2) {
+      b0 = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps((__mmask16)lbits, p), even,
+                                  _mm512_maskz_loadu_ps((__mmask16)(lbits >> 16), p + 16));
+      b1 = nv == 2 ? _mm512_permutex2var_ps(_mm512_maskz_loadu_ps((__mmask16)(lbits >> 32), p + 32), even,
+                                            _mm512_maskz_loadu_ps((__mmask16)(lbits >> 48), p + 48))
+                   : b0;
+    } else {
+      b0 = _mm512_maskz_loadu_ps(m0, p);
+      b1 = nv == 2 ? _mm512_maskz_loadu_ps(m1, p + 16) : b0;
+    }
+#pragma GCC unroll 14
+    for (int r = 0; r < mr; r++) {
+      __m512 a = _mm512_set1_ps(ap[r]);
+      acc0[r] = _mm512_fmadd_ps(a, b0, acc0[r]);
+      if (nv == 2) acc1[r] = _mm512_fmadd_ps(a, b1, acc1[r]);
+    }
+    ap += UK_MR;
+  }
+#pragma GCC unroll 14
+  for (int r = 0; r < mr; r++) {
+    _mm512_mask_storeu_ps(c + r * ldc, m0, acc0[r]);
+    if (nv == 2) _mm512_mask_storeu_ps(c + r * ldc + 16, m1, acc1[r]);
+  }
+}
+
+#define KCONV512_CASE(R)                                                               \
+  case R:                                                                              \
+    if (nv == 2) {                                                                     \
+      if (s2) {                                                                        \
+        kconv512(R, 2, 1, kc, ap, src, koff, c, ldc, m0, m1, lbits);                   \
+      } else {                                                                         \
+        kconv512(R, 2, 0, kc, ap, src, koff, c, ldc, m0, m1, lbits);                   \
+      }                                                                                \
+    } else {                                                                           \
+      if (s2) {                                                                        \
+        kconv512(R, 1, 1, kc, ap, src, koff, c, ldc, m0, m1, lbits);                   \
+      } else {                                                                         \
+        kconv512(R, 1, 0, kc, ap, src, koff, c, ldc, m0, m1, lbits);                   \
+      }                                                                                \
+    }                                                                                  \
+    break;
+
+static void kconv512_dispatch(int mr, int nr, int s2, int64_t kc, const float* ap, const float* src,
+                              const int64_t* koff, float* c, int64_t ldc) {
+  __mmask16 m0 = mask16(nr), m1 = mask16(MAX(0, nr - 16));
+  uint64_t lbits = (1ull << (2 * nr - 1)) - 1; /* stride 2: input columns [0, 2 nr - 1) */
+  int nv = nr > 16 ? 2 : 1;
+  switch (mr) {
+    KCONV512_CASE(1)
+    KCONV512_CASE(2)
+    KCONV512_CASE(3)
+    KCONV512_CASE(4)
+    KCONV512_CASE(5)
+    KCONV512_CASE(6)
+    KCONV512_CASE(7)
+    KCONV512_CASE(8)
+    KCONV512_CASE(9)
+    KCONV512_CASE(10)
+    KCONV512_CASE(11)
+    KCONV512_CASE(12)
+    KCONV512_CASE(13)
+    KCONV512_CASE(14)
+    default:
+      break;
+  }
+}
+
+typedef struct {
+  const float* in;
+  float* out;
+  const float* ap;     /* packed filter: pack_a panels over all F rows, kc = K */
+  const int64_t* koff; /* K input offsets */
+  int64_t F, OH, OW, K, rows;
+  int64_t in_n, in_row; /* input offsets per image and per output row */
+  int64_t out_n, out_f, out_row;
+  int64_t str_w;
+  int64_t tasks;
+} conv_job;
+
+static void conv_job_body(void* arg, int64_t begin, int64_t end) {
+  const conv_job* j = (const conv_job*)arg;
+  int64_t np = CEIL_DIV(j->F, UK_MR), hbase = j->F / np, hextra = j->F % np;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t r0, r1;
+    split_range(j->rows, j->tasks, 1, t, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+      int64_t n = r / j->OH, oh = r % j->OH;
+      const float* src_row = j->in + n * j->in_n + oh * j->in_row;
+      float* out_row = j->out + n * j->out_n + oh * j->out_row;
+      for (int64_t ow = 0; ow < j->OW; ow += 32) {
+        int nr = (int)MIN(32, j->OW - ow);
+        for (int64_t ip = 0, f = 0; ip < np; ip++) {
+          int h = (int)(hbase + (ip < hextra));
+          kconv512_dispatch(h, nr, j->str_w == 2, j->K, j->ap + ip * UK_MR * j->K, src_row + ow * j->str_w, j->koff,
+                            out_row + f * j->out_f + ow, j->out_f);
+          f += h;
+        }
+      }
+    }
+  }
+}
+
+/* Returns 0 when the convolution does not suit the implicit GEMM (the caller then uses im2col GEMM). */
+static int conv_direct(etmlir_memref4d_f32* in, etmlir_memref4d_f32* filter, etmlir_memref4d_f32* out,
+                       int64_t stride_h, int64_t stride_w, int64_t dilation_h, int64_t dilation_w) {
+  int64_t nb = out->sizes[0], F = out->sizes[1], OH = out->sizes[2], OW = out->sizes[3];
+  int64_t C = filter->sizes[1], KH = filter->sizes[2], KW = filter->sizes[3], K = C * KH * KW;
+  const int64_t* is = in->strides;
+  const int64_t* fs = filter->strides;
+  const int64_t* os = out->strides;
+  if (K > KC_MAX || KH * KW == 1 || is[3] != 1 || os[3] != 1 || (stride_w != 1 && stride_w != 2)) return 0;
+  int64_t a_floats = CEIL_DIV(CEIL_DIV(F, UK_MR) * UK_MR * K, 16) * 16;
+  float* scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)a_floats + sizeof(int64_t) * (size_t)K);
+  int64_t* koff = (int64_t*)(scratch + a_floats);
+  for (int64_t c = 0, k = 0; c < C; c++)
+    for (int64_t kh = 0; kh < KH; kh++)
+      for (int64_t kw = 0; kw < KW; kw++) koff[k++] = c * is[1] + kh * dilation_h * is[2] + kw * dilation_w;
+  /* Filter as [F, K] with K = (c, kh, kw): pack_a takes it one (c, kh, kw) column at a time. */
+  const float* fbase = filter->aligned + filter->offset;
+  for (int64_t c = 0, k = 0; c < C; c++)
+    for (int64_t kh = 0; kh < KH; kh++)
+      for (int64_t kw = 0; kw < KW; kw++, k++) {
+        int64_t np = CEIL_DIV(F, UK_MR), hbase = F / np, hextra = F % np;
+        for (int64_t ip = 0, f = 0; ip < np; ip++) {
+          int64_t h = hbase + (ip < hextra);
+          float* dst = scratch + ip * UK_MR * K + k * UK_MR;
+          for (int64_t r = 0; r < h; r++) dst[r] = fbase[(f + r) * fs[0] + c * fs[1] + kh * fs[2] + kw * fs[3]];
+          f += h;
+        }
+      }
+  conv_job j;
+  memset(&j, 0, sizeof(j));
+  j.in = in->aligned + in->offset;
+  j.out = out->aligned + out->offset;
+  j.ap = scratch;
+  j.koff = koff;
+  j.F = F;
+  j.OH = OH;
+  j.OW = OW;
+  j.K = K;
+  j.rows = nb * OH;
+  j.in_n = is[0];
+  j.in_row = stride_h * is[2];
+  j.out_n = os[0];
+  j.out_f = os[1];
+  j.out_row = os[2];
+  j.str_w = stride_w;
+  int nt = etmlir_cpu_num_threads();
+  double flops = 2.0 * (double)F * (double)K * (double)(j.rows * OW);
+  j.tasks = nt > 1 && flops >= PAR_MIN_FLOPS ? MIN(nt, j.rows) : 1;
+  if (j.tasks == 1) {
+    conv_job_body(&j, 0, 1);
+  } else {
+    etmlir_cpu_parallel_for(j.tasks, conv_job_body, &j);
+  }
+  etmlir_cpu_scratch_free(scratch);
+  return 1;
+}
+#endif
+
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_nchw_fchw(etmlir_memref4d_f32* in, etmlir_memref4d_f32* filter,
+                                                               etmlir_memref4d_f32* out, int64_t stride_h,
+                                                               int64_t stride_w, int64_t dilation_h,
+                                                               int64_t dilation_w) {
+  int64_t nb = out->sizes[0], F = out->sizes[1], OH = out->sizes[2], OW = out->sizes[3];
+  int64_t C = filter->sizes[1], KH = filter->sizes[2], KW = filter->sizes[3];
+  if (nb <= 0 || F <= 0 || OH <= 0 || OW <= 0) return;
+  int64_t K = C * KH * KW, N = OH * OW;
+#if defined(__AVX512F__)
+  if (conv_direct(in, filter, out, stride_h, stride_w, dilation_h, dilation_w)) return;
+#endif
+  const int64_t* fs = filter->strides;
+  const int64_t* is = in->strides;
+  const int64_t* os = out->strides;
+
+  /* A = filter as [F, C*KH*KW]: a view when (c, kh, kw) flatten, else a contiguous copy. */
+  float* filter_copy = NULL;
+  int64_t unit = KH * KW == 1 ? fs[1] : KW > 1 ? fs[3] : fs[2];
+  mat_view a = view2(filter->aligned + filter->offset, fs[0], unit);
+  int flat = KH * KW == 1 ||
+             ((KW == 1 || KH == 1 || fs[2] == KW * fs[3]) && (C == 1 || fs[1] == KH * KW * unit));
+  if (!flat) {
+    filter_copy = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(F * K));
+    for (int64_t f = 0; f < F; f++)
+      for (int64_t c = 0; c < C; c++)
+        for (int64_t kh = 0; kh < KH; kh++)
+          for (int64_t kw = 0; kw < KW; kw++)
+            filter_copy[((f * C + c) * KH + kh) * KW + kw] =
+                filter->aligned[filter->offset + f * fs[0] + c * fs[1] + kh * fs[2] + kw * fs[3]];
+    a = view2(filter_copy, K, 1);
+  }
+
+  /* C = out[n] as [F, OH*OW]: a view when (oh, ow) flatten, else a contiguous copy. */
+  int out_flat = OH == 1 || os[2] == OW * os[3];
+  float* out_copy = NULL;
+  if (!out_flat) out_copy = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(F * N));
+
+  for (int64_t n = 0; n < nb; n++) {
+    gemm_problem g;
+    memset(&g, 0, sizeof(g));
+    g.M = F;
+    g.N = N;
+    g.K = K;
+    g.a = a;
+    const float* img = in->aligned + in->offset + n * is[0];
+    float* o = out->aligned + out->offset + n * os[0];
+    if (KH == 1 && KW == 1 && (OH == 1 || stride_h * is[2] == OW * stride_w * is[3])) {
+      /* Pointwise convolution over a plane that flattens: B is the input itself. */
+      g.b.m = view2(img, is[1], stride_w * is[3]);
+    } else {
+      g.b.is_conv = 1;
+      g.b.in = img;
+      g.b.sc = is[1];
+      g.b.sh = is[2];
+      g.b.sw = is[3];
+      g.b.kh = KH;
+      g.b.kw = KW;
+      g.b.ow = OW;
+      g.b.str_h = stride_h;
+      g.b.str_w = stride_w;
+      g.b.dil_h = dilation_h;
+      g.b.dil_w = dilation_w;
+    }
+    if (out_flat) {
+      g.c = o;
+      g.rsc = os[1];
+      g.csc = os[3];
+    } else {
+      for (int64_t f = 0; f < F; f++)
+        for (int64_t oh = 0; oh < OH; oh++)
+          for (int64_t ow = 0; ow < OW; ow++)
+            out_copy[(f * OH + oh) * OW + ow] = o[f * os[1] + oh * os[2] + ow * os[3]];
+      g.c = out_copy;
+      g.rsc = N;
+      g.csc = 1;
+    }
+    gemm_run(&g, 1);
+    if (!out_flat) {
+      for (int64_t f = 0; f < F; f++)
+        for (int64_t oh = 0; oh < OH; oh++)
+          for (int64_t ow = 0; ow < OW; ow++)
+            o[f * os[1] + oh * os[2] + ow * os[3]] = out_copy[(f * OH + oh) * OW + ow];
+    }
+  }
+  if (filter_copy) etmlir_cpu_scratch_free(filter_copy);
+  if (out_copy) etmlir_cpu_scratch_free(out_copy);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Depthwise convolution: one (image, channel) plane at a time                                */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+  const float* in;
+  const float* filter;
+  float* out;
+  int64_t C, OH, OW, KH, KW, IW;
+  int64_t is[4], fs[3], os[4];
+  int64_t sh, sw, dh, dw;
+  int64_t tasks, planes;
+} dw_job;
+
+/* Any kernel size, stride and dilation; vectorizes along ow when rows are contiguous. */
+static void dw_plane_generic(const dw_job* j, const float* restrict in, const float* restrict f,
+                             float* restrict out) {
+  for (int64_t oh = 0; oh < j->OH; oh++) {
+    float* restrict orow = out + oh * j->os[2];
+    for (int64_t kh = 0; kh < j->KH; kh++) {
+      const float* irow = in + (oh * j->sh + kh * j->dh) * j->is[2];
+      for (int64_t kw = 0; kw < j->KW; kw++) {
+        float w = f[kh * j->fs[1] + kw * j->fs[2]];
+        const float* restrict src = irow + kw * j->dw * j->is[3];
+        int64_t step = j->sw * j->is[3];
+        if (j->os[3] == 1 && step == 1) {
+          for (int64_t ow = 0; ow < j->OW; ow++) orow[ow] += w * src[ow];
+        } else {
+          for (int64_t ow = 0; ow < j->OW; ow++) orow[ow * j->os[3]] += w * src[ow * step];
+        }
+      }
+    }
+  }
+}
+
+#if defined(__AVX512F__)
+/* The 3x3 fast paths compute R output rows per pass so that each loaded input row feeds up to three
+ * of them. A row of OW >= 16 columns is covered by full vectors only: the last one starts at OW - 16
+ * and overlaps its neighbour, and the two are loaded before either is stored, so the overlapping
+ * columns get the same value twice instead of being added twice. Rows narrower than 16 use masks. */
+
+/* R rows of a 3x3, stride-1 plane; NV vectors at columns ow[0..NV) (masked by m when !full). */
+UK_INLINE void dw3x3s1_vec(const int R, const int NV, const int full, const float* in, int64_t ish, float* out,
+                           int64_t osh, const int64_t ow[2], __mmask16 m, const __m512 w[9]) {
+  __m512 acc[4][2];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++)
+      acc[r][v] = full ? _mm512_loadu_ps(out + r * osh + ow[v]) : _mm512_maskz_loadu_ps(m, out + r * osh + ow[v]);
+#pragma GCC unroll 6
+  for (int i = 0; i < R + 2; i++) {
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) {
+      const float* row = in + i * ish + ow[v];
+      __m512 x0 = full ? _mm512_loadu_ps(row) : _mm512_maskz_loadu_ps(m, row);
+      __m512 x1 = full ? _mm512_loadu_ps(row + 1) : _mm512_maskz_loadu_ps(m, row + 1);
+      __m512 x2 = full ? _mm512_loadu_ps(row + 2) : _mm512_maskz_loadu_ps(m, row + 2);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++) {
+        int kh = i - r;
+        if (kh < 0 || kh > 2) continue;
+        acc[r][v] = _mm512_fmadd_ps(w[3 * kh], x0, acc[r][v]);
+        acc[r][v] = _mm512_fmadd_ps(w[3 * kh + 1], x1, acc[r][v]);
+        acc[r][v] = _mm512_fmadd_ps(w[3 * kh + 2], x2, acc[r][v]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) {
+      if (full) {
+        _mm512_storeu_ps(out + r * osh + ow[v], acc[r][v]);
+      } else {
+        _mm512_mask_storeu_ps(out + r * osh + ow[v], m, acc[r][v]);
+      }
+    }
+}
+
+UK_INLINE void dw3x3s1_rows(const int R, const float* in, int64_t ish, float* out, int64_t osh, int64_t OW,
+                            const __m512 w[9]) {
+  int64_t ow[2] = {0, 0};
+  if (OW < 16) {
+    dw3x3s1_vec(R, 1, 0, in, ish, out, osh, ow, mask16(OW), w);
+    return;
+  }
+  int64_t nfull = OW / 16, single = OW % 16 ? nfull - 1 : nfull;
+  for (int64_t v = 0; v < single; v++) {
+    ow[0] = v * 16;
+    dw3x3s1_vec(R, 1, 1, in, ish, out, osh, ow, 0xFFFF, w);
+  }
+  if (single < nfull) {
+    ow[0] = single * 16;
+    ow[1] = OW - 16;
+    dw3x3s1_vec(R, 2, 1, in, ish, out, osh, ow, 0xFFFF, w);
+  }
+}
+
+/* 3x3, stride 1, dilation 1, unit-stride rows. */
+static void dw_plane_3x3s1(const dw_job* j, const float* in, const float* f, float* out) {
+  __m512 w[9];
+  for (int kh = 0; kh < 3; kh++)
+    for (int kw = 0; kw < 3; kw++) w[kh * 3 + kw] = _mm512_set1_ps(f[kh * j->fs[1] + kw * j->fs[2]]);
+  int64_t ish = j->is[2], osh = j->os[2], oh = 0;
+  for (; oh + 4 <= j->OH; oh += 4) dw3x3s1_rows(4, in + oh * ish, ish, out + oh * osh, osh, j->OW, w);
+  switch (j->OH - oh) {
+    case 3: dw3x3s1_rows(3, in + oh * ish, ish, out + oh * osh, osh, j->OW, w); break;
+    case 2: dw3x3s1_rows(2, in + oh * ish, ish, out + oh * osh, osh, j->OW, w); break;
+    case 1: dw3x3s1_rows(1, in + oh * ish, ish, out + oh * osh, osh, j->OW, w); break;
+    default: break;
+  }
+}
+
+/* R rows of a 3x3, stride-2 plane; NV vectors at output columns ow[0..NV), n valid columns each (16
+ * when full). Even/odd input columns come from two-source permutes of two loads: output column
+ * ow + t reads input columns 2(ow + t) + {0, 1, 2}. */
+UK_INLINE void dw3x3s2_vec(const int R, const int NV, const int full, const float* in, int64_t ish, float* out,
+                           int64_t osh, const int64_t ow[2], int64_t n, const __m512 w[9]) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  /* Loads at 2ow read relative columns < 2n; loads at 2ow + 2 read relative columns < 2n - 1. */
+  uint32_t lo_bits = full ? 0xFFFFFFFFu : (uint32_t)((1ull << (2 * n)) - 1);
+  uint32_t hi_bits = (uint32_t)((1ull << (2 * n - 1)) - 1);
+  __mmask16 m = full ? (__mmask16)0xFFFF : mask16(n);
+  __m512 acc[4][2];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++)
+      acc[r][v] = full ? _mm512_loadu_ps(out + r * osh + ow[v]) : _mm512_maskz_loadu_ps(m, out + r * osh + ow[v]);
+#pragma GCC unroll 9
+  for (int i = 0; i < 2 * R + 1; i++) {
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) {
+      const float* row = in + i * ish + 2 * ow[v];
+      __m512 v0 = full ? _mm512_loadu_ps(row) : _mm512_maskz_loadu_ps((__mmask16)lo_bits, row);
+      __m512 v1 = full ? _mm512_loadu_ps(row + 16) : _mm512_maskz_loadu_ps((__mmask16)(lo_bits >> 16), row + 16);
+      __m512 v2 = full ? _mm512_loadu_ps(row + 2) : _mm512_maskz_loadu_ps((__mmask16)hi_bits, row + 2);
+      __m512 v3 = _mm512_maskz_loadu_ps((__mmask16)(hi_bits >> 16), row + 18);
+      __m512 x0 = _mm512_permutex2var_ps(v0, even, v1);
+      __m512 x1 = _mm512_permutex2var_ps(v0, odd, v1);
+      __m512 x2 = _mm512_permutex2var_ps(v2, even, v3);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++) {
+        int kh = i - 2 * r;
+        if (kh < 0 || kh > 2) continue;
+        acc[r][v] = _mm512_fmadd_ps(w[3 * kh], x0, acc[r][v]);
+        acc[r][v] = _mm512_fmadd_ps(w[3 * kh + 1], x1, acc[r][v]);
+        acc[r][v] = _mm512_fmadd_ps(w[3 * kh + 2], x2, acc[r][v]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) {
+      if (full) {
+        _mm512_storeu_ps(out + r * osh + ow[v], acc[r][v]);
+      } else {
+        _mm512_mask_storeu_ps(out + r * osh + ow[v], m, acc[r][v]);
+      }
+    }
+}
+
+UK_INLINE void dw3x3s2_rows(const int R, const float* in, int64_t ish, float* out, int64_t osh, int64_t OW,
+                            const __m512 w[9]) {
+  int64_t ow[2] = {0, 0};
+  if (OW < 16) {
+    dw3x3s2_vec(R, 1, 0, in, ish, out, osh, ow, OW, w);
+    return;
+  }
+  int64_t nfull = OW / 16, single = OW % 16 ? nfull - 1 : nfull;
+  for (int64_t v = 0; v < single; v++) {
+    ow[0] = v * 16;
+    dw3x3s2_vec(R, 1, 1, in, ish, out, osh, ow, 16, w);
+  }
+  if (single < nfull) {
+    ow[0] = single * 16;
+    ow[1] = OW - 16;
+    dw3x3s2_vec(R, 2, 1, in, ish, out, osh, ow, 16, w);
+  }
+}
+
+/* 3x3, stride 2, dilation 1, unit-stride rows. */
+static void dw_plane_3x3s2(const dw_job* j, const float* in, const float* f, float* out) {
+  __m512 w[9];
+  for (int kh = 0; kh < 3; kh++)
+    for (int kw = 0; kw < 3; kw++) w[kh * 3 + kw] = _mm512_set1_ps(f[kh * j->fs[1] + kw * j->fs[2]]);
+  int64_t ish = j->is[2], osh = j->os[2], oh = 0;
+  for (; oh + 4 <= j->OH; oh += 4) dw3x3s2_rows(4, in + 2 * oh * ish, ish, out + oh * osh, osh, j->OW, w);
+  switch (j->OH - oh) {
+    case 3: dw3x3s2_rows(3, in + 2 * oh * ish, ish, out + oh * osh, osh, j->OW, w); break;
+    case 2: dw3x3s2_rows(2, in + 2 * oh * ish, ish, out + oh * osh, osh, j->OW, w); break;
+    case 1: dw3x3s2_rows(1, in + 2 * oh * ish, ish, out + oh * osh, osh, j->OW, w); break;
+    default: break;
+  }
+}
+#endif
+
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+/* AVX2: 8 columns per vector, R output rows per pass; columns whose loads would leave the input row
+ * (the last few) are done in scalar code. */
+UK_INLINE __m256 even8(__m256 a, __m256 b) {
+  __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), 0xD8));
+}
+
+UK_INLINE __m256 odd8(__m256 a, __m256 b) {
+  __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), 0xD8));
+}
+
+UK_INLINE void dw3x3_rows8(const int R, const int s, const float* in, int64_t ish, int64_t IW, float* out,
+                           int64_t osh, int64_t OW, const float wf[9]) {
+  __m256 w[9];
+  for (int i = 0; i < 9; i++) w[i] = _mm256_set1_ps(wf[i]);
+  int64_t ow = 0;
+  for (; ow + 8 <= OW && s * ow + (s == 1 ? 10 : 18) <= IW; ow += 8) {
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) acc[r] = _mm256_loadu_ps(out + r * osh + ow);
+#pragma GCC unroll 9
+    for (int i = 0; i < s * (R - 1) + 3; i++) {
+      const float* row = in + i * ish + s * ow;
+      __m256 x0, x1, x2;
+      if (s == 1) {
+        x0 = _mm256_loadu_ps(row);
+        x1 = _mm256_loadu_ps(row + 1);
+        x2 = _mm256_loadu_ps(row + 2);
+      } else {
+        __m256 v0 = _mm256_loadu_ps(row), v1 = _mm256_loadu_ps(row + 8);
+        x0 = even8(v0, v1);
+        x1 = odd8(v0, v1);
+        x2 = even8(_mm256_loadu_ps(row + 2), _mm256_loadu_ps(row + 10));
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++) {
+        int kh = i - s * r;
+        if (kh < 0 || kh > 2) continue;
+        acc[r] = _mm256_fmadd_ps(w[3 * kh], x0, acc[r]);
+        acc[r] = _mm256_fmadd_ps(w[3 * kh + 1], x1, acc[r]);
+        acc[r] = _mm256_fmadd_ps(w[3 * kh + 2], x2, acc[r]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) _mm256_storeu_ps(out + r * osh + ow, acc[r]);
+  }
+  for (; ow < OW; ow++)
+    for (int r = 0; r < R; r++) {
+      const float* src = in + s * r * ish + s * ow;
+      float t = out[r * osh + ow];
+      for (int kh = 0; kh < 3; kh++)
+        for (int kw = 0; kw < 3; kw++) t += wf[kh * 3 + kw] * src[kh * ish + kw];
+      out[r * osh + ow] = t;
+    }
+}
+
+/* 3x3, stride 1 or 2, dilation 1, unit-stride rows. */
+static void dw_plane_3x3_avx2(const dw_job* j, int s, const float* in, const float* f, float* out) {
+  float wf[9];
+  for (int kh = 0; kh < 3; kh++)
+    for (int kw = 0; kw < 3; kw++) wf[kh * 3 + kw] = f[kh * j->fs[1] + kw * j->fs[2]];
+  int64_t ish = j->is[2], osh = j->os[2], oh = 0;
+  if (s == 1) {
+    for (; oh + 4 <= j->OH; oh += 4) dw3x3_rows8(4, 1, in + oh * ish, ish, j->IW, out + oh * osh, osh, j->OW, wf);
+    for (; oh < j->OH; oh++) dw3x3_rows8(1, 1, in + oh * ish, ish, j->IW, out + oh * osh, osh, j->OW, wf);
+  } else {
+    for (; oh + 2 <= j->OH; oh += 2) dw3x3_rows8(2, 2, in + 2 * oh * ish, ish, j->IW, out + oh * osh, osh, j->OW, wf);
+    for (; oh < j->OH; oh++) dw3x3_rows8(1, 2, in + 2 * oh * ish, ish, j->IW, out + oh * osh, osh, j->OW, wf);
+  }
+}
+#endif
+
+static void dw_job_body(void* arg, int64_t begin, int64_t end) {
+  const dw_job* j = (const dw_job*)arg;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t p0, p1;
+    split_range(j->planes, j->tasks, 1, t, &p0, &p1);
+    for (int64_t p = p0; p < p1; p++) {
+      int64_t n = p / j->C, c = p % j->C;
+      const float* in = j->in + n * j->is[0] + c * j->is[1];
+      const float* f = j->filter + c * j->fs[0];
+      float* out = j->out + n * j->os[0] + c * j->os[1];
+#if defined(__AVX512F__)
+      int fast = j->KH == 3 && j->KW == 3 && j->dh == 1 && j->dw == 1 && j->is[3] == 1 && j->os[3] == 1;
+      if (fast && j->sh == 1 && j->sw == 1) {
+        dw_plane_3x3s1(j, in, f, out);
+        continue;
+      }
+      if (fast && j->sh == 2 && j->sw == 2) {
+        dw_plane_3x3s2(j, in, f, out);
+        continue;
+      }
+#elif defined(__AVX2__) && defined(__FMA__)
+      int fast = j->KH == 3 && j->KW == 3 && j->dh == 1 && j->dw == 1 && j->is[3] == 1 && j->os[3] == 1;
+      if (fast && j->sh == j->sw && (j->sw == 1 || j->sw == 2)) {
+        dw_plane_3x3_avx2(j, (int)j->sw, in, f, out);
+        continue;
+      }
+#endif
+      dw_plane_generic(j, in, f, out);
+    }
+  }
+}
+
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw(etmlir_memref4d_f32* in,
+                                                                        etmlir_memref3d_f32* filter,
+                                                                        etmlir_memref4d_f32* out, int64_t stride_h,
+                                                                        int64_t stride_w, int64_t dilation_h,
+                                                                        int64_t dilation_w) {
+  dw_job j;
+  memset(&j, 0, sizeof(j));
+  j.in = in->aligned + in->offset;
+  j.filter = filter->aligned + filter->offset;
+  j.out = out->aligned + out->offset;
+  j.C = out->sizes[1];
+  j.OH = out->sizes[2];
+  j.OW = out->sizes[3];
+  j.KH = filter->sizes[1];
+  j.KW = filter->sizes[2];
+  j.IW = in->sizes[3];
+  for (int i = 0; i < 4; i++) j.is[i] = in->strides[i];
+  for (int i = 0; i < 3; i++) j.fs[i] = filter->strides[i];
+  for (int i = 0; i < 4; i++) j.os[i] = out->strides[i];
+  j.sh = stride_h;
+  j.sw = stride_w;
+  j.dh = dilation_h;
+  j.dw = dilation_w;
+  j.planes = out->sizes[0] * j.C;
+  if (j.planes <= 0 || j.OH <= 0 || j.OW <= 0) return;
+  int nt = etmlir_cpu_num_threads();
+  double work = (double)j.planes * (double)(j.OH * j.OW * j.KH * j.KW);
+  j.tasks = nt > 1 && work >= PAR_MIN_FLOPS / 2 ? MIN(nt, j.planes) : 1;
+  if (j.tasks == 1) {
+    dw_job_body(&j, 0, 1);
+  } else {
+    etmlir_cpu_parallel_for(j.tasks, dw_job_body, &j);
+  }
+}

@@ -1,0 +1,934 @@
+// The "cpu" backend: an ahead-of-time compiled shared object run in process (cpu_backend.h, PAYLOAD.md).
+#include "cpu_backend.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "etmlir/runtime/evalue.h"
+#include "etmlir/runtime/tensor.h"
+
+namespace etmlir {
+namespace {
+
+// ---- The payload format (PAYLOAD.md) -------------------------------------------------
+
+constexpr char kMagic[8] = {'E', 'T', 'M', 'L', 'C', 'P', 'U', '1'};
+constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kAbiVersion = 1;
+constexpr size_t kFixedHeaderBytes = 208;  // up to the tensor specs
+constexpr size_t kHeaderAlignment = 64;
+constexpr size_t kArchBytes = 16;
+constexpr size_t kSymbolBytes = 64;
+constexpr size_t kAlignment = 64;
+
+// Field offsets.
+constexpr size_t kOffHeaderBytes = 8;
+constexpr size_t kOffFormatVersion = 12;
+constexpr size_t kOffArch = 16;
+constexpr size_t kOffCpuFeatures = 32;
+constexpr size_t kOffSoBytes = 40;
+constexpr size_t kOffSoCrc32 = 48;
+constexpr size_t kOffArenaBytes = 56;
+constexpr size_t kOffNumInputs = 64;
+constexpr size_t kOffNumOutputs = 68;
+constexpr size_t kOffNumDebugHandles = 72;
+constexpr size_t kOffAbiVersion = 76;
+constexpr size_t kOffEntry = 80;
+constexpr size_t kOffShapesEntry = 144;
+
+// cpu_features bit i is kFeatureNames[i].
+constexpr const char* kFeatureNames[] = {"sse4.2", "avx",      "avx2",     "fma",      "f16c",
+                                         "avx512f", "avx512dq", "avx512bw", "avx512vl", "bmi2"};
+constexpr int kNumFeatures = sizeof(kFeatureNames) / sizeof(kFeatureNames[0]);
+
+#if defined(__x86_64__)
+constexpr const char* kArch = "x86_64";
+constexpr uint16_t kElfMachine = EM_X86_64;
+#elif defined(__aarch64__)
+constexpr const char* kArch = "aarch64";
+constexpr uint16_t kElfMachine = EM_AARCH64;
+#else
+constexpr const char* kArch = "unsupported";
+constexpr uint16_t kElfMachine = EM_NONE;
+#endif
+
+uint32_t read_u32(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+uint64_t read_u64(const uint8_t* p) { return uint64_t{read_u32(p)} | uint64_t{read_u32(p + 4)} << 32; }
+
+// CRC-32 (IEEE 802.3, reflected 0xEDB88320; zlib's crc32), eight bytes a step.
+struct Crc32Tables {
+  uint32_t t[8][256];
+};
+
+constexpr Crc32Tables make_crc32_tables() {
+  Crc32Tables tables{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    tables.t[0][i] = c;
+  }
+  for (uint32_t i = 0; i < 256; ++i) {
+    for (int s = 1; s < 8; ++s) tables.t[s][i] = (tables.t[s - 1][i] >> 8) ^ tables.t[0][tables.t[s - 1][i] & 0xff];
+  }
+  return tables;
+}
+
+constexpr Crc32Tables kCrc32 = make_crc32_tables();
+
+uint32_t crc32(const uint8_t* data, size_t size) {
+  uint32_t c = 0xFFFFFFFFu;
+  const auto& t = kCrc32.t;
+  while (size >= 8) {
+    uint32_t lo = c ^ read_u32(data);
+    uint32_t hi = read_u32(data + 4);
+    c = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^ t[4][lo >> 24] ^ t[3][hi & 0xff] ^
+        t[2][(hi >> 8) & 0xff] ^ t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
+    data += 8;
+    size -= 8;
+  }
+  while (size-- > 0) c = t[0][(c ^ *data++) & 0xff] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+size_t round_up(size_t n, size_t alignment) { return (n + alignment - 1) / alignment * alignment; }
+
+const char* plural(size_t n) { return n == 1 ? "" : "s"; }
+
+// A fixed-size text field (NUL-padded) as a C string in `out` (size >= field + 1).
+void field_text(const uint8_t* field, size_t size, char* out) {
+  size_t n = 0;
+  while (n < size && field[n] != '\0') ++n;
+  std::memcpy(out, field, n);
+  out[n] = '\0';
+}
+
+// Bytes as text for a message: printable ASCII as is, the rest as \xNN.
+const char* printable(const uint8_t* bytes, size_t size, char* out, size_t out_size) {
+  size_t used = 0;
+  for (size_t i = 0; i < size && used + 5 < out_size; ++i) {
+    if (bytes[i] >= 0x20 && bytes[i] < 0x7f && bytes[i] != '"' && bytes[i] != '\\') {
+      out[used++] = static_cast<char>(bytes[i]);
+    } else {
+      used += static_cast<size_t>(std::snprintf(out + used, out_size - used, "\\x%02x", bytes[i]));
+    }
+  }
+  out[used] = '\0';
+  return out;
+}
+
+// ---- The payload's C interface (PAYLOAD.md "Symbols") ---------------------------------
+
+using ParallelBody = void (*)(void* arg, int64_t begin, int64_t end);
+using ParallelFn = void (*)(void* ctx, int64_t n, ParallelBody body, void* arg);
+using EntryFn = void (*)(void** args);
+using PayloadAbiFn = int (*)();
+using SetArenaFn = void (*)(void* base, uint64_t bytes);
+using CounterFn = uint64_t (*)();
+using SetParallelFn = void (*)(ParallelFn fn, void* ctx, int num_threads);
+
+// ---- Thread pool --------------------------------------------------------------------
+
+// num_threads - 1 persistent workers plus the calling thread. parallel_for
+// splits [0, n) into min(num_threads, n) contiguous chunks: the caller runs
+// chunk 0, worker w chunk w + 1. Workers sleep on a condition variable between
+// loops; nothing is allocated per call. A loop started while one runs (a
+// nested or concurrent call) runs serially on its caller.
+class ThreadPool {
+ public:
+  ThreadPool() = default;
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+  ~ThreadPool() { stop(); }
+
+  Error start(int num_threads);
+  void stop();
+  int num_threads() const { return num_workers_ + 1; }
+
+  // The etmlir_parallel_fn given to the payload (ctx is the pool).
+  static void parallel_for(void* ctx, int64_t n, ParallelBody body, void* arg);
+
+ private:
+  struct Worker {
+    ThreadPool* pool;
+    int index;
+  };
+  static void* worker_main(void* worker);
+  void run_worker(int index);
+  void chunk(int c, int64_t n, int chunks, int64_t* begin, int64_t* end) const {
+    int64_t base = n / chunks;
+    int64_t extra = n % chunks;
+    *begin = c * base + (c < extra ? c : extra);
+    *end = *begin + base + (c < extra ? 1 : 0);
+  }
+
+  pthread_mutex_t mutex_ = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t wake_ = PTHREAD_COND_INITIALIZER;
+  pthread_cond_t done_ = PTHREAD_COND_INITIALIZER;
+  pthread_t* threads_ = nullptr;
+  Worker* workers_ = nullptr;
+  int num_workers_ = 0;   // requested
+  int num_started_ = 0;   // running (joined by stop)
+  bool stopping_ = false;
+  uint64_t generation_ = 0;  // one per parallel loop
+  int pending_ = 0;          // workers with a chunk still running
+  int64_t n_ = 0;
+  int chunks_ = 0;
+  ParallelBody body_ = nullptr;
+  void* arg_ = nullptr;
+  std::atomic<bool> busy_{false};
+};
+
+Error ThreadPool::start(int num_threads) {
+  num_workers_ = num_threads - 1;
+  if (num_workers_ <= 0) return Error::ok();
+  threads_ = static_cast<pthread_t*>(std::malloc(sizeof(pthread_t) * static_cast<size_t>(num_workers_)));
+  workers_ = static_cast<Worker*>(std::malloc(sizeof(Worker) * static_cast<size_t>(num_workers_)));
+  if (threads_ == nullptr || workers_ == nullptr)
+    return Error::make(ErrorCode::OutOfMemory, "cannot allocate the thread pool's %d workers", num_workers_);
+  for (int w = 0; w < num_workers_; ++w) {
+    workers_[w] = Worker{this, w};
+    int rc = pthread_create(&threads_[w], nullptr, &ThreadPool::worker_main, &workers_[w]);
+    if (rc != 0)
+      return Error::make(ErrorCode::Internal, "cannot start thread %d of %d for the thread pool: %s", w + 2,
+                         num_threads, std::strerror(rc));
+    ++num_started_;
+  }
+  return Error::ok();
+}
+
+void ThreadPool::stop() {
+  if (num_started_ > 0) {
+    pthread_mutex_lock(&mutex_);
+    stopping_ = true;
+    pthread_cond_broadcast(&wake_);
+    pthread_mutex_unlock(&mutex_);
+    for (int w = 0; w < num_started_; ++w) pthread_join(threads_[w], nullptr);
+    num_started_ = 0;
+  }
+  std::free(threads_);
+  std::free(workers_);
+  threads_ = nullptr;
+  workers_ = nullptr;
+}
+
+void* ThreadPool::worker_main(void* worker) {
+  Worker* w = static_cast<Worker*>(worker);
+  w->pool->run_worker(w->index);
+  return nullptr;
+}
+
+void ThreadPool::run_worker(int index) {
+  uint64_t seen = 0;
+  pthread_mutex_lock(&mutex_);
+  for (;;) {
+    while (!stopping_ && generation_ == seen) pthread_cond_wait(&wake_, &mutex_);
+    if (stopping_) break;
+    seen = generation_;
+    int c = index + 1;
+    if (c >= chunks_) continue;  // a loop too short for this worker (still holding the lock)
+    int64_t n = n_;
+    int chunks = chunks_;
+    ParallelBody body = body_;
+    void* arg = arg_;
+    pthread_mutex_unlock(&mutex_);
+    int64_t begin, end;
+    chunk(c, n, chunks, &begin, &end);
+    body(arg, begin, end);
+    pthread_mutex_lock(&mutex_);
+    if (--pending_ == 0) pthread_cond_signal(&done_);
+  }
+  pthread_mutex_unlock(&mutex_);
+}
+
+void ThreadPool::parallel_for(void* ctx, int64_t n, ParallelBody body, void* arg) {
+  if (n <= 0 || body == nullptr) return;
+  ThreadPool* pool = static_cast<ThreadPool*>(ctx);
+  int chunks = pool == nullptr ? 1 : pool->num_started_ + 1;
+  if (n < chunks) chunks = static_cast<int>(n);
+  if (chunks <= 1 || pool->busy_.exchange(true, std::memory_order_acquire)) {
+    body(arg, 0, n);
+    return;
+  }
+  pthread_mutex_lock(&pool->mutex_);
+  pool->n_ = n;
+  pool->chunks_ = chunks;
+  pool->body_ = body;
+  pool->arg_ = arg;
+  pool->pending_ = chunks - 1;
+  ++pool->generation_;
+  pthread_cond_broadcast(&pool->wake_);
+  pthread_mutex_unlock(&pool->mutex_);
+  int64_t begin, end;
+  pool->chunk(0, n, chunks, &begin, &end);
+  body(arg, begin, end);
+  pthread_mutex_lock(&pool->mutex_);
+  while (pool->pending_ > 0) pthread_cond_wait(&pool->done_, &pool->mutex_);
+  pthread_mutex_unlock(&pool->mutex_);
+  pool->busy_.store(false, std::memory_order_release);
+}
+
+// ---- Loading the shared object from memory -----------------------------------------
+
+bool write_all(int fd, const uint8_t* data, size_t size) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// dlopen() of `path`, unless a library of that name is already loaded: glibc
+// hands back a loaded library whose name matches (and "/proc/self/fd/<n>"
+// names repeat once an fd is closed), which would share another delegate's
+// code and globals. *taken reports that case.
+void* dlopen_fresh(const char* path, bool* taken, char* failure, size_t failure_size) {
+  *taken = false;
+  if (void* loaded = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {
+    dlclose(loaded);
+    *taken = true;
+    return nullptr;
+  }
+  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    std::snprintf(failure, failure_size, "%s", why ? why : "dlopen failed");
+  }
+  return handle;
+}
+
+// Through memfd_create: no file on disk. The fd is closed once dlopen has mapped it.
+void* load_from_memfd(const uint8_t* bytes, size_t size, char* failure, size_t failure_size, bool* tried) {
+  *tried = false;
+  int fd = memfd_create("etmlir-cpu-payload", MFD_CLOEXEC);
+  if (fd < 0) return nullptr;
+  *tried = true;
+  if (!write_all(fd, bytes, size)) {
+    std::snprintf(failure, failure_size, "cannot write %zu bytes to a memfd: %s", size, std::strerror(errno));
+    close(fd);
+    return nullptr;
+  }
+  void* handle = nullptr;
+  for (int attempt = 0; attempt < 4096; ++attempt) {
+    char path[64];
+    std::snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    bool taken = false;
+    handle = dlopen_fresh(path, &taken, failure, failure_size);
+    if (!taken) break;
+    // Another delegate's library is named after this fd number: move to another number.
+    int moved = fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
+    close(fd);
+    if (moved < 0) {
+      std::snprintf(failure, failure_size, "cannot duplicate the memfd: %s", std::strerror(errno));
+      return nullptr;
+    }
+    fd = moved;
+  }
+  close(fd);
+  return handle;
+}
+
+// Through a file in $TMPDIR (or /tmp), unlinked as soon as dlopen has mapped it.
+void* load_from_temp_file(const uint8_t* bytes, size_t size, char* failure, size_t failure_size) {
+  const char* dir = std::getenv("TMPDIR");
+  if (dir == nullptr || *dir == '\0') dir = "/tmp";
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    char path[4096];
+    int n = std::snprintf(path, sizeof(path), "%s/etmlir-cpu-XXXXXX", dir);
+    if (n < 0 || static_cast<size_t>(n) >= sizeof(path)) {
+      std::snprintf(failure, failure_size, "TMPDIR is too long");
+      return nullptr;
+    }
+    int fd = mkstemp(path);
+    if (fd < 0) {
+      std::snprintf(failure, failure_size, "cannot create a file in %.120s: %s", dir, std::strerror(errno));
+      return nullptr;
+    }
+    bool written = write_all(fd, bytes, size);
+    int saved = errno;
+    close(fd);
+    if (!written) {
+      unlink(path);
+      std::snprintf(failure, failure_size, "cannot write %zu bytes to %.120s: %s", size, path, std::strerror(saved));
+      return nullptr;
+    }
+    bool taken = false;
+    void* handle = dlopen_fresh(path, &taken, failure, failure_size);
+    unlink(path);
+    if (!taken) return handle;
+  }
+  std::snprintf(failure, failure_size, "no unused file name in %.120s", dir);
+  return nullptr;
+}
+
+// ---- The delegate -------------------------------------------------------------------------
+
+struct ArgSpec {
+  ScalarType dtype;
+  int32_t rank;
+  int64_t* sizes;  // rank entries, -1: dynamic
+};
+
+// Everything one delegate owns; built at init, freed at destroy.
+struct CpuDelegate {
+  CpuDelegate() = default;
+  CpuDelegate(const CpuDelegate&) = delete;
+  CpuDelegate& operator=(const CpuDelegate&) = delete;
+  ~CpuDelegate() {
+    pool.stop();
+    if (library != nullptr) dlclose(library);
+    std::free(arena);
+    std::free(block);
+  }
+
+  uint32_t index = 0;  // the delegate's place in its method, for messages
+  size_t num_inputs = 0;
+  size_t num_outputs = 0;
+  size_t num_args() const { return num_inputs + num_outputs; }
+  ArgSpec* specs = nullptr;  // inputs, then outputs
+  int64_t** descriptors = nullptr;  // per argument: {allocated, aligned, offset, sizes[r], strides[r]}
+  void** descriptor_ptrs = nullptr;  // descriptor_ptrs[i] = descriptors[i] (+1: the shape buffer's)
+  void** packed = nullptr;           // packed[i] = &descriptor_ptrs[i]: the entry's args
+  void** shapes_packed = nullptr;    // the shapes entry's args: the inputs, then the shape buffer
+  int64_t* shape_descriptor = nullptr;  // rank-1 i64 memref over `shapes`
+  int64_t* shapes = nullptr;             // sum of output ranks (at least 1)
+  bool any_dynamic_output = false;
+  void* block = nullptr;  // all of the above, one allocation
+
+  void* library = nullptr;
+  EntryFn entry = nullptr;
+  EntryFn shapes_entry = nullptr;  // nullptr when the header names none; called only when an output is dynamic
+  CounterFn heap_fallbacks = nullptr;
+  CounterFn arena_peak = nullptr;
+  void* arena = nullptr;
+  uint64_t arena_bytes = 0;
+  ThreadPool pool;
+  CpuDelegateStats stats;
+};
+
+std::atomic<uint64_t> g_total_heap_fallbacks{0};
+
+// "float32[?, 4]"
+const char* describe_spec(const ArgSpec& spec, char* buffer, size_t size) {
+  size_t used = 0;
+  auto put = [&](const char* fmt, auto... args) {
+    if (used < size) {
+      int n = std::snprintf(buffer + used, size - used, fmt, args...);
+      if (n > 0) used += static_cast<size_t>(n);
+    }
+  };
+  put("%s[", dtype_name(spec.dtype));
+  for (int32_t d = 0; d < spec.rank; ++d) {
+    if (spec.sizes[d] < 0) {
+      put("%s?", d ? ", " : "");
+    } else {
+      put("%s%lld", d ? ", " : "", static_cast<long long>(spec.sizes[d]));
+    }
+  }
+  put("]");
+  buffer[used < size ? used : size - 1] = '\0';
+  return buffer;
+}
+
+class CpuBackend : public Backend {
+ public:
+  bool is_available() const override { return kElfMachine != EM_NONE; }
+  Result<DelegateHandle> init(BackendInitContext& context, Span<const uint8_t> payload,
+                              Span<const CompileSpec> compile_specs) override;
+  Error execute(BackendExecuteContext& context, DelegateHandle handle, Span<EValue*> args) override;
+  void destroy(DelegateHandle handle) override;
+
+  int num_threads = 1;
+
+ private:
+  Error load(CpuDelegate& d, Span<const uint8_t> payload);
+};
+
+Error check_elf(const uint8_t* so, uint64_t size) {
+  if (size < sizeof(Elf64_Ehdr) || std::memcmp(so, ELFMAG, SELFMAG) != 0) {
+    char got[40];
+    return Error::make(ErrorCode::InvalidProgram, "the shared object is not an ELF file (it starts with \"%s\")",
+                       printable(so, size < 4 ? size : 4, got, sizeof(got)));
+  }
+  if (so[EI_CLASS] != ELFCLASS64)
+    return Error::make(ErrorCode::InvalidProgram, "the shared object is ELF class %u, not 64-bit (%u)", so[EI_CLASS],
+                       ELFCLASS64);
+  if (so[EI_DATA] != ELFDATA2LSB)
+    return Error::make(ErrorCode::InvalidProgram, "the shared object is not little-endian (ELF data encoding %u)",
+                       so[EI_DATA]);
+  Elf64_Ehdr header;
+  std::memcpy(&header, so, sizeof(header));
+  if (header.e_machine != kElfMachine)
+    return Error::make(ErrorCode::NotSupported,
+                       "the shared object is for ELF machine %u, this runtime runs on %s (machine %u)",
+                       header.e_machine, kArch, kElfMachine);
+  if (header.e_type != ET_DYN)
+    return Error::make(ErrorCode::InvalidProgram, "the ELF file is not a shared object (e_type %u, expected ET_DYN %u)",
+                       header.e_type, ET_DYN);
+  // What the loader maps must lie inside the file: glibc's dlopen maps
+  // segments past the end of a truncated file and faults (SIGBUS) touching them.
+  if (header.e_phnum == 0 || header.e_phentsize != sizeof(Elf64_Phdr))
+    return Error::make(ErrorCode::InvalidProgram,
+                       "the shared object has %u program headers of %u bytes (expected at least 1 of %zu bytes)",
+                       header.e_phnum, header.e_phentsize, sizeof(Elf64_Phdr));
+  uint64_t table_bytes = uint64_t{header.e_phnum} * sizeof(Elf64_Phdr);
+  if (header.e_phoff > size || table_bytes > size - header.e_phoff)
+    return Error::make(ErrorCode::InvalidProgram,
+                       "the shared object's program headers (%u at offset %llu) lie outside its %llu bytes: it is "
+                       "truncated or corrupt",
+                       header.e_phnum, static_cast<unsigned long long>(header.e_phoff),
+                       static_cast<unsigned long long>(size));
+  for (uint16_t i = 0; i < header.e_phnum; ++i) {
+    Elf64_Phdr segment;
+    std::memcpy(&segment, so + header.e_phoff + uint64_t{i} * sizeof(Elf64_Phdr), sizeof(segment));
+    if (segment.p_type != PT_LOAD && segment.p_type != PT_DYNAMIC) continue;
+    if (segment.p_offset > size || segment.p_filesz > size - segment.p_offset)
+      return Error::make(ErrorCode::InvalidProgram,
+                         "the shared object's segment %u (%s) covers bytes %llu to %llu, beyond its %llu bytes: "
+                         "it is truncated or corrupt",
+                         i, segment.p_type == PT_LOAD ? "PT_LOAD" : "PT_DYNAMIC",
+                         static_cast<unsigned long long>(segment.p_offset),
+                         static_cast<unsigned long long>(segment.p_offset + segment.p_filesz),
+                         static_cast<unsigned long long>(size));
+  }
+  return Error::ok();
+}
+
+Error CpuBackend::load(CpuDelegate& d, Span<const uint8_t> payload) {
+  const uint8_t* p = payload.data();
+  size_t size = payload.size();
+
+  // ---- The header, completely, before the shared object is touched ----
+  if (p == nullptr || size < kFixedHeaderBytes)
+    return Error::make(ErrorCode::InvalidProgram, "payload is %zu bytes, shorter than the %zu-byte header", size,
+                       kFixedHeaderBytes);
+  if (std::memcmp(p, kMagic, sizeof(kMagic)) != 0) {
+    char got[48];
+    return Error::make(ErrorCode::InvalidProgram, "payload does not start with the magic \"ETMLCPU1\" (got \"%s\")",
+                       printable(p, sizeof(kMagic), got, sizeof(got)));
+  }
+  uint32_t format_version = read_u32(p + kOffFormatVersion);
+  if (format_version != kFormatVersion)
+    return Error::make(ErrorCode::NotSupported,
+                       "payload format_version %u is not supported (this runtime reads version %u)", format_version,
+                       kFormatVersion);
+  uint32_t header_bytes = read_u32(p + kOffHeaderBytes);
+  if (header_bytes % kHeaderAlignment != 0)
+    return Error::make(ErrorCode::InvalidProgram, "header_bytes %u is not a multiple of %zu", header_bytes,
+                       kHeaderAlignment);
+  if (header_bytes < kFixedHeaderBytes)
+    return Error::make(ErrorCode::InvalidProgram, "header_bytes %u is smaller than the %zu-byte fixed header",
+                       header_bytes, kFixedHeaderBytes);
+  if (header_bytes > size)
+    return Error::make(ErrorCode::InvalidProgram, "header_bytes %u is beyond the payload's %zu bytes", header_bytes,
+                       size);
+  uint64_t so_bytes = read_u64(p + kOffSoBytes);
+  if (so_bytes != size - header_bytes)
+    return Error::make(ErrorCode::InvalidProgram,
+                       "so_bytes %llu does not match the %zu bytes after the header (payload %zu bytes, "
+                       "header_bytes %u): the payload is truncated or padded",
+                       static_cast<unsigned long long>(so_bytes), size - header_bytes, size, header_bytes);
+  uint32_t abi_version = read_u32(p + kOffAbiVersion);
+  if (abi_version != kAbiVersion)
+    return Error::make(ErrorCode::NotSupported,
+                       "payload abi_version %u is not supported (this runtime calls abi_version %u)", abi_version,
+                       kAbiVersion);
+
+  char arch[kArchBytes + 1];
+  field_text(p + kOffArch, kArchBytes, arch);
+  if (arch[0] == '\0')
+    return Error::make(ErrorCode::InvalidProgram, "payload names no arch (this runtime runs on %s)", kArch);
+  if (std::strcmp(arch, kArch) != 0) {
+    char shown[80];
+    return Error::make(ErrorCode::NotSupported, "payload built for %s, this runtime runs on %s",
+                       printable(reinterpret_cast<const uint8_t*>(arch), std::strlen(arch), shown, sizeof(shown)),
+                       kArch);
+  }
+  uint64_t features = read_u64(p + kOffCpuFeatures);
+  uint64_t unknown = features & ~((uint64_t{1} << kNumFeatures) - 1);
+  if (unknown != 0)
+    return Error::make(ErrorCode::NotSupported, "payload needs CPU feature bits 0x%llx that this runtime does not know",
+                       static_cast<unsigned long long>(unknown));
+  uint64_t missing = features & ~cpu_backend_supported_features();
+  if (missing != 0) {
+    char names[160];
+    size_t used = 0;
+    size_t count = 0;
+    names[0] = '\0';
+    for (int bit = 0; bit < kNumFeatures; ++bit) {
+      if (!(missing >> bit & 1)) continue;
+      int n = std::snprintf(names + used, sizeof(names) - used, "%s%s", count ? ", " : "", kFeatureNames[bit]);
+      if (n > 0) used += static_cast<size_t>(n);
+      ++count;
+    }
+    return Error::make(ErrorCode::NotSupported, "payload needs CPU feature%s %s that this CPU lacks", plural(count),
+                       names);
+  }
+
+  // Tensor specs and debug handles: inside header_bytes.
+  d.num_inputs = read_u32(p + kOffNumInputs);
+  d.num_outputs = read_u32(p + kOffNumOutputs);
+  size_t num_debug_handles = read_u32(p + kOffNumDebugHandles);
+  size_t num_args = d.num_args();
+  size_t cursor = kFixedHeaderBytes;
+  size_t total_rank = 0;
+  size_t total_output_rank = 0;
+  for (size_t i = 0; i < num_args; ++i) {
+    bool input = i < d.num_inputs;
+    size_t which = input ? i : i - d.num_inputs;
+    if (cursor + 8 > header_bytes)
+      return Error::make(ErrorCode::InvalidProgram, "tensor spec of %s %zu does not fit in header_bytes %u",
+                         input ? "input" : "output", which, header_bytes);
+    int32_t dtype = static_cast<int32_t>(read_u32(p + cursor));
+    int32_t rank = static_cast<int32_t>(read_u32(p + cursor + 4));
+    if (dtype < -128 || dtype > 127 || !is_known_dtype(static_cast<int8_t>(dtype)))
+      return Error::make(ErrorCode::InvalidProgram, "tensor spec of %s %zu has unknown dtype %d",
+                         input ? "input" : "output", which, dtype);
+    if (rank < 0 || rank > kMaxDims)
+      return Error::make(ErrorCode::InvalidProgram, "tensor spec of %s %zu has rank %d (0 to %d)",
+                         input ? "input" : "output", which, rank, kMaxDims);
+    if (cursor + 8 + 8 * static_cast<size_t>(rank) > header_bytes)
+      return Error::make(ErrorCode::InvalidProgram, "tensor spec of %s %zu does not fit in header_bytes %u",
+                         input ? "input" : "output", which, header_bytes);
+    for (int32_t k = 0; k < rank; ++k) {
+      int64_t s = static_cast<int64_t>(read_u64(p + cursor + 8 + 8 * static_cast<size_t>(k)));
+      if (s < -1)
+        return Error::make(ErrorCode::InvalidProgram, "tensor spec of %s %zu has size %lld for dim %d (-1: dynamic)",
+                           input ? "input" : "output", which, static_cast<long long>(s), k);
+      if (s == -1 && !input) d.any_dynamic_output = true;
+    }
+    cursor += 8 + 8 * static_cast<size_t>(rank);
+    total_rank += static_cast<size_t>(rank);
+    if (!input) total_output_rank += static_cast<size_t>(rank);
+  }
+  if (cursor + 4 * num_debug_handles > header_bytes)
+    return Error::make(ErrorCode::InvalidProgram, "%zu debug handles do not fit in header_bytes %u", num_debug_handles,
+                       header_bytes);
+
+  char entry[kSymbolBytes + 1];
+  char shapes_entry[kSymbolBytes + 1];
+  field_text(p + kOffEntry, kSymbolBytes, entry);
+  field_text(p + kOffShapesEntry, kSymbolBytes, shapes_entry);
+  if (entry[0] == '\0') return Error::make(ErrorCode::InvalidProgram, "the header names no entry point");
+  if (std::strlen(entry) == kSymbolBytes || std::strlen(shapes_entry) == kSymbolBytes)
+    return Error::make(ErrorCode::InvalidProgram, "an entry point name fills its %zu bytes with no NUL", kSymbolBytes);
+  if (d.any_dynamic_output && shapes_entry[0] == '\0')
+    return Error::make(ErrorCode::InvalidProgram,
+                       "an output has dynamic dims (-1) but the header names no shapes_entry");
+
+  const uint8_t* so = p + header_bytes;
+  uint64_t crc = crc32(so, static_cast<size_t>(so_bytes));
+  uint64_t expected_crc = read_u64(p + kOffSoCrc32);
+  if (crc != expected_crc)
+    return Error::make(ErrorCode::InvalidProgram,
+                       "payload checksum mismatch: the shared object is corrupt (CRC-32 of its %llu bytes is "
+                       "0x%08llx, the header says 0x%08llx)",
+                       static_cast<unsigned long long>(so_bytes), static_cast<unsigned long long>(crc),
+                       static_cast<unsigned long long>(expected_crc));
+  ET_CHECK_OK(check_elf(so, so_bytes));
+
+  // ---- Memory for execute: specs, descriptors, packed args, the shape buffer ----
+  size_t shape_words = total_output_rank ? total_output_rank : 1;
+  size_t descriptor_words = 3 * num_args + 2 * total_rank;
+  size_t bytes = round_up(sizeof(ArgSpec) * num_args, 16) + round_up(sizeof(int64_t) * total_rank, 16) +
+                 round_up(sizeof(int64_t*) * num_args, 16) + round_up(sizeof(void*) * (num_args + 1), 16) +
+                 round_up(sizeof(void*) * (num_args + 1), 16) + round_up(sizeof(void*) * (d.num_inputs + 1), 16) +
+                 round_up(sizeof(int64_t) * descriptor_words, 16) + round_up(sizeof(int64_t) * 5, 16) +
+                 round_up(sizeof(int64_t) * shape_words, 16);
+  d.block = std::calloc(1, bytes);
+  if (d.block == nullptr)
+    return Error::make(ErrorCode::OutOfMemory, "cannot allocate %zu bytes for the argument descriptors", bytes);
+  uint8_t* at = static_cast<uint8_t*>(d.block);
+  auto take = [&at](size_t n) {
+    void* out = at;
+    at += round_up(n, 16);
+    return out;
+  };
+  d.specs = static_cast<ArgSpec*>(take(sizeof(ArgSpec) * num_args));
+  int64_t* spec_sizes = static_cast<int64_t*>(take(sizeof(int64_t) * total_rank));
+  d.descriptors = static_cast<int64_t**>(take(sizeof(int64_t*) * num_args));
+  d.descriptor_ptrs = static_cast<void**>(take(sizeof(void*) * (num_args + 1)));
+  d.packed = static_cast<void**>(take(sizeof(void*) * (num_args + 1)));
+  d.shapes_packed = static_cast<void**>(take(sizeof(void*) * (d.num_inputs + 1)));
+  int64_t* descriptor_words_at = static_cast<int64_t*>(take(sizeof(int64_t) * descriptor_words));
+  d.shape_descriptor = static_cast<int64_t*>(take(sizeof(int64_t) * 5));
+  d.shapes = static_cast<int64_t*>(take(sizeof(int64_t) * shape_words));
+
+  cursor = kFixedHeaderBytes;
+  for (size_t i = 0; i < num_args; ++i) {
+    ArgSpec& spec = d.specs[i];
+    spec.dtype = static_cast<ScalarType>(static_cast<int32_t>(read_u32(p + cursor)));
+    spec.rank = static_cast<int32_t>(read_u32(p + cursor + 4));
+    spec.sizes = spec_sizes;
+    for (int32_t k = 0; k < spec.rank; ++k)
+      spec.sizes[k] = static_cast<int64_t>(read_u64(p + cursor + 8 + 8 * static_cast<size_t>(k)));
+    spec_sizes += spec.rank;
+    cursor += 8 + 8 * static_cast<size_t>(spec.rank);
+    d.descriptors[i] = descriptor_words_at;
+    descriptor_words_at += 3 + 2 * spec.rank;
+    d.descriptor_ptrs[i] = d.descriptors[i];
+    d.packed[i] = &d.descriptor_ptrs[i];
+    if (i < d.num_inputs) d.shapes_packed[i] = &d.descriptor_ptrs[i];
+  }
+  // The shape buffer: a rank-1 i64 memref, the shapes entry's last argument.
+  d.shape_descriptor[0] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(d.shapes));
+  d.shape_descriptor[1] = d.shape_descriptor[0];
+  d.shape_descriptor[2] = 0;
+  d.shape_descriptor[3] = static_cast<int64_t>(total_output_rank);
+  d.shape_descriptor[4] = 1;
+  d.descriptor_ptrs[num_args] = d.shape_descriptor;
+  d.shapes_packed[d.num_inputs] = &d.descriptor_ptrs[num_args];
+
+  // ---- The shared object: loaded from memory, its symbols resolved once ----
+  char failure[200] = "";
+  bool tried_memfd = false;
+  d.library = load_from_memfd(so, static_cast<size_t>(so_bytes), failure, sizeof(failure), &tried_memfd);
+  if (d.library == nullptr) {
+    // No memfd_create, or a memfd the system will not map executable: a file in $TMPDIR.
+    char temp_failure[200] = "";
+    d.library = load_from_temp_file(so, static_cast<size_t>(so_bytes), temp_failure, sizeof(temp_failure));
+    if (d.library == nullptr)
+      return Error::make(ErrorCode::InvalidProgram, "cannot load the shared object: %s",
+                         tried_memfd ? failure : temp_failure);
+  }
+  auto resolve = [&d](const char* name) { return dlsym(d.library, name); };
+  struct Required {
+    const char* name;
+    void* address;
+  } required[] = {{"etmlir_cpu_payload_abi", nullptr},
+                  {"etmlir_cpu_set_arena", nullptr},
+                  {"etmlir_cpu_heap_fallbacks", nullptr},
+                  {"etmlir_cpu_arena_peak", nullptr},
+                  {"etmlir_cpu_set_parallel", nullptr}};
+  void* entry_address = resolve(entry);
+  if (entry_address == nullptr)
+    return Error::make(ErrorCode::InvalidProgram, "the shared object does not export the entry point '%s'", entry);
+  void* shapes_address = nullptr;
+  if (shapes_entry[0] != '\0') {
+    shapes_address = resolve(shapes_entry);
+    if (shapes_address == nullptr)
+      return Error::make(ErrorCode::InvalidProgram, "the shared object does not export the shapes entry point '%s'",
+                         shapes_entry);
+  }
+  for (Required& r : required) {
+    r.address = resolve(r.name);
+    if (r.address == nullptr)
+      return Error::make(ErrorCode::InvalidProgram,
+                         "the shared object does not export '%s' (required by abi_version %u)", r.name, abi_version);
+  }
+  d.entry = reinterpret_cast<EntryFn>(entry_address);
+  d.shapes_entry = reinterpret_cast<EntryFn>(shapes_address);
+  auto payload_abi = reinterpret_cast<PayloadAbiFn>(required[0].address);
+  auto set_arena = reinterpret_cast<SetArenaFn>(required[1].address);
+  d.heap_fallbacks = reinterpret_cast<CounterFn>(required[2].address);
+  d.arena_peak = reinterpret_cast<CounterFn>(required[3].address);
+  auto set_parallel = reinterpret_cast<SetParallelFn>(required[4].address);
+  int so_abi = payload_abi();
+  if (so_abi < 0 || static_cast<uint32_t>(so_abi) != abi_version)
+    return Error::make(ErrorCode::InvalidProgram,
+                       "the shared object's etmlir_cpu_payload_abi() returns %d; the header says %u", so_abi,
+                       abi_version);
+
+  // ---- The arena and the thread pool ----
+  d.arena_bytes = read_u64(p + kOffArenaBytes);
+  if (d.arena_bytes > 0) {
+    if (d.arena_bytes > SIZE_MAX - kAlignment)
+      return Error::make(ErrorCode::OutOfMemory, "arena_bytes %llu does not fit in memory",
+                         static_cast<unsigned long long>(d.arena_bytes));
+    size_t arena_alloc = round_up(static_cast<size_t>(d.arena_bytes), kAlignment);
+    d.arena = std::aligned_alloc(kAlignment, arena_alloc);
+    if (d.arena == nullptr)
+      return Error::make(ErrorCode::OutOfMemory, "cannot allocate the payload's %llu-byte arena",
+                         static_cast<unsigned long long>(d.arena_bytes));
+    set_arena(d.arena, d.arena_bytes);
+  }
+  if (num_threads > 1) {
+    ET_CHECK_OK(d.pool.start(num_threads));
+    set_parallel(&ThreadPool::parallel_for, &d.pool, num_threads);
+  } else {
+    set_parallel(nullptr, nullptr, 1);
+  }
+  d.stats.arena_bytes = d.arena_bytes;
+  d.stats.num_threads = num_threads;
+  d.stats.heap_fallbacks = d.heap_fallbacks();
+  d.stats.arena_peak = d.arena_peak();
+  return Error::ok();
+}
+
+Result<DelegateHandle> CpuBackend::init(BackendInitContext& context, Span<const uint8_t> payload,
+                                        Span<const CompileSpec> /*compile_specs*/) {
+  void* memory = std::malloc(sizeof(CpuDelegate));
+  if (memory == nullptr)
+    return Error::make(ErrorCode::OutOfMemory, "cpu delegate %u: cannot allocate %zu bytes for the delegate state",
+                       context.delegate_index, sizeof(CpuDelegate));
+  CpuDelegate* delegate = new (memory) CpuDelegate();
+  delegate->index = context.delegate_index;
+  if (Error error = load(*delegate, payload)) {
+    delegate->~CpuDelegate();
+    std::free(memory);
+    error.prefix("cpu delegate %u", context.delegate_index);
+    return error;
+  }
+  return DelegateHandle(delegate);
+}
+
+// Points argument i's descriptor at the tensor (contiguous, offset 0).
+void fill_descriptor(int64_t* words, const Tensor& t) {
+  int64_t address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.mutable_data()));
+  words[0] = address;
+  words[1] = address;
+  words[2] = 0;
+  int32_t rank = t.dim();
+  int64_t stride = 1;
+  for (int32_t k = rank - 1; k >= 0; --k) {
+    words[3 + k] = t.size(k);
+    words[3 + rank + k] = stride;
+    stride *= t.size(k);
+  }
+}
+
+Error CpuBackend::execute(BackendExecuteContext& /*context*/, DelegateHandle handle, Span<EValue*> args) {
+  CpuDelegate& d = *static_cast<CpuDelegate*>(handle);
+  char expected[128];
+  char given[128];
+  if (args.size() != d.num_args())
+    return Error::make(ErrorCode::InvalidProgram,
+                       "cpu delegate %u: the call passes %zu argument%s; the payload takes %zu (%zu input%s, then "
+                       "%zu output%s)",
+                       d.index, args.size(), plural(args.size()), d.num_args(), d.num_inputs, plural(d.num_inputs),
+                       d.num_outputs, plural(d.num_outputs));
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool input = i < d.num_inputs;
+    size_t which = input ? i : i - d.num_inputs;
+    const char* kind = input ? "input" : "output";
+    if (!args[i]->is_tensor())
+      return Error::make(ErrorCode::InvalidProgram, "cpu delegate %u: argument %zu (%s %zu) is a %s, not a tensor",
+                         d.index, i, kind, which, tag_name(args[i]->tag));
+    const Tensor& t = args[i]->to_tensor();
+    const ArgSpec& spec = d.specs[i];
+    bool matches = t.dtype() == spec.dtype && t.dim() == spec.rank;
+    // Inputs: every static dim as specified. Outputs: resized below.
+    for (int32_t k = 0; matches && input && k < spec.rank; ++k)
+      matches = spec.sizes[k] < 0 || spec.sizes[k] == t.size(k);
+    if (!matches)
+      return Error::make(ErrorCode::InvalidArgument, "cpu delegate %u: argument %zu (%s %zu): expected %s, got %s",
+                         d.index, i, kind, which, describe_spec(spec, expected, sizeof(expected)),
+                         t.describe(given, sizeof(given)));
+    if (input && t.nbytes() > 0 && t.data() == nullptr)
+      return Error::make(ErrorCode::InvalidArgument, "cpu delegate %u: argument %zu (input %zu) %s has no data",
+                         d.index,
+                         i, which, t.describe(given, sizeof(given)));
+    if (input) fill_descriptor(d.descriptors[i], t);
+  }
+
+  // Output sizes: from the shapes entry when an output is dynamic, else the spec's.
+  bool computed = d.shapes_entry != nullptr && d.any_dynamic_output;
+  if (computed) d.shapes_entry(d.shapes_packed);
+  const int64_t* sizes = d.shapes;
+  for (size_t o = 0; o < d.num_outputs; ++o) {
+    size_t i = d.num_inputs + o;
+    const ArgSpec& spec = d.specs[i];
+    const int64_t* want = computed ? sizes : spec.sizes;
+    for (int32_t k = 0; k < spec.rank; ++k) {
+      if (want[k] < 0 || (spec.sizes[k] >= 0 && want[k] != spec.sizes[k]))
+        return Error::make(ErrorCode::KernelFailed,
+                           "cpu delegate %u: the shapes entry gave output %zu size %lld for dim %d; its spec is %s",
+                           d.index, o, static_cast<long long>(want[k]), k,
+                           describe_spec(spec, expected, sizeof(expected)));
+    }
+    sizes += spec.rank;
+    Tensor& t = args[i]->to_tensor();
+    bool same = true;
+    for (int32_t k = 0; k < spec.rank; ++k) same = same && t.size(k) == want[k];
+    if (!same) {
+      char name[32];
+      std::snprintf(name, sizeof(name), "output %zu", o);
+      Error error = t.resize(Span<const int64_t>(want, static_cast<size_t>(spec.rank)), name);
+      if (error) return error.prefix("cpu delegate %u", d.index);
+    }
+    if (t.nbytes() > 0 && (t.mutable_data() == nullptr || t.capacity() < t.nbytes()))
+      return Error::make(ErrorCode::OutOfMemory, "cpu delegate %u: output %zu %s has %zu bytes of memory; it needs %zu",
+                         d.index, o, t.describe(given, sizeof(given)), t.capacity(), t.nbytes());
+    fill_descriptor(d.descriptors[i], t);
+  }
+
+  d.entry(d.packed);
+
+  ++d.stats.executes;
+  uint64_t fallbacks = d.heap_fallbacks();
+  if (fallbacks > d.stats.heap_fallbacks)
+    g_total_heap_fallbacks.fetch_add(fallbacks - d.stats.heap_fallbacks, std::memory_order_relaxed);
+  d.stats.heap_fallbacks = fallbacks;
+  d.stats.arena_peak = d.arena_peak();
+  return Error::ok();
+}
+
+void CpuBackend::destroy(DelegateHandle handle) {
+  CpuDelegate* delegate = static_cast<CpuDelegate*>(handle);
+  delegate->~CpuDelegate();
+  std::free(delegate);
+}
+
+// One instance per thread count, made on first use.
+CpuBackend* backend_for(int num_threads) {
+  static CpuBackend* table = [] {
+    static CpuBackend storage[kCpuMaxThreads];
+    for (int i = 0; i < kCpuMaxThreads; ++i) storage[i].num_threads = i + 1;
+    return storage;
+  }();
+  return &table[num_threads - 1];
+}
+
+}  // namespace
+
+Error register_cpu_backend(BackendRegistry& registry, const CpuBackendOptions& options) {
+  if (options.num_threads < 1 || options.num_threads > kCpuMaxThreads)
+    return Error::make(ErrorCode::InvalidArgument, "cpu backend: num_threads must be 1 to %d, got %d", kCpuMaxThreads,
+                       options.num_threads);
+  return registry.add("cpu", backend_for(options.num_threads));
+}
+
+uint64_t cpu_backend_supported_features() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  uint64_t bits = 0;
+  int has[kNumFeatures] = {__builtin_cpu_supports("sse4.2"),   __builtin_cpu_supports("avx"),
+                           __builtin_cpu_supports("avx2"),     __builtin_cpu_supports("fma"),
+                           __builtin_cpu_supports("f16c"),     __builtin_cpu_supports("avx512f"),
+                           __builtin_cpu_supports("avx512dq"), __builtin_cpu_supports("avx512bw"),
+                           __builtin_cpu_supports("avx512vl"), __builtin_cpu_supports("bmi2")};
+  for (int bit = 0; bit < kNumFeatures; ++bit) {
+    if (has[bit]) bits |= uint64_t{1} << bit;
+  }
+  return bits;
+#else
+  return 0;
+#endif
+}
+
+const char* cpu_backend_arch() { return kArch; }
+
+CpuDelegateStats cpu_backend_stats(DelegateHandle handle) {
+  if (handle == nullptr) return CpuDelegateStats{};
+  return static_cast<const CpuDelegate*>(handle)->stats;
+}
+
+uint64_t cpu_backend_heap_fallbacks() { return g_total_heap_fallbacks.load(std::memory_order_relaxed); }
+
+}  // namespace etmlir

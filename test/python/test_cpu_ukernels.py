@@ -1,0 +1,541 @@
+"""The cpu backend's payload C sources: microkernels against torch, the arena allocator, and the
+parallel split. Each x86-64 level the host supports gets its own build of the same sources."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+PAYLOAD_C = Path(__file__).resolve().parents[2] / "python" / "etmlir" / "backends" / "cpu" / "payload_c"
+SOURCES = [PAYLOAD_C / "shim.c", PAYLOAD_C / "ukernels.c"]
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def _levels() -> list[str]:
+    flags = _cpu_flags()
+    levels = ["x86-64-v2"]
+    if {"avx2", "fma", "bmi2"} <= flags:
+        levels.append("x86-64-v3")
+    if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags:
+        levels.append("x86-64-v4")
+    return levels
+
+
+LEVELS = _levels()
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory) -> dict[str, Path]:
+    """march level -> a payload-style .so built from the C sources alone."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc not found")
+    out = tmp_path_factory.mktemp("cpu_payload")
+    result = {}
+    for level in LEVELS:
+        so = out / f"payload_{level}.so"
+        cmd = ["gcc", "-O3", "-fPIC", f"-march={level}", "-ffp-contract=fast", "-Wall", "-Werror",
+               "-shared", "-Wl,-Bsymbolic", "-o", str(so), *map(str, SOURCES)]
+        subprocess.run(cmd, check=True)
+        result[level] = so
+    return result
+
+
+_counter = [0]
+
+
+def load_fresh(so: Path, tmp_path: Path) -> ctypes.CDLL:
+    """A private copy of the .so, so its statics (arena, pool) start from load state."""
+    _counter[0] += 1
+    copy = tmp_path / f"copy{_counter[0]}_{so.name}"
+    shutil.copy(so, copy)
+    lib = ctypes.CDLL(str(copy))
+    lib.etmlir_cpu_payload_abi.restype = ctypes.c_int
+    lib.etmlir_cpu_set_arena.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
+    lib.etmlir_cpu_heap_fallbacks.restype = ctypes.c_uint64
+    lib.etmlir_cpu_arena_peak.restype = ctypes.c_uint64
+    lib.etmlir_cpu_set_parallel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    lib._mlir_memref_to_llvm_alloc.restype = ctypes.c_void_p
+    lib._mlir_memref_to_llvm_alloc.argtypes = [ctypes.c_size_t]
+    lib._mlir_memref_to_llvm_aligned_alloc.restype = ctypes.c_void_p
+    lib._mlir_memref_to_llvm_aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+    lib._mlir_memref_to_llvm_free.argtypes = [ctypes.c_void_p]
+    for name in ("matmul", "batch_matmul"):
+        getattr(lib, f"_mlir_ciface_etmlir_uk_{name}").argtypes = [ctypes.c_void_p] * 3
+    for name in ("conv2d_nchw_fchw", "depthwise_conv2d_nchw_chw"):
+        getattr(lib, f"_mlir_ciface_etmlir_uk_{name}").argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 4
+    return lib
+
+
+@pytest.fixture(params=LEVELS)
+def lib(request, builds, tmp_path) -> ctypes.CDLL:
+    return load_fresh(builds[request.param], tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# memref descriptors over numpy views
+
+
+def descriptor(view: np.ndarray, base: np.ndarray):
+    """MLIR memref descriptor for `view`, a float32 view into `base`: allocated/aligned point at
+    base, the view's start becomes `offset`, strides are in elements."""
+    assert view.dtype == np.float32 and base.dtype == np.float32
+    rank = view.ndim
+
+    class Desc(ctypes.Structure):
+        _fields_ = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_int64),
+                    ("sizes", ctypes.c_int64 * rank), ("strides", ctypes.c_int64 * rank)]
+
+    base_ptr = base.ctypes.data
+    d = Desc()
+    d.allocated = d.aligned = base_ptr
+    d.offset = (view.ctypes.data - base_ptr) // 4
+    for i in range(rank):
+        d.sizes[i] = view.shape[i]
+        d.strides[i] = view.strides[i] // 4
+    return d
+
+
+def strided(shape, layout: str, rng, fill=None):
+    """A float32 view of `shape` inside a larger buffer: 'c' contiguous with an offset, 't' the last
+    two dims transposed (column-major), 's' every other column of a wider buffer."""
+    shape = tuple(shape)
+    if layout == "c":
+        base = rng.standard_normal(int(np.prod(shape)) + 5).astype(np.float32)
+        view = base[5:].reshape(shape)
+    elif layout == "t":
+        tshape = shape[:-2] + (shape[-1], shape[-2])
+        base = rng.standard_normal(int(np.prod(shape)) + 3).astype(np.float32)
+        view = base[3:].reshape(tshape).swapaxes(-1, -2)
+    elif layout == "s":
+        wide = shape[:-1] + (2 * shape[-1] + 1,)
+        base = rng.standard_normal(int(np.prod(wide))).astype(np.float32)
+        view = base.reshape(wide)[..., 1::2]
+    else:
+        raise ValueError(layout)
+    if fill is not None:
+        view[...] = fill
+    return view, base
+
+
+def tol(k: int) -> dict:
+    # Operands are N(0, 1), so a dot product over k terms has magnitude ~sqrt(k); float32 summation
+    # in a different order drifts by a few ulps of the partial sums.
+    return {"rtol": 1e-4, "atol": 2e-6 * k}
+
+
+# ---------------------------------------------------------------------------------------------
+# matmul / batch_matmul
+
+
+def run_matmul(lib, a, a_base, b, b_base, c, c_base):
+    da, db, dc = descriptor(a, a_base), descriptor(b, b_base), descriptor(c, c_base)
+    lib._mlir_ciface_etmlir_uk_matmul(ctypes.byref(da), ctypes.byref(db), ctypes.byref(dc))
+
+
+MATMUL_SHAPES = [(1, 384, 1152), (1, 1536, 384), (1, 7, 65), (3, 384, 100), (4, 65, 33), (6, 100, 37), (7, 3, 49),
+                 (8, 64, 64), (13, 17, 33), (30, 50, 66), (64, 384, 65), (29, 401, 70), (100, 1, 31), (15, 64, 16), (2, 5, 1)]
+
+
+@pytest.mark.parametrize("m,k,n", MATMUL_SHAPES)
+@pytest.mark.parametrize("b_layout", ["c", "t", "s"])
+def test_matmul_matches_torch(lib, m, k, n, b_layout):
+    rng = np.random.default_rng(m * 1000 + k + n)
+    a, a_base = strided((m, k), "c", rng)
+    b, b_base = strided((k, n), b_layout, rng)
+    c, c_base = strided((m, n), "c", rng)
+    expected = (torch.from_numpy(c.copy()).double() + torch.from_numpy(a.copy()).double()
+                @ torch.from_numpy(b.copy()).double()).numpy()
+    run_matmul(lib, a, a_base, b, b_base, c, c_base)
+    np.testing.assert_allclose(c, expected, **tol(k))
+
+
+@pytest.mark.parametrize("a_layout,c_layout", [("t", "c"), ("s", "s"), ("c", "t")])
+def test_matmul_strided_a_and_c(lib, a_layout, c_layout):
+    rng = np.random.default_rng(7)
+    for m, k, n in [(1, 33, 17), (3, 40, 50), (37, 45, 70), (64, 128, 96)]:
+        a, a_base = strided((m, k), a_layout, rng)
+        b, b_base = strided((k, n), "t", rng)
+        c, c_base = strided((m, n), c_layout, rng)
+        expected = c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
+        run_matmul(lib, a, a_base, b, b_base, c, c_base)
+        np.testing.assert_allclose(c, expected, **tol(k))
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 16, 32), (5, 16, 32), (20, 40, 32), (64, 48, 40)])
+def test_matmul_broadcast_and_narrow_operands(lib, m, k, n):
+    """Zero strides (broadcast views) and a B exactly one panel wide (row stride 32)."""
+    rng = np.random.default_rng(m + k + n)
+    a_row = rng.standard_normal(k + 1).astype(np.float32)
+    a = np.lib.stride_tricks.as_strided(a_row[1:], shape=(m, k), strides=(0, 4))
+    b_col = rng.standard_normal(n).astype(np.float32)
+    b_bcast = np.lib.stride_tricks.as_strided(b_col, shape=(k, n), strides=(0, 4))
+    for b, b_base in [(b_bcast, b_col), strided((k, n), "c", rng)]:
+        c, c_base = strided((m, n), "c", rng)
+        expected = c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
+        run_matmul(lib, a, a_row, b, b_base, c, c_base)
+        np.testing.assert_allclose(c, expected, **tol(k))
+
+
+def test_matmul_leaves_the_rest_of_c_alone(lib):
+    rng = np.random.default_rng(3)
+    a, a_base = strided((9, 20), "c", rng)
+    b, b_base = strided((20, 40), "c", rng)
+    big = rng.standard_normal((12, 50)).astype(np.float32)
+    before = big.copy()
+    c = big[2:11, 5:45]
+    run_matmul(lib, a, a_base, b, b_base, c, big)
+    expected = before.copy()
+    expected[2:11, 5:45] += a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(big, expected, **tol(20))
+
+
+@pytest.mark.parametrize("bsz,m,k,n,b_layout", [(6, 64, 64, 64, "t"), (6, 64, 64, 64, "c"), (3, 7, 5, 9, "c"),
+                                                 (2, 1, 33, 20, "t"), (4, 30, 70, 1, "c"), (1, 17, 256, 64, "s")])
+def test_batch_matmul_matches_torch(lib, bsz, m, k, n, b_layout):
+    rng = np.random.default_rng(bsz + m + k + n)
+    a, a_base = strided((bsz, m, k), "c", rng)
+    b, b_base = strided((bsz, k, n), b_layout, rng)
+    c, c_base = strided((bsz, m, n), "c", rng)
+    expected = (torch.from_numpy(c.copy()).double() + torch.bmm(torch.from_numpy(a.copy()).double(),
+                                                                  torch.from_numpy(b.copy()).double())).numpy()
+    da, db, dc = descriptor(a, a_base), descriptor(b, b_base), descriptor(c, c_base)
+    lib._mlir_ciface_etmlir_uk_batch_matmul(ctypes.byref(da), ctypes.byref(db), ctypes.byref(dc))
+    np.testing.assert_allclose(c, expected, **tol(k))
+
+
+# ---------------------------------------------------------------------------------------------
+# convolutions
+
+
+def conv_out_size(size, k, stride, dilation):
+    return (size - dilation * (k - 1) - 1) // stride + 1
+
+
+def run_conv(lib, name, x, x_base, w, w_base, out, out_base, stride, dilation):
+    dx, dw, do = descriptor(x, x_base), descriptor(w, w_base), descriptor(out, out_base)
+    getattr(lib, f"_mlir_ciface_etmlir_uk_{name}")(ctypes.byref(dx), ctypes.byref(dw), ctypes.byref(do),
+                                                   stride[0], stride[1], dilation[0], dilation[1])
+
+
+CONV_CASES = [
+    # n, c, h, w, f, kh, kw, stride, dilation
+    (1, 3, 225, 225, 32, 3, 3, (2, 2), (1, 1)),  # MobileNetV2's first layer (input already padded)
+    (1, 16, 13, 11, 24, 1, 1, (1, 1), (1, 1)),  # pointwise, odd plane
+    (1, 32, 28, 28, 192, 1, 1, (1, 1), (1, 1)),
+    (1, 20, 7, 7, 37, 1, 1, (1, 1), (1, 1)),  # 49 columns: 48 in the microkernel, one as dot products
+    (2, 7, 9, 9, 5, 1, 1, (2, 2), (1, 1)),  # strided pointwise
+    (2, 5, 12, 10, 7, 3, 3, (1, 1), (1, 1)),
+    (1, 4, 15, 17, 9, 3, 2, (2, 1), (2, 3)),  # dilation, non-square kernel
+    (1, 1, 6, 6, 1, 2, 2, (1, 1), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("case", CONV_CASES)
+def test_conv2d_matches_torch(lib, case):
+    n, c, h, w, f, kh, kw, stride, dilation = case
+    rng = np.random.default_rng(sum(case[:7]))
+    x, x_base = strided((n, c, h, w), "c", rng)
+    wt, w_base = strided((f, c, kh, kw), "c", rng)
+    oh, ow = conv_out_size(h, kh, stride[0], dilation[0]), conv_out_size(w, kw, stride[1], dilation[1])
+    out, out_base = strided((n, f, oh, ow), "c", rng)
+    with torch.no_grad():
+        expected = torch.from_numpy(out.copy()).double() + torch.nn.functional.conv2d(
+            torch.from_numpy(x.copy()).double(), torch.from_numpy(wt.copy()).double(), stride=stride,
+            dilation=dilation)
+    run_conv(lib, "conv2d_nchw_fchw", x, x_base, wt, w_base, out, out_base, stride, dilation)
+    np.testing.assert_allclose(out, expected.numpy(), **tol(c * kh * kw))
+
+
+@pytest.mark.parametrize("layout", ["s", "t"])
+def test_conv2d_strided_operands(lib, layout):
+    """Non-unit innermost strides on the input, the filter and the output (copies / gathers)."""
+    rng = np.random.default_rng(11)
+    n, c, h, w, f, k = 1, 6, 10, 9, 8, 3
+    x, x_base = strided((n, c, h, w), layout, rng)
+    wt, w_base = strided((f, c, k, k), layout, rng)
+    out, out_base = strided((n, f, h - 2, w - 2), layout, rng)
+    expected = torch.from_numpy(out.copy()).double() + torch.nn.functional.conv2d(
+        torch.from_numpy(x.copy()).double(), torch.from_numpy(wt.copy()).double())
+    run_conv(lib, "conv2d_nchw_fchw", x, x_base, wt, w_base, out, out_base, (1, 1), (1, 1))
+    np.testing.assert_allclose(out, expected.numpy(), **tol(c * k * k))
+
+
+DEPTHWISE_CASES = [
+    # n, c, h, w, k, stride, dilation (h, w: padded input)
+    (1, 32, 114, 114, 3, 1, 1),
+    (1, 8, 113, 113, 3, 2, 1),
+    (1, 16, 9, 9, 3, 1, 1),  # 7x7 output
+    (1, 16, 15, 15, 3, 2, 1),  # 7x7 output, stride 2
+    (2, 3, 19, 20, 3, 2, 1),  # odd/even widths, batch 2
+    (1, 5, 35, 36, 3, 2, 1),  # output wider than 16 with a tail
+    (1, 4, 11, 13, 5, 1, 1),
+    (1, 4, 12, 14, 3, 1, 2),
+]
+
+
+@pytest.mark.parametrize("case", DEPTHWISE_CASES)
+def test_depthwise_matches_torch(lib, case):
+    n, c, h, w, k, s, d = case
+    rng = np.random.default_rng(sum(case))
+    x, x_base = strided((n, c, h, w), "c", rng)
+    wt, w_base = strided((c, k, k), "c", rng)
+    oh, ow = conv_out_size(h, k, s, d), conv_out_size(w, k, s, d)
+    out, out_base = strided((n, c, oh, ow), "c", rng)
+    expected = torch.from_numpy(out.copy()).double() + torch.nn.functional.conv2d(
+        torch.from_numpy(x.copy()).double(), torch.from_numpy(wt.copy()).double()[:, None], stride=s, dilation=d,
+        groups=c)
+    run_conv(lib, "depthwise_conv2d_nchw_chw", x, x_base, wt, w_base, out, out_base, (s, s), (d, d))
+    np.testing.assert_allclose(out, expected.numpy(), **tol(k * k))
+
+
+def test_depthwise_strided_operands(lib):
+    rng = np.random.default_rng(5)
+    x, x_base = strided((1, 6, 17, 17), "s", rng)
+    wt, w_base = strided((6, 3, 3), "t", rng)
+    out, out_base = strided((1, 6, 8, 8), "s", rng)
+    expected = torch.from_numpy(out.copy()).double() + torch.nn.functional.conv2d(
+        torch.from_numpy(x.copy()).double(), torch.from_numpy(wt.copy()).double()[:, None], stride=2, groups=6)
+    run_conv(lib, "depthwise_conv2d_nchw_chw", x, x_base, wt, w_base, out, out_base, (2, 2), (1, 1))
+    np.testing.assert_allclose(out, expected.numpy(), **tol(9))
+
+
+# ---------------------------------------------------------------------------------------------
+# parallel split
+
+
+PARALLEL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)
+PARALLEL_BODY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+
+
+def reversed_pool(num_chunks: int, calls: list):
+    """A 'pool' that splits [0, n) into at most num_chunks chunks and runs them serially, last first."""
+
+    def run(ctx, n, body, arg):
+        calls.append(n)
+        body_fn = PARALLEL_BODY(body)
+        bounds = [n * i // num_chunks for i in range(num_chunks + 1)]
+        for begin, end in reversed(list(zip(bounds[:-1], bounds[1:]))):
+            if begin < end:
+                body_fn(arg, begin, end)
+
+    return PARALLEL_FN(run)
+
+
+@pytest.mark.parametrize("threads,chunks", [(2, 2), (3, 3), (4, 2)])
+def test_parallel_split_matches_serial(lib, threads, chunks):
+    calls: list[int] = []
+    pool = reversed_pool(chunks, calls)
+    lib.etmlir_cpu_set_parallel(ctypes.cast(pool, ctypes.c_void_p), None, threads)
+    rng = np.random.default_rng(threads)
+    for m, k, n, layout in [(64, 384, 1152, "t"), (256, 64, 65, "c"), (1, 384, 1536, "t"), (1, 300, 999, "c"),
+                            (5, 300, 20, "c")]:
+        a, a_base = strided((m, k), "c", rng)
+        b, b_base = strided((k, n), layout, rng)
+        c, c_base = strided((m, n), "c", rng)
+        expected = c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
+        run_matmul(lib, a, a_base, b, b_base, c, c_base)
+        np.testing.assert_allclose(c, expected, **tol(k))
+
+    a, a_base = strided((6, 64, 64), "c", rng)
+    b, b_base = strided((6, 64, 64), "t", rng)
+    c, c_base = strided((6, 64, 64), "c", rng)
+    expected = c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
+    da, db, dc = descriptor(a, a_base), descriptor(b, b_base), descriptor(c, c_base)
+    lib._mlir_ciface_etmlir_uk_batch_matmul(ctypes.byref(da), ctypes.byref(db), ctypes.byref(dc))
+    np.testing.assert_allclose(c, expected, **tol(64))
+
+    x, x_base = strided((1, 24, 30, 30), "c", rng)
+    wt, w_base = strided((40, 24, 1, 1), "c", rng)
+    out, out_base = strided((1, 40, 30, 30), "c", rng)
+    expected = torch.from_numpy(out.copy()).double() + torch.nn.functional.conv2d(
+        torch.from_numpy(x.copy()).double(), torch.from_numpy(wt.copy()).double())
+    run_conv(lib, "conv2d_nchw_fchw", x, x_base, wt, w_base, out, out_base, (1, 1), (1, 1))
+    np.testing.assert_allclose(out, expected.numpy(), **tol(24))
+
+    x, x_base = strided((1, 37, 31, 31), "c", rng)
+    wt, w_base = strided((37, 3, 3), "c", rng)
+    out, out_base = strided((1, 37, 15, 15), "c", rng)
+    expected = torch.from_numpy(out.copy()).double() + torch.nn.functional.conv2d(
+        torch.from_numpy(x.copy()).double(), torch.from_numpy(wt.copy()).double()[:, None], stride=2, groups=37)
+    run_conv(lib, "depthwise_conv2d_nchw_chw", x, x_base, wt, w_base, out, out_base, (2, 2), (1, 1))
+    np.testing.assert_allclose(out, expected.numpy(), **tol(9))
+
+    assert calls, "no kernel went through the pool"
+
+
+def test_parallel_with_one_thread_stays_serial(lib):
+    calls: list[int] = []
+    pool = reversed_pool(2, calls)
+    lib.etmlir_cpu_set_parallel(ctypes.cast(pool, ctypes.c_void_p), None, 1)
+    rng = np.random.default_rng(0)
+    a, a_base = strided((64, 128), "c", rng)
+    b, b_base = strided((128, 256), "c", rng)
+    c, c_base = strided((64, 256), "c", rng)
+    expected = c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
+    run_matmul(lib, a, a_base, b, b_base, c, c_base)
+    np.testing.assert_allclose(c, expected, **tol(128))
+    assert calls == []
+
+
+# ---------------------------------------------------------------------------------------------
+# arena allocator
+
+
+class Arena:
+    def __init__(self, lib, nbytes: int):
+        # 64-byte aligned backing store, so offsets are comparable across loads.
+        self.raw = np.zeros(nbytes + 64, dtype=np.uint8)
+        start = (-self.raw.ctypes.data) % 64
+        self.buf = self.raw[start:start + nbytes]
+        self.base = self.buf.ctypes.data
+        self.nbytes = nbytes
+        lib.etmlir_cpu_set_arena(self.base, nbytes)
+
+    def offset(self, ptr: int) -> int | None:
+        return ptr - self.base if self.base <= ptr < self.base + self.nbytes else None
+
+
+def test_abi_version(lib):
+    assert lib.etmlir_cpu_payload_abi() == 1
+
+
+def test_without_arena_allocations_fall_back_to_malloc(lib):
+    alloc, free = lib._mlir_memref_to_llvm_alloc, lib._mlir_memref_to_llvm_free
+    p = alloc(1000)
+    q = lib._mlir_memref_to_llvm_aligned_alloc(128, 100)
+    assert p and q and q % 128 == 0
+    ctypes.memset(p, 1, 1000)
+    free(p)
+    free(q)
+    free(None)
+    assert lib.etmlir_cpu_heap_fallbacks() == 2
+    assert lib.etmlir_cpu_arena_peak() == 0
+
+
+def test_arena_first_fit_reuse_and_coalescing(lib):
+    arena = Arena(lib, 1 << 20)
+    alloc, free = lib._mlir_memref_to_llvm_alloc, lib._mlir_memref_to_llvm_free
+    a, b, c = alloc(100), alloc(1000), alloc(64)
+    offsets = [arena.offset(p) for p in (a, b, c)]
+    assert offsets == [64, 64 + 128 + 64, 64 + 128 + 64 + 1024 + 64]  # 64-byte header before each block
+    assert all(p % 64 == 0 for p in (a, b, c))
+    assert lib.etmlir_cpu_arena_peak() == offsets[2] + 64 + 64  # top + alignment slack
+    free(a)
+    assert alloc(50) == a  # first fit reuses the hole
+    free(a)
+    free(b)  # a and b coalesce into one hole of 128 + 64 + 1024 bytes
+    d = alloc(128 + 64 + 1024)
+    assert d == a
+    free(d)
+    free(c)  # everything free: the arena is empty again
+    assert alloc(4096) == a
+    assert lib.etmlir_cpu_heap_fallbacks() == 0
+
+
+def test_arena_peak_tracks_high_water_mark(lib):
+    arena = Arena(lib, 1 << 20)
+    alloc, free = lib._mlir_memref_to_llvm_alloc, lib._mlir_memref_to_llvm_free
+    p = alloc(10_000)
+    q = alloc(20_000)
+    peak = lib.etmlir_cpu_arena_peak()
+    free(q)
+    free(p)
+    r = alloc(100)
+    free(r)
+    assert lib.etmlir_cpu_arena_peak() == peak
+    assert peak >= 30_000 + 2 * 64
+    assert arena.offset(p) == 64
+
+
+def test_arena_layout_is_deterministic(builds, tmp_path):
+    so = builds[LEVELS[-1]]
+
+    def trace():
+        lib = load_fresh(so, tmp_path)
+        arena = Arena(lib, 1 << 20)
+        alloc, free = lib._mlir_memref_to_llvm_alloc, lib._mlir_memref_to_llvm_free
+        live, offsets = [], []
+        for i in range(60):
+            size = (i * 7919) % 5000 + 1
+            live.append(alloc(size))
+            offsets.append(arena.offset(live[-1]))
+            if i % 3 == 2:
+                free(live.pop(i % len(live)))
+        for p in live:
+            free(p)
+        return offsets, lib.etmlir_cpu_arena_peak()
+
+    first, second = trace(), trace()
+    assert first == second
+    assert None not in first[0]
+
+
+def test_arena_overflow_falls_back_and_frees(lib):
+    arena = Arena(lib, 4096)
+    alloc, free = lib._mlir_memref_to_llvm_alloc, lib._mlir_memref_to_llvm_free
+    a = alloc(2000)
+    big = alloc(10_000)
+    assert arena.offset(a) is not None and arena.offset(big) is None
+    assert lib.etmlir_cpu_heap_fallbacks() == 1
+    ctypes.memset(big, 7, 10_000)
+    free(big)  # goes to free(), not into the arena
+    b = alloc(1000)
+    assert arena.offset(b) is not None
+    free(a)
+    free(b)
+    assert alloc(3000) == arena.base + 64
+    assert lib.etmlir_cpu_heap_fallbacks() == 1
+
+
+def test_over_aligned_allocations(lib):
+    arena = Arena(lib, 1 << 16)
+    aligned_alloc, free = lib._mlir_memref_to_llvm_aligned_alloc, lib._mlir_memref_to_llvm_free
+    p = aligned_alloc(256, 100)
+    q = aligned_alloc(4096, 300)
+    assert p % 256 == 0 and q % 4096 == 0
+    assert arena.offset(p) is not None and arena.offset(q) is not None
+    free(p)
+    free(q)
+    assert lib._mlir_memref_to_llvm_alloc(64) == arena.base + 64  # both blocks went back
+    assert lib.etmlir_cpu_heap_fallbacks() == 0
+
+
+def test_ukernel_scratch_comes_from_the_arena(lib):
+    arena = Arena(lib, 16 << 20)
+    rng = np.random.default_rng(1)
+    a, a_base = strided((64, 384), "c", rng)
+    b, b_base = strided((384, 1152), "t", rng)
+    c, c_base = strided((64, 1152), "c", rng, fill=0.0)
+    run_matmul(lib, a, a_base, b, b_base, c, c_base)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), **tol(384))
+    assert lib.etmlir_cpu_heap_fallbacks() == 0
+    assert 0 < lib.etmlir_cpu_arena_peak() <= arena.nbytes
+    # The scratch was released: the next block starts at the bottom again.
+    assert lib._mlir_memref_to_llvm_alloc(64) == arena.base + 64
+
+
+def test_ukernel_without_room_in_the_arena_uses_the_heap(lib):
+    arena = Arena(lib, 1024)
+    rng = np.random.default_rng(2)
+    a, a_base = strided((32, 64), "c", rng)
+    b, b_base = strided((64, 64), "c", rng)
+    c, c_base = strided((32, 64), "c", rng, fill=0.0)
+    run_matmul(lib, a, a_base, b, b_base, c, c_base)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), **tol(64))
+    assert lib.etmlir_cpu_heap_fallbacks() == 1
+    assert lib._mlir_memref_to_llvm_alloc(64) == arena.base + 64
