@@ -19,28 +19,19 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch_mlir.runtime.np_to_memref import get_ranked_memref_descriptor
 
-PAYLOAD_C = Path(__file__).resolve().parents[1] / "python" / "etmlir" / "backends" / "cpu" / "payload_c"
+from etmlir.backends.cpu import link
+from etmlir.backends.cpu.target import host
 
-
-def host_march() -> str:
-    flags = set()
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("flags"):
-            flags = set(line.split(":", 1)[1].split())
-            break
-    if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags:
-        return "x86-64-v4"
-    if {"avx2", "fma"} <= flags:
-        return "x86-64-v3"
-    return "x86-64-v2"
 
 
 def build(march: str, out_dir: Path) -> ctypes.CDLL:
+    """The microkernels as payloads get them (the compiler's sources, compiler and flags) at `march`."""
     so = out_dir / f"payload_{march}.so"
-    srcs = [str(PAYLOAD_C / "shim.c"), str(PAYLOAD_C / "ukernels.c")]
-    subprocess.run(["gcc", "-O3", "-fPIC", f"-march={march}", "-ffp-contract=fast", "-shared", "-Wl,-Bsymbolic",
-                    "-o", str(so), *srcs], check=True)
+    srcs = [str(link.SOURCES / name) for name in link.C_SOURCES]
+    subprocess.run([link.compiler(), *link.c_flags(march), "-shared", "-Wl,-Bsymbolic", "-o", str(so), *srcs],
+                   check=True)
     lib = ctypes.CDLL(str(so))
     lib.etmlir_cpu_set_arena.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
     lib.etmlir_cpu_heap_fallbacks.restype = ctypes.c_uint64
@@ -54,19 +45,8 @@ def build(march: str, out_dir: Path) -> ctypes.CDLL:
 
 def descriptor(arr: np.ndarray):
     """MLIR memref descriptor over `arr` (kept alive by the descriptor)."""
-    rank = arr.ndim
-
-    class Desc(ctypes.Structure):
-        _fields_ = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_int64),
-                    ("sizes", ctypes.c_int64 * rank), ("strides", ctypes.c_int64 * rank)]
-
-    d = Desc()
+    d = get_ranked_memref_descriptor(arr)
     d.keepalive = arr
-    d.allocated = d.aligned = arr.ctypes.data
-    d.offset = 0
-    for i in range(rank):
-        d.sizes[i] = arr.shape[i]
-        d.strides[i] = arr.strides[i] // 4
     return d
 
 
@@ -206,7 +186,7 @@ def depthwise_case(ch, hw, s):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--march", default=host_march())
+    parser.add_argument("--march", default=host().march)
     parser.add_argument("--filter", default="", help="only rows whose group or label contains this ('model': only "
                         "the whole-model sums)")
     args = parser.parse_args()

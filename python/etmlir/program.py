@@ -108,6 +108,16 @@ class Program:
 
 
 
+def find_function(module: ir.Module | ir.Operation, name: str) -> ir.Operation | None:
+    """The `func.func @name` directly in `module`'s body (None when there is none)."""
+    op = module.operation if isinstance(module, ir.Module) else module
+    for child in op.regions[0].blocks[0].operations:
+        child = child.operation
+        if child.name == "func.func" and ir.StringAttr(child.attributes["sym_name"]).value == name:
+            return child
+    return None
+
+
 def clone_module(module: ir.Module) -> ir.Module:
     """A copy of `module`'s body in its context; dense_resource weights stay references to the same buffers."""
     with module.context:

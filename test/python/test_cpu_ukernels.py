@@ -12,31 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-PAYLOAD_C = Path(__file__).resolve().parents[2] / "python" / "etmlir" / "backends" / "cpu" / "payload_c"
-SOURCES = [PAYLOAD_C / "shim.c", PAYLOAD_C / "ukernels.c"]
+from etmlir.backends.cpu import link
+from etmlir.backends.cpu.target import host
 
-
-def _cpu_flags() -> set[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-def _levels() -> list[str]:
-    flags = _cpu_flags()
-    levels = ["x86-64-v2"]
-    if {"avx2", "fma", "bmi2"} <= flags:
-        levels.append("x86-64-v3")
-    if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags:
-        levels.append("x86-64-v4")
-    return levels
-
-
-LEVELS = _levels()
+SOURCES = [link.SOURCES / name for name in link.C_SOURCES]
+# Every x86-64 level this CPU runs (the payload's own is the last); the portable path elsewhere.
+LEVELS = host().march_levels or [host().march]
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +29,8 @@ def builds(tmp_path_factory) -> dict[str, Path]:
     result = {}
     for level in LEVELS:
         so = out / f"payload_{level}.so"
-        cmd = ["gcc", "-O3", "-fPIC", f"-march={level}", "-ffp-contract=fast", "-Wall", "-Werror",
-               "-shared", "-Wl,-Bsymbolic", "-o", str(so), *map(str, SOURCES)]
+        cmd = [link.compiler(), *link.c_flags(level), "-Wall", "-Werror", "-shared", "-Wl,-Bsymbolic",
+               "-o", str(so), *map(str, SOURCES)]
         subprocess.run(cmd, check=True)
         result[level] = so
     return result

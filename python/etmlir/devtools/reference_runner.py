@@ -28,7 +28,7 @@ from torch_mlir.runtime.np_to_memref import (
 
 from etmlir.frontend.aten_ops import lookup_overload, op_overload_name
 from etmlir.passes.decompose_to_core_aten import decompose_ops
-from etmlir.program import clone_module
+from etmlir.program import clone_module, find_function
 
 # Core ATen ops torch-mlir's linalg lowering rejects; PyTorch's decomposition registry
 # (the Python reference implementations, not the eager kernels) rewrites them first.
@@ -63,7 +63,9 @@ class ReferenceRunner:
             clone = clone_module(module)
             decompose_unlowerable(clone)
             PassManager.parse(TORCH_TO_LINALG).run(clone.operation)
-            func = _find_func(clone, func_name)
+            func = find_function(clone, func_name)
+            if func is None:
+                raise ValueError(f"no function @{func_name} in the module")
             result_types = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value).results
             if len(result_types) != 1:
                 raise ValueError(f"@{func_name} returns {len(result_types)} values; the runner supports one")
@@ -94,11 +96,3 @@ def decompose_unlowerable(module: ir.Module) -> None:
     table = {op: torch._decomp.decomposition_table[op] for op in overloads}
     decompose_ops(module.operation, lambda op: op_overload_name(op) in _UNLOWERABLE, table,
                   goal="ops torch-mlir can lower")
-
-
-def _find_func(module: ir.Module, name: str) -> ir.Operation:
-    for op in module.body.operations:
-        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == name:
-            return op.operation
-    raise ValueError(f"no function @{name} in the module")
-

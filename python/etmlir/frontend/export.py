@@ -101,8 +101,9 @@ class _NumpyWeights(FxImporterHooks):
     def __init__(self, names: dict[int, str]) -> None:
         self.names = names
         self.buffers: dict[str, np.ndarray] = {}
-        # A parameter read by several ops is imported once per use; every use names the same
-        # buffer and blob, so later passes can tell it is one weight (id -> (name, attribute)).
+        # A parameter read by several ops is imported once per use; every use gets the same name
+        # and blob (so canonicalization merges them into one constant, one weight). The tensor is
+        # kept so that its id cannot be reused: id -> (name, attribute, tensor).
         self._imported: dict[int, tuple[str, ir.Attribute, torch.Tensor]] = {}
 
     def resolve_literal(self, gni: Any, literal: Any, info: InputInfo | None) -> ir.Value | None:
@@ -111,7 +112,7 @@ class _NumpyWeights(FxImporterHooks):
         if literal.dtype not in TORCH_DTYPE_TO_NPY_TYPE or literal.is_quantized:
             return None
         known = self._imported.get(id(literal))
-        if known is not None and known[2] is literal:
+        if known is not None:
             name, attr, _ = known
         else:
             name = self._unique(self.names.get(id(literal), "constant"))

@@ -97,23 +97,13 @@ def declare_delegate(module: ir.Operation, tag: str, backend: str, in_types: lis
 
 
 def _shared_weight(op: ir.Operation, group: set[ir.Operation]) -> bool:
-    """A non-splat tensor constant that an op outside `group` reads too: it stays a live-in.
-
-    The importer gives each use of a parameter its own constant op with the same `etmlir.param`;
-    a use of any of them outside the group counts.
-    """
+    """A non-splat tensor constant that an op outside `group` reads too: it stays a live-in."""
     if op.name != "edge.constant" or ir.RankedTensorType(op.results[0].type).rank == 0:
         return False
     value = op.attributes["value"]
     if isinstance(value, ir.DenseElementsAttr) and ir.DenseElementsAttr(value).is_splat:
         return False
-    twins = [op]
-    if "etmlir.param" in op.attributes:
-        param = op.attributes["etmlir.param"]
-        twins = [other.operation for other in op.parent.regions[0].blocks[0].operations
-                 if other.operation.name == "edge.constant" and "etmlir.param" in other.operation.attributes
-                 and other.operation.attributes["etmlir.param"] == param]
-    return any(use.owner.operation not in group for twin in twins for use in twin.results[0].uses)
+    return any(use.owner.operation not in group for use in op.results[0].uses)
 
 
 class _Outliner:

@@ -30,6 +30,8 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.passmanager import PassManager
 
+from etmlir.program import clone_module, find_function
+
 # Canonicalization after fusion also inlines the fences (`_fence_contractions`) again.
 TENSOR_LEVEL = "builtin.module(func.func(linalg-fuse-elementwise-ops),canonicalize,cse)"
 SHAPES_LEVEL = "builtin.module(resolve-ranked-shaped-type-result-dims,canonicalize,cse,symbol-dce)"
@@ -110,7 +112,6 @@ def _fence_contractions(module: ir.Module) -> None:
 
 def fuse_elementwise(module: ir.Module) -> tuple[ir.Module, bool]:
     """(module after elementwise fusion, True), or (the module unfused, False) if fusion ate a contraction."""
-    from etmlir.program import clone_module
     with module.context:
         fused = clone_module(module)
     _fence_contractions(fused)
@@ -119,13 +120,6 @@ def fuse_elementwise(module: ir.Module) -> tuple[ir.Module, bool]:
         run(module, "builtin.module(canonicalize,cse)")
         return module, False
     return fused, True
-
-
-def function(module: ir.Module, name: str) -> ir.Operation | None:
-    for op in module.body.operations:
-        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == name:
-            return op.operation
-    return None
 
 
 def result_types(func: ir.Operation) -> list[ir.RankedTensorType]:
@@ -144,7 +138,7 @@ def add_shapes_function(module: ir.Module) -> bool:
     Returns False (and adds nothing) when every result is static. Raises when
     the sizes cannot be computed without running the delegate's computation.
     """
-    forward = function(module, ENTRY)
+    forward = find_function(module, ENTRY)
     results = result_types(forward)
     if all(t.has_static_shape for t in results):
         return False
@@ -176,6 +170,7 @@ def add_shapes_function(module: ir.Module) -> bool:
             ir.Operation.create("func.return", operands=[packed.result])
         ret.erase()
     run(module, SHAPES_LEVEL)
+    shapes = find_function(module, SHAPES_ENTRY)
     leftover = [op.name for op in shapes.regions[0].blocks[0].operations if op.name.startswith("linalg.")]
     if leftover:
         raise ValueError("the delegate's output sizes depend on its computation "

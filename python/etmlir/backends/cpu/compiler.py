@@ -33,10 +33,11 @@ from etmlir.backends.cpu.target import Target, host
 from etmlir.backends.cpu.to_linalg import delegate_function, to_linalg
 from etmlir.backends.cpu.ukernels import use_microkernels
 from etmlir.backends.cpu.weights import externalize_weights, write_weights_assembly
-from etmlir.executable.dtypes import element_info
+from etmlir.executable.dtypes import SCALAR_TYPE_NAMES, element_info
 from etmlir.frontend.shape_bounds import argument_max_sizes
 from etmlir.passes.assign_debug_handles import debug_handles
 from etmlir.passes.pipeline import run_pipeline
+from etmlir.program import find_function
 
 ENTRY_SYMBOL = f"_mlir__mlir_ciface_{codegen.ENTRY}"
 SHAPES_SYMBOL = f"_mlir__mlir_ciface_{codegen.SHAPES_ENTRY}"
@@ -95,7 +96,7 @@ def compile_delegate(module: ir.Module, *, target: Target | None = None, microke
     has_shapes = codegen.add_shapes_function(lin)
     with lin.context:
         for name in (codegen.ENTRY, codegen.SHAPES_ENTRY):
-            func = codegen.function(lin, name)
+            func = find_function(lin, name)
             if func is not None:
                 func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
     codegen.run(lin, codegen.BUFFERIZE)
@@ -163,7 +164,6 @@ class LoadedPayload:
                 at += len(t.sizes)
         else:
             out_sizes = [t.sizes for t in self.info.outputs]
-        from etmlir.executable.dtypes import SCALAR_TYPE_NAMES
         outs = [np.zeros(s, dtype=np.dtype(SCALAR_TYPE_NAMES[t.dtype])) for s, t in zip(out_sizes, self.info.outputs)]
         _call(getattr(self.lib, self.info.entry), arrays + outs)
         return outs
@@ -179,7 +179,6 @@ def _call(function: ctypes._CFuncPtr, arrays: list[np.ndarray]) -> None:
 
 def measure_arena(so: bytes, info: payload.PayloadInfo, input_sizes: list[list[int]]) -> int:
     """Run the payload once at `input_sizes` with a huge arena; the bytes it used, rounded up to 64."""
-    from etmlir.executable.dtypes import SCALAR_TYPE_NAMES
     loaded = LoadedPayload(so, info)
     loaded.set_arena(_MEASURE_ARENA)
     body_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)

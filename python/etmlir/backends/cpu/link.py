@@ -38,8 +38,9 @@ def compiler() -> str:
     return cc
 
 
-def c_flags(target: Target) -> list[str]:
-    return ["-O3", "-fPIC", f"-march={target.march}", "-ffp-contract=fast", "-fno-math-errno",
+def c_flags(march: str) -> list[str]:
+    """Flags for the payload_c sources at gcc's `-march` level `march` (Target.march)."""
+    return ["-O3", "-fPIC", f"-march={march}", "-ffp-contract=fast", "-fno-math-errno",
             "-std=gnu11"]
 
 
@@ -57,7 +58,7 @@ def _run(cmd: list[str], what: str) -> None:
 @functools.cache
 def microkernel_objects(target: Target) -> tuple[str, ...]:
     """The payload_c sources compiled for `target` (cached per process)."""
-    flags = c_flags(target)
+    flags = c_flags(target.march)
     digest = hashlib.sha256(" ".join(flags).encode())
     for name in C_SOURCES + ("etmlir_cpu_payload.h",):
         digest.update((SOURCES / name).read_bytes())

@@ -34,15 +34,23 @@ class Target:
         return sum(1 << i for i, (name, _) in enumerate(FEATURE_BITS) if name in self.features)
 
     @property
+    def march_levels(self) -> list[str]:
+        """The x86-64-v2/v3/v4 levels these features cover, lowest first (empty off x86-64)."""
+        if self.arch != "x86_64" or "sse4.2" not in self.features:
+            return []
+        levels = ["x86-64-v2"]
+        if _V3 <= self.features:
+            levels.append("x86-64-v3")
+            if _V4 <= self.features:
+                levels.append("x86-64-v4")
+        return levels
+
+    @property
     def march(self) -> str:
-        """gcc's -march for the microkernels: the x86-64 level these features make up."""
+        """gcc's -march for the microkernels: the highest x86-64 level these features make up."""
         if self.arch != "x86_64":
             return "native"
-        if _V4 | _V3 <= self.features:
-            return "x86-64-v4"
-        if _V3 <= self.features:
-            return "x86-64-v3"
-        return "x86-64-v2" if "sse4.2" in self.features else "x86-64"
+        return (self.march_levels or ["x86-64"])[-1]
 
 
 def features_of(mask: int) -> list[str]:

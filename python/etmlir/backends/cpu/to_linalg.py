@@ -32,15 +32,15 @@ from torch_mlir.passmanager import PassManager
 
 from etmlir.devtools.edge_to_torch import edge_to_torch
 from etmlir.devtools.reference_runner import TORCH_TO_LINALG, decompose_unlowerable
+from etmlir.program import find_function
 
 
 def delegate_function(module: ir.Module | ir.Operation) -> ir.Operation:
     """The `@forward` function of an outlined delegate module."""
-    op = module.operation if isinstance(module, ir.Module) else module
-    for child in op.regions[0].blocks[0].operations:
-        if child.operation.name == "func.func" and ir.StringAttr(child.attributes["sym_name"]).value == "forward":
-            return child.operation
-    raise ValueError("the delegate module has no func.func @forward")
+    forward = find_function(module, "forward")
+    if forward is None:
+        raise ValueError("the delegate module has no func.func @forward")
+    return forward
 
 
 def to_linalg(module: ir.Module) -> ir.Module:
