@@ -94,7 +94,11 @@ const char* format_shape(ScalarType dtype, const int64_t* sizes, size_t dim, con
   };
   put("%s[", dtype_name(dtype));
   for (size_t d = 0; d < dim; ++d) {
-    put("%s%s%lld", d ? ", " : "", bounded && bounded[d] ? "<=" : "", static_cast<long long>(sizes[d]));
+    if (sizes[d] < 0) {
+      put("%s?", d ? ", " : "");
+    } else {
+      put("%s%s%lld", d ? ", " : "", bounded && bounded[d] ? "<=" : "", static_cast<long long>(sizes[d]));
+    }
   }
   put("]");
   buffer[used < size ? used : size - 1] = '\0';

@@ -301,18 +301,13 @@ TEST_F(CpuBackendTest, RunsAsAMethodsDelegate) {
   h.inputs = {{ScalarType::Float, {4, 4}}};
   h.outputs = {{ScalarType::Float, {4, 4}}};
   std::vector<uint8_t> pte = test::one_delegate_program("cpu", test::write_cpu_payload(h, so_), {4, 4});
-  test::AlignedBuffer bytes(pte.size());
-  std::memcpy(bytes.data(), pte.data(), pte.size());
-  BufferDataLoader loader(bytes.data(), pte.size());
-  Result<Program> program = Program::load(&loader);
-  ASSERT_TRUE(program.ok()) << program.error().message();
-  Result<MethodMeta> meta = program->method_meta("forward");
-  ASSERT_TRUE(meta.ok());
-  test::MethodMemory memory(*meta, 1024);
   BackendRegistry backends;
   ASSERT_FALSE(register_cpu_backend(backends, CpuBackendOptions{2}));
-  Result<Method> method = program->load_method("forward", &memory.manager, &test::all_kernels(), &backends);
-  ASSERT_TRUE(method.ok()) << method.error().message();
+  test::LoadedMethod loaded;
+  Error loaded_program = test::load_forward(pte, &backends, &loaded);
+  ASSERT_FALSE(loaded_program) << loaded_program.message();
+  ASSERT_TRUE(loaded.method) << loaded.error.message();
+  Method* method = loaded.method.get();
   float x[16];
   for (int i = 0; i < 16; ++i) x[i] = static_cast<float>(i);
   int64_t sizes[] = {4, 4};
@@ -333,20 +328,14 @@ TEST_F(CpuBackendTest, AMethodWithABadPayloadFailsToLoadNamingTheDelegate) {
   h.inputs = {{ScalarType::Float, {4, 4}}};
   h.outputs = {{ScalarType::Float, {4, 4}}};
   std::vector<uint8_t> pte = test::one_delegate_program("cpu", test::write_cpu_payload(h, so_), {4, 4});
-  test::AlignedBuffer bytes(pte.size());
-  std::memcpy(bytes.data(), pte.data(), pte.size());
-  BufferDataLoader loader(bytes.data(), pte.size());
-  Result<Program> program = Program::load(&loader);
-  ASSERT_TRUE(program.ok()) << program.error().message();
-  Result<MethodMeta> meta = program->method_meta("forward");
-  ASSERT_TRUE(meta.ok());
-  test::MethodMemory memory(*meta, 1024);
   BackendRegistry backends;
   ASSERT_FALSE(register_cpu_backend(backends));
-  Result<Method> method = program->load_method("forward", &memory.manager, &test::all_kernels(), &backends);
-  ASSERT_FALSE(method.ok());
-  EXPECT_EQ(method.error().code(), ErrorCode::NotSupported);
-  EXPECT_EQ(std::string(method.error().message()),
+  test::LoadedMethod loaded;
+  Error loaded_program = test::load_forward(pte, &backends, &loaded);
+  ASSERT_FALSE(loaded_program) << loaded_program.message();
+  ASSERT_FALSE(loaded.method);
+  EXPECT_EQ(loaded.error.code(), ErrorCode::NotSupported);
+  EXPECT_EQ(std::string(loaded.error.message()),
             std::string("method 'forward' delegate 0 (backend 'cpu'): init failed: ") +
                 "cpu delegate 0: payload built for " +
                 h.arch + ", this runtime runs on " + cpu_backend_arch());

@@ -74,9 +74,10 @@ const char* loader_kind_name(LoaderKind kind) {
   return "?";
 }
 
-Error load_forward(const std::string& file, LoaderKind kind, const BackendRegistry* backends, LoadedMethod* out) {
-  out->program = std::make_unique<LoadedProgram>();
-  if (Error e = load_program(fixture_path(file), kind, out->program.get())) return e;
+namespace {
+
+// A program already in out->program: its "forward" method (see load_forward).
+Error load_forward_method(const BackendRegistry* backends, LoadedMethod* out) {
   Result<MethodMeta> meta = out->program->program->method_meta("forward");
   if (!meta.ok()) return meta.error();
   out->memory = std::make_unique<MethodMemory>(*meta, kDefaultTempBytes);
@@ -90,14 +91,41 @@ Error load_forward(const std::string& file, LoaderKind kind, const BackendRegist
   return Error::ok();
 }
 
+// `bytes` into an aligned buffer read by a BufferDataLoader (out->bytes, out->loader).
+void buffer_loader(const std::vector<uint8_t>& bytes, LoadedProgram* out) {
+  out->bytes = std::make_unique<AlignedBuffer>(bytes.size());
+  std::memcpy(out->bytes->data(), bytes.data(), bytes.size());
+  out->loader = std::make_unique<BufferDataLoader>(out->bytes->data(), bytes.size());
+}
+
+Error load_from_loader(LoadedProgram* out) {
+  Result<Program> program = Program::load(out->loader.get());
+  if (!program.ok()) return program.error();
+  out->program = std::make_unique<Program>(static_cast<Program&&>(program.get()));
+  return Error::ok();
+}
+
+}  // namespace
+
+Error load_forward(const std::string& file, LoaderKind kind, const BackendRegistry* backends, LoadedMethod* out) {
+  out->program = std::make_unique<LoadedProgram>();
+  if (Error e = load_program(fixture_path(file), kind, out->program.get())) return e;
+  return load_forward_method(backends, out);
+}
+
+Error load_forward(const std::vector<uint8_t>& pte, const BackendRegistry* backends, LoadedMethod* out) {
+  out->program = std::make_unique<LoadedProgram>();
+  buffer_loader(pte, out->program.get());
+  if (Error e = load_from_loader(out->program.get())) return e;
+  return load_forward_method(backends, out);
+}
+
 Error load_program(const std::string& path, LoaderKind kind, LoadedProgram* out) {
   switch (kind) {
     case LoaderKind::Buffer: {
       std::vector<uint8_t> bytes = read_file(path);
       if (bytes.empty()) return Error::make(ErrorCode::Io, "cannot read %s", path.c_str());
-      out->bytes = std::make_unique<AlignedBuffer>(bytes.size());
-      std::memcpy(out->bytes->data(), bytes.data(), bytes.size());
-      out->loader = std::make_unique<BufferDataLoader>(out->bytes->data(), bytes.size());
+      buffer_loader(bytes, out);
       break;
     }
     case LoaderKind::File: {
@@ -113,10 +141,7 @@ Error load_program(const std::string& path, LoaderKind kind, LoadedProgram* out)
       break;
     }
   }
-  Result<Program> program = Program::load(out->loader.get());
-  if (!program.ok()) return program.error();
-  out->program = std::make_unique<Program>(static_cast<Program&&>(program.get()));
-  return Error::ok();
+  return load_from_loader(out);
 }
 
 namespace {

@@ -94,6 +94,8 @@ struct LoadedMethod {
 // `backends`. Returns the error if the program (or its MethodMeta) does not load; a method
 // that does not load leaves out->method null and its error in out->error.
 Error load_forward(const std::string& file, LoaderKind kind, const BackendRegistry* backends, LoadedMethod* out);
+// The same for a program held in memory (copied into an aligned buffer, read by BufferDataLoader).
+Error load_forward(const std::vector<uint8_t>& pte, const BackendRegistry* backends, LoadedMethod* out);
 
 // A reference input/output pair written by make_fixtures.py.
 struct Reference {

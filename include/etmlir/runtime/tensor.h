@@ -40,7 +40,8 @@ const char* dtype_name(ScalarType dtype);
 bool is_known_dtype(int8_t raw);
 // "float32[2, 3]" into `buffer`, truncated to fit; returns buffer. With
 // `bounded` (one flag per dim, may be nullptr), flagged dims print as upper
-// bounds: "int64[1, <=256]".
+// bounds: "int64[1, <=256]". A negative size is a dim only known at run time
+// (a signature, not a tensor): "float32[?, 4]".
 const char* format_shape(ScalarType dtype, const int64_t* sizes, size_t dim, const bool* bounded, char* buffer,
                          size_t size);
 

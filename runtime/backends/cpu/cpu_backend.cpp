@@ -426,24 +426,7 @@ std::atomic<uint64_t> g_total_heap_fallbacks{0};
 
 // "float32[?, 4]"
 const char* describe_spec(const ArgSpec& spec, char* buffer, size_t size) {
-  size_t used = 0;
-  auto put = [&](const char* fmt, auto... args) {
-    if (used < size) {
-      int n = std::snprintf(buffer + used, size - used, fmt, args...);
-      if (n > 0) used += static_cast<size_t>(n);
-    }
-  };
-  put("%s[", dtype_name(spec.dtype));
-  for (int32_t d = 0; d < spec.rank; ++d) {
-    if (spec.sizes[d] < 0) {
-      put("%s?", d ? ", " : "");
-    } else {
-      put("%s%lld", d ? ", " : "", static_cast<long long>(spec.sizes[d]));
-    }
-  }
-  put("]");
-  buffer[used < size ? used : size - 1] = '\0';
-  return buffer;
+  return format_shape(spec.dtype, spec.sizes, static_cast<size_t>(spec.rank), nullptr, buffer, size);
 }
 
 class CpuBackend : public Backend {

@@ -1284,40 +1284,6 @@ UK_INLINE void dw3x3s1_vec(const int R, const int NV, const int full, const floa
     }
 }
 
-UK_INLINE void dw3x3s1_rows(const int R, const float* in, int64_t ish, float* out, int64_t osh, int64_t OW,
-                            const __m512 w[9]) {
-  int64_t ow[2] = {0, 0};
-  if (OW < 16) {
-    dw3x3s1_vec(R, 1, 0, in, ish, out, osh, ow, mask16(OW), w);
-    return;
-  }
-  int64_t nfull = OW / 16, single = OW % 16 ? nfull - 1 : nfull;
-  for (int64_t v = 0; v < single; v++) {
-    ow[0] = v * 16;
-    dw3x3s1_vec(R, 1, 1, in, ish, out, osh, ow, 0xFFFF, w);
-  }
-  if (single < nfull) {
-    ow[0] = single * 16;
-    ow[1] = OW - 16;
-    dw3x3s1_vec(R, 2, 1, in, ish, out, osh, ow, 0xFFFF, w);
-  }
-}
-
-/* 3x3, stride 1, dilation 1, unit-stride rows. */
-static void dw_plane_3x3s1(const dw_job* j, const float* in, const float* f, float* out) {
-  __m512 w[9];
-  for (int kh = 0; kh < 3; kh++)
-    for (int kw = 0; kw < 3; kw++) w[kh * 3 + kw] = _mm512_set1_ps(f[kh * j->fs[1] + kw * j->fs[2]]);
-  int64_t ish = j->is[2], osh = j->os[2], oh = 0;
-  for (; oh + 4 <= j->OH; oh += 4) dw3x3s1_rows(4, in + oh * ish, ish, out + oh * osh, osh, j->OW, w);
-  switch (j->OH - oh) {
-    case 3: dw3x3s1_rows(3, in + oh * ish, ish, out + oh * osh, osh, j->OW, w); break;
-    case 2: dw3x3s1_rows(2, in + oh * ish, ish, out + oh * osh, osh, j->OW, w); break;
-    case 1: dw3x3s1_rows(1, in + oh * ish, ish, out + oh * osh, osh, j->OW, w); break;
-    default: break;
-  }
-}
-
 /* R rows of a 3x3, stride-2 plane; NV vectors at output columns ow[0..NV), n valid columns each (16
  * when full). Even/odd input columns come from two-source permutes of two loads: output column
  * ow + t reads input columns 2(ow + t) + {0, 1, 2}. */
@@ -1369,36 +1335,46 @@ UK_INLINE void dw3x3s2_vec(const int R, const int NV, const int full, const floa
     }
 }
 
-UK_INLINE void dw3x3s2_rows(const int R, const float* in, int64_t ish, float* out, int64_t osh, int64_t OW,
-                            const __m512 w[9]) {
+/* R rows of a 3x3 plane at stride S (1 or 2): full 16-column vectors, the last one overlapping its
+ * neighbour, or one masked vector when OW < 16. */
+UK_INLINE void dw3x3_rows(const int S, const int R, const float* in, int64_t ish, float* out, int64_t osh,
+                          int64_t OW, const __m512 w[9]) {
+#define DW3X3_VEC(NV, FULL, N)                                                                        \
+  do {                                                                                                \
+    if (S == 1)                                                                                       \
+      dw3x3s1_vec(R, NV, FULL, in, ish, out, osh, ow, (FULL) ? (__mmask16)0xFFFF : mask16(N), w);   \
+    else                                                                                              \
+      dw3x3s2_vec(R, NV, FULL, in, ish, out, osh, ow, N, w);                                        \
+  } while (0)
   int64_t ow[2] = {0, 0};
   if (OW < 16) {
-    dw3x3s2_vec(R, 1, 0, in, ish, out, osh, ow, OW, w);
+    DW3X3_VEC(1, 0, OW);
     return;
   }
   int64_t nfull = OW / 16, single = OW % 16 ? nfull - 1 : nfull;
   for (int64_t v = 0; v < single; v++) {
     ow[0] = v * 16;
-    dw3x3s2_vec(R, 1, 1, in, ish, out, osh, ow, 16, w);
+    DW3X3_VEC(1, 1, 16);
   }
   if (single < nfull) {
     ow[0] = single * 16;
     ow[1] = OW - 16;
-    dw3x3s2_vec(R, 2, 1, in, ish, out, osh, ow, 16, w);
+    DW3X3_VEC(2, 1, 16);
   }
+#undef DW3X3_VEC
 }
 
-/* 3x3, stride 2, dilation 1, unit-stride rows. */
-static void dw_plane_3x3s2(const dw_job* j, const float* in, const float* f, float* out) {
+/* 3x3, stride S (1 or 2) in both dims, dilation 1, unit-stride rows. */
+static void dw_plane_3x3(const dw_job* j, const int S, const float* in, const float* f, float* out) {
   __m512 w[9];
   for (int kh = 0; kh < 3; kh++)
     for (int kw = 0; kw < 3; kw++) w[kh * 3 + kw] = _mm512_set1_ps(f[kh * j->fs[1] + kw * j->fs[2]]);
   int64_t ish = j->is[2], osh = j->os[2], oh = 0;
-  for (; oh + 4 <= j->OH; oh += 4) dw3x3s2_rows(4, in + 2 * oh * ish, ish, out + oh * osh, osh, j->OW, w);
+  for (; oh + 4 <= j->OH; oh += 4) dw3x3_rows(S, 4, in + S * oh * ish, ish, out + oh * osh, osh, j->OW, w);
   switch (j->OH - oh) {
-    case 3: dw3x3s2_rows(3, in + 2 * oh * ish, ish, out + oh * osh, osh, j->OW, w); break;
-    case 2: dw3x3s2_rows(2, in + 2 * oh * ish, ish, out + oh * osh, osh, j->OW, w); break;
-    case 1: dw3x3s2_rows(1, in + 2 * oh * ish, ish, out + oh * osh, osh, j->OW, w); break;
+    case 3: dw3x3_rows(S, 3, in + S * oh * ish, ish, out + oh * osh, osh, j->OW, w); break;
+    case 2: dw3x3_rows(S, 2, in + S * oh * ish, ish, out + oh * osh, osh, j->OW, w); break;
+    case 1: dw3x3_rows(S, 1, in + S * oh * ish, ish, out + oh * osh, osh, j->OW, w); break;
     default: break;
   }
 }
@@ -1490,12 +1466,8 @@ static void dw_job_body(void* arg, int64_t begin, int64_t end) {
       float* out = j->out + n * j->os[0] + c * j->os[1];
 #if defined(__AVX512F__)
       int fast = j->KH == 3 && j->KW == 3 && j->dh == 1 && j->dw == 1 && j->is[3] == 1 && j->os[3] == 1;
-      if (fast && j->sh == 1 && j->sw == 1) {
-        dw_plane_3x3s1(j, in, f, out);
-        continue;
-      }
-      if (fast && j->sh == 2 && j->sw == 2) {
-        dw_plane_3x3s2(j, in, f, out);
+      if (fast && j->sh == j->sw && (j->sw == 1 || j->sw == 2)) {
+        dw_plane_3x3(j, (int)j->sw, in, f, out);
         continue;
       }
 #elif defined(__AVX2__) && defined(__FMA__)
