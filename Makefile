@@ -20,7 +20,7 @@ setup: $(STAMP)
 
 # Any native source change reruns the (incremental) editable install, which rebuilds the extension and tools.
 NATIVE_SOURCES := $(wildcard tools/*.cpp tools/*.h cmake/*.cmake lib/*.cpp lib/*.h include/etmlir/runtime/*.h \
-	runtime/kernels/portable/*.cpp runtime/kernels/portable/*.h runtime/backends/CMakeLists.txt \
+	runtime/kernels/portable/*.cpp runtime/kernels/portable/*.h runtime/kernels/portable/generated/* runtime/backends/CMakeLists.txt \
 	runtime/backends/nested/*.cpp runtime/backends/nested/*.h runtime/backends/cpu/*.cpp runtime/backends/cpu/*.h \
 	runtime/python/*.cpp runtime/schema/program.fbs)
 $(STAMP): pyproject.toml CMakeLists.txt scripts/setup.sh $(NATIVE_SOURCES)

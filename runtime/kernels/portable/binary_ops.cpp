@@ -5,12 +5,13 @@
 // converted, after checking PyTorch's "result type can be cast to out" rule);
 // logical ops compute in bool and may write any dtype.
 #include "kernel_util.h"
-#include "portable_kernels.h"
+#include "generated/binary.h"
 
 namespace etmlir {
 namespace {
 
 using kutil::Operand;
+using kutil::TensorOrScalar;
 
 // The inputs' promoted dtype must be castable to out's (no float → int, no int → bool).
 Error check_result_fits_out(KernelContext& ctx, ScalarType result, const Tensor& out) {
@@ -21,33 +22,23 @@ Error check_result_fits_out(KernelContext& ctx, ScalarType result, const Tensor&
   return Error::ok();
 }
 
-// Result type of `self` with `other`, a tensor or a Scalar.
-ScalarType result_type(const Tensor& self, const EValue& other) {
+// Result type of `self` with `other`.
+ScalarType result_type(const Tensor& self, kutil::TensorOrScalar other) {
   kutil::ResultType rt;
   rt.add_tensor(self);
-  if (other.is_tensor()) {
-    rt.add_tensor(other.to_tensor());
-  } else {
-    rt.add_scalar(other);
-  }
+  other.add_to(rt);
   return rt.get();
 }
 
-// Runs `make_op(T{})`'s op over self and other (tensor or Scalar), computing in
-// out's dtype T, one of the compute dtypes.
+// Runs `make_op(T{})`'s op over self and other, computing in out's dtype T
+// (one of the compute dtypes; float for float16/bfloat16 outs).
 template <typename MakeOp>
-Error arith(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out, MakeOp make_op) {
+Error arith(KernelContext& ctx, const Tensor& self, kutil::TensorOrScalar other, Tensor& out, MakeOp make_op) {
   Error err;
-  bool ok = kutil::dispatch_compute(out.dtype(), [&](auto tag) {
+  bool ok = kutil::dispatch_elementwise_compute(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T scalar{};
-    Operand ins[2] = {Operand::of(self, "self"), Operand{}};
-    if (other.is_tensor()) {
-      ins[1] = Operand::of(other.to_tensor(), "other");
-    } else {
-      scalar = kutil::scalar_as<T>(other);
-      ins[1] = Operand::scalar(&scalar, "other");
-    }
+    Operand ins[2] = {Operand::of(self, "self"), other.operand(&scalar, "other")};
     err = make_op(tag, ins);
   });
   if (!ok) return kutil::unsupported_dtype(ctx, "out", out.dtype());
@@ -56,7 +47,7 @@ Error arith(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor&
 
 // add/sub: out = self ± alpha * other.
 template <bool kSub>
-Error add_sub(KernelContext& ctx, const Tensor& self, const EValue& other, const EValue& alpha, Tensor& out) {
+Error add_sub(KernelContext& ctx, const Tensor& self, kutil::TensorOrScalar other, const EValue& alpha, Tensor& out) {
   ScalarType result = result_type(self, other);
   ET_CHECK_OK(check_result_fits_out(ctx, result, out));
   if (kSub && (result == ScalarType::Bool || out.dtype() == ScalarType::Bool)) {
@@ -77,7 +68,7 @@ Error add_sub(KernelContext& ctx, const Tensor& self, const EValue& other, const
   });
 }
 
-Error mul(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out) {
+Error mul(KernelContext& ctx, const Tensor& self, kutil::TensorOrScalar other, Tensor& out) {
   ET_CHECK_OK(check_result_fits_out(ctx, result_type(self, other), out));
   return arith(ctx, self, other, out, [&](auto tag, const Operand* ins) {
     using T = decltype(tag);
@@ -86,25 +77,19 @@ Error mul(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& o
 }
 
 // True division: always floating point (never an integer division that could trap).
-Error div(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out) {
+Error div(KernelContext& ctx, const Tensor& self, kutil::TensorOrScalar other, Tensor& out) {
   if (!kutil::is_floating(out.dtype())) {
     return ctx.fail(ErrorCode::InvalidArgument, "true division writes floating point, but out has dtype %s",
                     dtype_name(out.dtype()));
   }
   Error err;
-  bool ok = kutil::dispatch_floating(out.dtype(), [&](auto tag) {
+  bool ok = kutil::dispatch_elementwise_floating(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T scalar{};
-    Operand ins[2] = {Operand::of(self, "self"), Operand{}};
-    if (other.is_tensor()) {
-      ins[1] = Operand::of(other.to_tensor(), "other");
-    } else {
-      scalar = kutil::scalar_as<T>(other);
-      ins[1] = Operand::scalar(&scalar, "other");
-    }
+    Operand ins[2] = {Operand::of(self, "self"), other.operand(&scalar, "other")};
     err = kutil::elementwise<T, T, T>(ctx, ins, out, [](T x, T y) { return x / y; });
   });
-  if (!ok) return kutil::unsupported_dtype(ctx, "out", out.dtype(), "float32, float64");
+  if (!ok) return kutil::unsupported_dtype(ctx, "out", out.dtype(), "float32, float64, float16, bfloat16");
   return err;
 }
 
@@ -116,7 +101,7 @@ Error max_min(KernelContext& ctx, const Tensor& self, const Tensor& other, Tenso
   rt.add_tensor(other);
   ET_CHECK_OK(check_result_fits_out(ctx, rt.get(), out));
   Error err;
-  bool ok = kutil::dispatch_compute(out.dtype(), [&](auto tag) {
+  bool ok = kutil::dispatch_elementwise_compute(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const Operand ins[2] = {Operand::of(self, "self"), Operand::of(other, "other")};
     err = kutil::elementwise<T, T, T>(ctx, ins, out, [](T x, T y) {
@@ -132,54 +117,53 @@ Error max_min(KernelContext& ctx, const Tensor& self, const Tensor& other, Tenso
 
 // logical_and/or: inputs of any dtype read as `!= 0`, out of any dtype.
 template <bool kAnd>
-Error logical(KernelContext& ctx, EValue** args) {
-  const Operand ins[2] = {Operand::of(args[0]->to_tensor(), "self"), Operand::of(args[1]->to_tensor(), "other")};
-  return kutil::elementwise<bool, bool, bool>(ctx, ins, args[2]->to_tensor(),
-                                              [](bool x, bool y) { return kAnd ? (x && y) : (x || y); });
+Error logical(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  const Operand ins[2] = {Operand::of(self, "self"), Operand::of(other, "other")};
+  return kutil::elementwise<bool, bool, bool>(ctx, ins, out, [](bool x, bool y) { return kAnd ? (x && y) : (x || y); });
 }
 
-// aten::add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out)
-Error add_out(KernelContext& ctx, EValue** args) {
-  return add_sub<false>(ctx, args[0]->to_tensor(), *args[1], *args[2], args[3]->to_tensor());
-}
-// aten::add.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out)
-Error add_scalar_out(KernelContext& ctx, EValue** args) {
-  return add_sub<false>(ctx, args[0]->to_tensor(), *args[1], *args[2], args[3]->to_tensor());
-}
-// aten::sub.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out)
-Error sub_out(KernelContext& ctx, EValue** args) {
-  return add_sub<true>(ctx, args[0]->to_tensor(), *args[1], *args[2], args[3]->to_tensor());
-}
-// aten::sub.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out)
-Error sub_scalar_out(KernelContext& ctx, EValue** args) {
-  return add_sub<true>(ctx, args[0]->to_tensor(), *args[1], *args[2], args[3]->to_tensor());
-}
-// aten::mul.out(Tensor self, Tensor other, *, Tensor(a!) out)
-// aten::mul.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out)
-Error mul_out(KernelContext& ctx, EValue** args) { return mul(ctx, args[0]->to_tensor(), *args[1], args[2]->to_tensor()); }
-// aten::div.out(Tensor self, Tensor other, *, Tensor(a!) out)
-// aten::div.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out)
-Error div_out(KernelContext& ctx, EValue** args) { return div(ctx, args[0]->to_tensor(), *args[1], args[2]->to_tensor()); }
+}  // namespace
 
-// aten::maximum.out(Tensor self, Tensor other, *, Tensor(a!) out)
-Error maximum_out(KernelContext& ctx, EValue** args) {
-  return max_min<true>(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor());
-}
-// aten::minimum.out(Tensor self, Tensor other, *, Tensor(a!) out)
-Error minimum_out(KernelContext& ctx, EValue** args) {
-  return max_min<false>(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor());
-}
-// aten::logical_and.out(Tensor self, Tensor other, *, Tensor(a!) out)
-Error logical_and_out(KernelContext& ctx, EValue** args) { return logical<true>(ctx, args); }
-// aten::logical_or.out(Tensor self, Tensor other, *, Tensor(a!) out)
-Error logical_or_out(KernelContext& ctx, EValue** args) { return logical<false>(ctx, args); }
+namespace portable {
 
-// aten::where.self_out(Tensor condition, Tensor self, Tensor other, *, Tensor(a!) out)
-Error where_out(KernelContext& ctx, EValue** args) {
-  const Tensor& cond = args[0]->to_tensor();
-  const Tensor& self = args[1]->to_tensor();
-  const Tensor& other = args[2]->to_tensor();
-  Tensor& out = args[3]->to_tensor();
+Error add_out(KernelContext& ctx, const Tensor& self, const Tensor& other, const EValue& alpha, Tensor& out) {
+  return add_sub<false>(ctx, self, TensorOrScalar::of(other), alpha, out);
+}
+Error add_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& other, const EValue& alpha, Tensor& out) {
+  return add_sub<false>(ctx, self, TensorOrScalar::of(other), alpha, out);
+}
+Error sub_out(KernelContext& ctx, const Tensor& self, const Tensor& other, const EValue& alpha, Tensor& out) {
+  return add_sub<true>(ctx, self, TensorOrScalar::of(other), alpha, out);
+}
+Error sub_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& other, const EValue& alpha, Tensor& out) {
+  return add_sub<true>(ctx, self, TensorOrScalar::of(other), alpha, out);
+}
+Error mul_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  return mul(ctx, self, TensorOrScalar::of(other), out);
+}
+Error mul_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out) {
+  return mul(ctx, self, TensorOrScalar::of(other), out);
+}
+Error div_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  return div(ctx, self, TensorOrScalar::of(other), out);
+}
+Error div_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out) {
+  return div(ctx, self, TensorOrScalar::of(other), out);
+}
+Error maximum_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  return max_min<true>(ctx, self, other, out);
+}
+Error minimum_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  return max_min<false>(ctx, self, other, out);
+}
+Error logical_and_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  return logical<true>(ctx, self, other, out);
+}
+Error logical_or_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  return logical<false>(ctx, self, other, out);
+}
+
+Error where_out(KernelContext& ctx, const Tensor& cond, const Tensor& self, const Tensor& other, Tensor& out) {
   if (cond.dtype() != ScalarType::Bool && cond.dtype() != ScalarType::UInt8) {
     return ctx.fail(ErrorCode::InvalidArgument, "condition must be a bool tensor, got %s", dtype_name(cond.dtype()));
   }
@@ -188,7 +172,7 @@ Error where_out(KernelContext& ctx, EValue** args) {
   rt.add_tensor(other);
   ET_CHECK_OK(check_result_fits_out(ctx, rt.get(), out));
   Error err;
-  bool ok = kutil::dispatch_compute(out.dtype(), [&](auto tag) {
+  bool ok = kutil::dispatch_elementwise_compute(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const Operand ins[3] = {Operand::of(cond, "condition"), Operand::of(self, "self"), Operand::of(other, "other")};
     err = kutil::elementwise<T, bool, T, T>(ctx, ins, out, [](bool c, T x, T y) { return c ? x : y; });
@@ -197,23 +181,5 @@ Error where_out(KernelContext& ctx, EValue** args) {
   return err;
 }
 
-}  // namespace
-
-Error register_binary_kernels(KernelRegistry& r) {
-  ET_REGISTER_KERNEL(r, "aten::add.out", "TTs|T", add_out);
-  ET_REGISTER_KERNEL(r, "aten::add.Scalar_out", "Tss|T", add_scalar_out);
-  ET_REGISTER_KERNEL(r, "aten::sub.out", "TTs|T", sub_out);
-  ET_REGISTER_KERNEL(r, "aten::sub.Scalar_out", "Tss|T", sub_scalar_out);
-  ET_REGISTER_KERNEL(r, "aten::mul.out", "TT|T", mul_out);
-  ET_REGISTER_KERNEL(r, "aten::mul.Scalar_out", "Ts|T", mul_out);
-  ET_REGISTER_KERNEL(r, "aten::div.out", "TT|T", div_out);
-  ET_REGISTER_KERNEL(r, "aten::div.Scalar_out", "Ts|T", div_out);
-  ET_REGISTER_KERNEL(r, "aten::maximum.out", "TT|T", maximum_out);
-  ET_REGISTER_KERNEL(r, "aten::minimum.out", "TT|T", minimum_out);
-  ET_REGISTER_KERNEL(r, "aten::logical_and.out", "TT|T", logical_and_out);
-  ET_REGISTER_KERNEL(r, "aten::logical_or.out", "TT|T", logical_or_out);
-  ET_REGISTER_KERNEL(r, "aten::where.self_out", "TTT|T", where_out);
-  return Error::ok();
-}
-
+}  // namespace portable
 }  // namespace etmlir

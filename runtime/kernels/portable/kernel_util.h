@@ -37,6 +37,77 @@ namespace kutil {
 // Marks "no dtype yet" in type promotion.
 constexpr ScalarType kNoDtype = static_cast<ScalarType>(-1);
 
+// IEEE binary16 and bfloat16 storage types. Kernels never compute in them:
+// like PyTorch's CPU kernels they load to float, compute, and round back
+// (round to nearest even; NaN stays NaN, overflow becomes inf).
+struct Half {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
+
+inline float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0x1fu) {
+    bits = sign | 0x7f800000u | (mant << 13);  // inf / NaN
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112u) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {  // subnormal: normalize
+    int e = -1;
+    uint32_t m = mant;
+    do {
+      ++e;
+      m <<= 1;
+    } while ((m & 0x400u) == 0);
+    bits = sign | (static_cast<uint32_t>(112 - e) << 23) | ((m & 0x3ffu) << 13);
+  }
+  return __builtin_bit_cast(float, bits);
+}
+
+inline uint16_t float_to_half(float f) {
+  const uint32_t x = __builtin_bit_cast(uint32_t, f);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t a = x & 0x7fffffffu;
+  if (a >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u));
+  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: inf
+  if (a < 0x38800000u) {  // below the smallest normal half: subnormal or zero
+    if (a < 0x33000000u) return sign;  // < 2^-25 rounds to 0
+    const uint32_t e = a >> 23;
+    const uint32_t m = (a & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126u - e;  // 14..24
+    uint32_t v = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1u);
+    const uint32_t half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (v & 1u))) ++v;
+    return static_cast<uint16_t>(sign | v);
+  }
+  uint32_t v = a - 0x38000000u;  // rebias 127 -> 15 (exponent field)
+  const uint32_t rem = v & 0x1fffu;
+  v >>= 13;
+  if (rem > 0x1000u || (rem == 0x1000u && (v & 1u))) ++v;
+  return static_cast<uint16_t>(sign | v);
+}
+
+inline float bfloat16_to_float(uint16_t b) { return __builtin_bit_cast(float, static_cast<uint32_t>(b) << 16); }
+
+inline uint16_t float_to_bfloat16(float f) {
+  const uint32_t x = __builtin_bit_cast(uint32_t, f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+template <typename T>
+inline constexpr bool is_half_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+inline float to_float(Half h) { return half_to_float(h.bits); }
+inline float to_float(BFloat16 b) { return bfloat16_to_float(b.bits); }
+
 template <typename T>
 struct DtypeOf;
 template <>
@@ -71,6 +142,14 @@ template <>
 struct DtypeOf<bool> {
   static constexpr ScalarType value = ScalarType::Bool;
 };
+template <>
+struct DtypeOf<Half> {
+  static constexpr ScalarType value = ScalarType::Half;
+};
+template <>
+struct DtypeOf<BFloat16> {
+  static constexpr ScalarType value = ScalarType::BFloat16;
+};
 
 inline bool is_floating(ScalarType t) {
   return t == ScalarType::Float || t == ScalarType::Double || t == ScalarType::Half || t == ScalarType::BFloat16;
@@ -86,8 +165,10 @@ inline bool is_compute_dtype(ScalarType t) {
 }
 // The dtypes elementwise kernels can read or write by converting.
 inline bool is_convertible_dtype(ScalarType t) {
-  return is_compute_dtype(t) || t == ScalarType::UInt8 || t == ScalarType::Int8 || t == ScalarType::Int16;
+  return is_compute_dtype(t) || t == ScalarType::UInt8 || t == ScalarType::Int8 || t == ScalarType::Int16 ||
+         t == ScalarType::Half || t == ScalarType::BFloat16;
 }
+inline bool is_half_dtype(ScalarType t) { return t == ScalarType::Half || t == ScalarType::BFloat16; }
 
 constexpr const char* kComputeDtypes = "float32, float64, int64, int32, bool";
 
@@ -139,6 +220,42 @@ bool dispatch_convertible(ScalarType dtype, F&& f) {
     default: return false;
   }
 }
+// Every dtype a converting load or store (the elementwise engine) handles:
+// the convertible ones plus the storage types Half and BFloat16.
+template <typename F>
+bool dispatch_storage(ScalarType dtype, F&& f) {
+  switch (dtype) {
+    case ScalarType::Half: f(Half{}); return true;
+    case ScalarType::BFloat16: f(BFloat16{}); return true;
+    default: return dispatch_convertible(dtype, f);
+  }
+}
+
+// For kernels that write through the elementwise engine (which converts
+// loads and stores): the compute type of `dtype`. float16 and bfloat16
+// compute in float, as PyTorch's CPU kernels do; int16, int8 and uint8 in
+// int64, whose results truncated back wrap exactly as the narrow type's
+// arithmetic would. Never use these to pick a type for reading or writing a
+// tensor's data directly.
+inline bool is_small_int_dtype(ScalarType t) {
+  return t == ScalarType::Int16 || t == ScalarType::Int8 || t == ScalarType::UInt8;
+}
+template <typename F>
+bool dispatch_elementwise_floating(ScalarType dtype, F&& f) {
+  return is_half_dtype(dtype) ? (f(float{}), true) : dispatch_floating(dtype, f);
+}
+template <typename F>
+bool dispatch_elementwise_real(ScalarType dtype, F&& f) {
+  if (is_half_dtype(dtype)) return f(float{}), true;
+  if (is_small_int_dtype(dtype)) return f(int64_t{}), true;
+  return dispatch_real(dtype, f);
+}
+template <typename F>
+bool dispatch_elementwise_compute(ScalarType dtype, F&& f) {
+  if (is_half_dtype(dtype)) return f(float{}), true;
+  if (is_small_int_dtype(dtype)) return f(int64_t{}), true;
+  return dispatch_compute(dtype, f);
+}
 
 // "aten::add.out: out has dtype float16; supported: float32, ..."
 inline Error unsupported_dtype(KernelContext& ctx, const char* arg, ScalarType dtype,
@@ -153,6 +270,12 @@ template <typename To, typename From>
 inline To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
+  } else if constexpr (is_half_v<From>) {
+    return convert<To>(to_float(v));
+  } else if constexpr (std::is_same_v<To, Half>) {
+    return Half{float_to_half(convert<float>(v))};
+  } else if constexpr (std::is_same_v<To, BFloat16>) {
+    return BFloat16{float_to_bfloat16(convert<float>(v))};
   } else if constexpr (std::is_same_v<To, bool>) {
     return v != From(0);
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
@@ -433,6 +556,34 @@ struct Operand {
   }
 };
 
+// The `other` argument of a binary op's `.out` (Tensor) or `.Scalar_out`
+// (Scalar) overload, so that both overloads share one implementation.
+struct TensorOrScalar {
+  const Tensor* tensor = nullptr;
+  const EValue* scalar = nullptr;
+
+  static TensorOrScalar of(const Tensor& t) { return {&t, nullptr}; }
+  static TensorOrScalar of(const EValue& v) {
+    return v.is_tensor() ? TensorOrScalar{&v.to_tensor(), nullptr} : TensorOrScalar{nullptr, &v};
+  }
+  bool is_tensor() const { return tensor != nullptr; }
+  // Adds this operand to a result-type computation.
+  void add_to(ResultType& rt) const {
+    if (tensor) {
+      rt.add_tensor(*tensor);
+    } else {
+      rt.add_scalar(*scalar);
+    }
+  }
+  // The elementwise operand: the tensor, or the Scalar converted to T into `*storage`.
+  template <typename T>
+  Operand operand(T* storage, const char* name) const {
+    if (tensor) return Operand::of(*tensor, name);
+    *storage = scalar_as<T>(*scalar);
+    return Operand::scalar(storage, name);
+  }
+};
+
 // The broadcast shape of `n` operands (PyTorch rules: right-aligned, size-1
 // dims stretch) into sizes/dim.
 inline Error broadcast_shape(KernelContext& ctx, const Operand* ops, int n, int64_t* sizes, int32_t* dim) {
@@ -665,13 +816,13 @@ void store_as(void* p, int64_t i, V v) {
 template <typename CT>
 LoadFn<CT> loader_for(ScalarType dtype) {
   LoadFn<CT> fn = nullptr;
-  dispatch_convertible(dtype, [&](auto tag) { fn = &load_as<CT, decltype(tag)>; });
+  dispatch_storage(dtype, [&](auto tag) { fn = &load_as<CT, decltype(tag)>; });
   return fn;
 }
 template <typename V>
 StoreFn<V> storer_for(ScalarType dtype) {
   StoreFn<V> fn = nullptr;
-  dispatch_convertible(dtype, [&](auto tag) { fn = &store_as<decltype(tag), V>; });
+  dispatch_storage(dtype, [&](auto tag) { fn = &store_as<decltype(tag), V>; });
   return fn;
 }
 
@@ -772,7 +923,7 @@ Error run_elementwise(KernelContext& ctx, const Operand* ins, Tensor& out, Op& o
     }
   };
   (prepare(std::integral_constant<size_t, I>{}), ...);
-  constexpr const char* kConvertible = "float32, float64, int64, int32, int16, int8, uint8, bool";
+  constexpr const char* kConvertible = "float32, float64, float16, bfloat16, int64, int32, int16, int8, uint8, bool";
   if (bad) return unsupported_dtype(ctx, bad->name, bad->dtype, kConvertible);
   const bool out_direct = out.dtype() == DtypeOf<OT>::value;
   const StoreFn<OT> store = storer_for<OT>(out.dtype());
