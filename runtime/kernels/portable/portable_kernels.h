@@ -30,5 +30,12 @@ Error register_softmax_kernels(KernelRegistry& registry);      // softmax.cpp
 Error register_reduction_kernels(KernelRegistry& registry);    // reduction_ops.cpp: mean, any, sum, amax
 Error register_embedding_kernels(KernelRegistry& registry);    // embedding.cpp
 Error register_upsample_kernels(KernelRegistry& registry);     // upsample.cpp: upsample_bilinear2d
+Error register_pooling_kernels(KernelRegistry& registry);      // pooling.cpp
+Error register_padding_kernels(KernelRegistry& registry);      // padding.cpp
+Error register_indexing_kernels(KernelRegistry& registry);     // indexing.cpp
+Error register_sorting_kernels(KernelRegistry& registry);      // sort_ops.cpp
+Error register_random_kernels(KernelRegistry& registry);       // random_ops.cpp
+Error register_distance_kernels(KernelRegistry& registry);     // distance.cpp
+Error register_backward_kernels(KernelRegistry& registry);     // backward_ops.cpp
 
 }  // namespace etmlir

@@ -15,6 +15,13 @@ Error register_portable_kernels(KernelRegistry& registry) {
   ET_CHECK_OK(register_reduction_kernels(registry));
   ET_CHECK_OK(register_embedding_kernels(registry));
   ET_CHECK_OK(register_upsample_kernels(registry));
+  ET_CHECK_OK(register_pooling_kernels(registry));
+  ET_CHECK_OK(register_padding_kernels(registry));
+  ET_CHECK_OK(register_indexing_kernels(registry));
+  ET_CHECK_OK(register_sorting_kernels(registry));
+  ET_CHECK_OK(register_random_kernels(registry));
+  ET_CHECK_OK(register_distance_kernels(registry));
+  ET_CHECK_OK(register_backward_kernels(registry));
   return Error::ok();
 }
 

@@ -1,0 +1,7 @@
+// Distance kernels: cdist, pdist.
+#include "kernel_util.h"
+#include "generated/distance.h"
+
+namespace etmlir {
+namespace portable {}  // namespace portable
+}  // namespace etmlir
