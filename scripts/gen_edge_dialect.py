@@ -13,7 +13,12 @@ Inputs, all read from the installed PyTorch (pinned to 2.13.0):
   * etmlir's own layout op `_to_dim_order_copy` (a declared schema below);
   * the dtype table of each op: the CPU dtypes PyTorch's OpInfo database says
     the op supports (`torch.testing._internal.common_methods_invocations`),
-    shaped per operand by its role (index, mask, scalar, data).
+    shaped per operand by its role (index, mask, scalar, data), then narrowed
+    to what the op's portable kernel takes (the kernel table,
+    `runtime/kernels/portable/*.yaml`: `dtypes` for data operands,
+    `out_dtypes` for data results), so that a dtype the runtime cannot run is
+    refused at compile time, at the op's source line. Complex dtypes are
+    dropped everywhere (the runtime has none).
 
 Outputs:
   * `dialects/edge/edge.irdl.mlir`: the IRDL declaration MLIR loads at run time
@@ -37,6 +42,8 @@ from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.opinfo.core import BinaryUfuncInfo
 
 from etmlir.dialects.edge import EDGE_ELEMENT_TYPES
+from etmlir.executable.out_variants import out_variant
+from gen_kernels import load_table
 from etmlir.frontend.aten_ops import lookup_overload, schema_argument_types
 from etmlir.frontend.core_aten import core_aten_overloads
 
@@ -187,12 +194,13 @@ def describe(qualified: str, schema: torch.FunctionSchema, declared: tuple[str, 
         else:
             raise GeneratorError(f"{qualified}: result '{name}' has unsupported type '{text}'")
     dtypes, source, promoting = dtype_info
+    dtypes = [d for d in dtypes if not d.startswith("complex")]
     entry = {
         "aten": f"{namespace}::{packet}" + ("" if overload == "default" else f".{overload}"),
         "schema": str(schema),
         "args": args,
         "results": results,
-        "dtypes": dtype_table(packet, args, results, dtypes, promoting),
+        "dtypes": narrow_to_kernel(qualified, dtype_table(packet, args, results, dtypes, promoting), args, results),
         "dtype_source": source,
     }
     if stands_for:
@@ -240,6 +248,33 @@ def dtype_table(packet: str, args: list[dict], results: list[dict], data: list[s
             if not promoting and not has_dtype_attr:
                 same.append(name)
     return {"allowed": allowed, "same": [same] if len(same) > 1 else []}
+
+
+_KERNELS: dict[str, Any] | None = None
+
+
+def narrow_to_kernel(qualified: str, table: dict[str, Any], args: list[dict], results: list[dict]) -> dict[str, Any]:
+    """`table` with each data position limited to the dtypes the op's portable kernel takes.
+
+    Index, mask and scalar positions keep their fixed lists (kernels take those); an op with no
+    portable kernel (or one the kernel table marks missing) keeps the OpInfo dtypes.
+    """
+    global _KERNELS
+    if _KERNELS is None:
+        _KERNELS = {k.op: k for family in load_table() for k in family.kernels}
+    namespace, packet, overload = qualified.split(".")
+    variant = out_variant(f"{namespace}::{packet}" + ("" if overload == "default" else f".{overload}"))
+    kernel = _KERNELS.get(variant.kernel) if variant else None
+    if kernel is None or not kernel.fn:
+        return table
+    fixed = SCALAR_DTYPES, INDEX_DTYPES, ["i1"], ["i64"], ALL_DTYPES
+    allowed = dict(table["allowed"])
+    names = {a["name"]: kernel.dtypes for a in args} | {r["name"]: kernel.out_dtypes for r in results}
+    for name, dtypes in allowed.items():
+        is_data = not any(dtypes == f for f in fixed[:4]) and not (name in INDEX_ARG_NAMES or name in MASK_ARG_NAMES)
+        if is_data or (dtypes == ALL_DTYPES and name in {r["name"] for r in results}):
+            allowed[name] = [d for d in dtypes if d in names[name]]
+    return {"allowed": allowed, "same": table["same"]}
 
 
 def _opinfo_dtypes() -> dict[str, tuple[list[str], bool]]:

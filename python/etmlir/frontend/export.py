@@ -45,7 +45,30 @@ def export(model: torch.nn.Module, example_args: Sequence[Any],
         raise TypeError(f"etmlir.export expects a torch.nn.Module, got {type(model).__name__}")
     example_args = tuple(example_args)
     exported = torch.export.export(model, example_args, dynamic_shapes=dynamic_shapes)
+    drop_runtime_assertions(exported)
     return import_exported_program(exported, example_args, _forward_location_text(model))
+
+
+# Nodes torch.export adds to assert facts about sizes (an unbacked size from
+# nonzero is >= 0 and <= numel, ...). They compute nothing a kernel needs: the
+# runtime checks sizes itself (a kernel's out never grows past its planned
+# upper bound), so they are dropped before import, with the scalar arithmetic
+# that only fed them.
+RUNTIME_ASSERTIONS = ("aten._assert_scalar.default", "aten.sym_constrain_range_for_size.default",
+                      "aten.sym_constrain_range.default", "aten._assert_tensor_metadata.default")
+
+
+def drop_runtime_assertions(exported: torch.export.ExportedProgram) -> None:
+    """Removes torch.export's size assertions (and what only they used) from `exported`'s graph, in place."""
+    graph = exported.graph
+    removed = False
+    for node in list(graph.nodes):
+        if node.op == "call_function" and str(node.target) in RUNTIME_ASSERTIONS:
+            graph.erase_node(node)
+            removed = True
+    if removed:
+        graph.eliminate_dead_code()
+        exported.graph_module.recompile()
 
 
 def import_exported_program(exported: torch.export.ExportedProgram, example_args: tuple[Any, ...],
