@@ -4,7 +4,10 @@
 #   make bench-memory   planned memory per zoo model, ours vs ExecuTorch 1.5.1 (own environment)
 #   make bench-latency  latency per zoo model: our runtime vs torch eager vs ExecuTorch 1.5.1 portable, 1 thread
 #   make bench-cpu      latency per zoo model: our cpu delegate vs ExecuTorch 1.5.1 XNNPACK vs torch eager, 1 thread
-#   make generate   regenerate dialects/edge/* from PyTorch's schemas and python/etmlir/schema from program.fbs
+#   make bench-portable each portable kernel family on a representative shape vs torch eager, 1 thread
+#   make op-coverage    sweep PyTorch's OpInfo samples through the runtime and rewrite docs/op_coverage.md
+#   make generate   regenerate the kernel registration (runtime/kernels/portable/*.yaml), dialects/edge/* from
+#                   PyTorch's schemas and the kernel table, and python/etmlir/schema from program.fbs
 # The virtual environment lives in .venv (override with VENV=...).
 
 VENV ?= .venv
@@ -14,7 +17,8 @@ STAMP := $(VENV)/.etmlir-setup
 # CI and this machine have two cores: keep thread counts explicit.
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: setup demo test lit pytest cpp-test check-generated generate bench-memory bench-latency bench-cpu clean
+.PHONY: setup demo test lit pytest cpp-test check-generated generate bench-memory bench-latency bench-cpu \
+	bench-portable op-coverage clean
 
 setup: $(STAMP)
 
@@ -33,13 +37,17 @@ demo: setup
 test: setup
 	$(MAKE) --no-print-directory check-generated lit pytest cpp-test
 
-# Generated files must match what their generators make: the edge dialect
-# (from the pinned PyTorch) and the schema's Python code (from flatc 2.0.8).
+# Generated files must match what their generators make: the kernel registration
+# (from the kernel table), the edge dialect (from the pinned PyTorch and the kernel
+# table) and the schema's Python code (from flatc 2.0.8). docs/op_coverage.md is
+# checked by test/python/test_opinfo.py, which runs the sweep it is made from.
 check-generated:
+	$(PY) scripts/gen_kernels.py --check
 	$(PY) scripts/gen_edge_dialect.py --check
 	bash scripts/gen_schema.sh --check
 
 generate:
+	$(PY) scripts/gen_kernels.py
 	$(PY) scripts/gen_edge_dialect.py
 	bash scripts/gen_schema.sh
 
@@ -69,6 +77,14 @@ bench-latency: setup
 bench-cpu: setup
 	bash scripts/setup_bench.sh $(BENCH_VENV)
 	$(PY) bench/cpu_backend.py --executorch-python $(BENCH_VENV)/bin/python
+
+# Each portable kernel family vs torch eager, 1 thread: per-op and geomean ratios.
+bench-portable: setup
+	$(PY) bench/portable_ops.py
+
+# PyTorch's OpInfo samples through export -> edge -> .pte -> runtime; rewrites docs/op_coverage.md.
+op-coverage: setup
+	$(PY) scripts/op_coverage.py
 
 clean:
 	rm -rf build $(VENV) $(BENCH_VENV)

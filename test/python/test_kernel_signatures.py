@@ -17,7 +17,7 @@ from etmlir.runtime.signatures import expected_signature
 def test_registered_signature_matches_the_schema(name):
     assert kernels.signature(name) == expected_signature(name), (
         f"{name}: registered \"{kernels.signature(name)}\", schema says \"{expected_signature(name)}\" "
-        "(scripts/kernel_signatures.py --fix rewrites registrations)")
+        "(portable kernels get theirs from scripts/gen_kernels.py: run make generate)")
 
 
 def test_examples():

@@ -4,9 +4,9 @@ A runtime kernel is registered with one character per argument (the table in
 include/etmlir/runtime/kernel.h) and a '|' before its outputs; the method
 loader checks every call against it. This module computes the string a
 kernel must have from the schema its out variant has in PyTorch (or in
-`etmlir.executable.out_variants` for etmlir's own kernels), so a test can
-check every registration and `scripts/kernel_signatures.py --fix` can
-rewrite them.
+`etmlir.executable.out_variants` for etmlir's own kernels):
+`scripts/gen_kernels.py` writes it into the portable kernels' generated
+registration, and a test checks every registered kernel against it.
 
     expected_signature("aten::add.out")  ==  "TTs|T"
 """
