@@ -39,6 +39,10 @@ _SUBSTITUTES = {
     # The FX importer emits prims.convert_element_type for bool literals.
     "prims.convert_element_type.default":
         lambda x, dtype: torch.ops.aten._to_copy.default(x, dtype=dtype),
+    # torch.sort(stable=...) has no decomposition; core aten::sort does not promise stability,
+    # but the portable sort kernel is stable (equal keys keep their order), so both spellings run it.
+    "aten.sort.stable":
+        lambda x, stable=None, dim=-1, descending=False: torch.ops.aten.sort.default(x, dim, descending),
 }
 
 
