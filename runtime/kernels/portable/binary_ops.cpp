@@ -1,33 +1,30 @@
-// Binary elementwise kernels with PyTorch broadcasting: add, sub, mul, div,
-// maximum, minimum, logical_and, logical_or and where.
+// Binary elementwise kernels with PyTorch broadcasting: add, sub, mul, div
+// (true and rounding), maximum, minimum, logical_and/or/xor, where, atan2,
+// bitwise_and/or/xor, fmod, remainder, pow and clamp.Tensor.
 //
-// Arithmetic computes in the out tensor's dtype (inputs of other dtypes are
-// converted, after checking PyTorch's "result type can be cast to out" rule);
-// logical ops compute in bool and may write any dtype.
-#include "kernel_util.h"
+// add/sub/mul/div/maximum/minimum/where compute in the out tensor's dtype
+// (inputs of other dtypes are converted, after checking PyTorch's "result
+// type can be cast to out" rule); the other arithmetic computes, like
+// PyTorch, in the inputs' result type (binary_util.h) and converts to out.
+// Logical ops compute in bool and may write any dtype. Integer division and
+// remainders never trap: a zero divisor is an error, x / -1 wraps.
+#include <cmath>
+#include <type_traits>
+
+#include "binary_util.h"
 #include "generated/binary.h"
+#include "kernel_util.h"
 
 namespace etmlir {
 namespace {
 
+using binutil::check_result_fits_out;
+using binutil::Kinds;
 using kutil::Operand;
 using kutil::TensorOrScalar;
 
-// The inputs' promoted dtype must be castable to out's (no float → int, no int → bool).
-Error check_result_fits_out(KernelContext& ctx, ScalarType result, const Tensor& out) {
-  if (!kutil::can_cast(result, out.dtype())) {
-    return ctx.fail(ErrorCode::InvalidArgument, "result type %s can't be cast to out dtype %s", dtype_name(result),
-                    dtype_name(out.dtype()));
-  }
-  return Error::ok();
-}
-
-// Result type of `self` with `other`.
-ScalarType result_type(const Tensor& self, kutil::TensorOrScalar other) {
-  kutil::ResultType rt;
-  rt.add_tensor(self);
-  other.add_to(rt);
-  return rt.get();
+ScalarType result_type(const Tensor& self, TensorOrScalar other) {
+  return binutil::result_type(TensorOrScalar::of(self), other);
 }
 
 // Runs `make_op(T{})`'s op over self and other, computing in out's dtype T
@@ -122,6 +119,274 @@ Error logical(KernelContext& ctx, const Tensor& self, const Tensor& other, Tenso
   return kutil::elementwise<bool, bool, bool>(ctx, ins, out, [](bool x, bool y) { return kAnd ? (x && y) : (x || y); });
 }
 
+// logical_xor: inputs of any dtype read as `!= 0`, out of any dtype.
+Error logical_xor(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  const Operand ins[2] = {Operand::of(self, "self"), Operand::of(other, "other")};
+  return kutil::elementwise<bool, bool, bool>(ctx, ins, out, [](bool x, bool y) { return x != y; });
+}
+
+// Runs `run(tag, ins)` over self and other converted to `result` (see
+// binutil::operand), computing in result's compute type, one of K.
+template <Kinds K, typename Run>
+Error in_result_type(KernelContext& ctx, ScalarType result, TensorOrScalar self, TensorOrScalar other,
+                     const Tensor& out, const char* self_name, const char* other_name, Run run) {
+  ET_CHECK_OK(check_result_fits_out(ctx, result, out));
+  Error err;
+  const TensorOrScalar inputs[2] = {self, other};
+  const char* const names[2] = {self_name, other_name};
+  bool ok = binutil::with_operands<K>(result, inputs, names, [&](auto tag, const Operand* ins) { err = run(tag, ins); });
+  if (!ok) return kutil::unsupported_dtype(ctx, "the result type", result);
+  return err;
+}
+
+// "fmod is not defined for bool tensors (self is bool, other is bool)".
+Error reject_bool_result(KernelContext& ctx, const char* what, ScalarType result, const Tensor& self,
+                         TensorOrScalar other) {
+  if (result != ScalarType::Bool) return Error::ok();
+  return ctx.fail(ErrorCode::InvalidArgument, "%s is not defined for bool (self is %s, other is %s)", what,
+                  dtype_name(self.dtype()), other.is_tensor() ? dtype_name(other.tensor->dtype()) : "a bool Scalar");
+}
+
+Error division_by_zero(KernelContext& ctx) {
+  return ctx.fail(ErrorCode::InvalidArgument, "integer division by zero (other has a zero element)");
+}
+
+// atan2: integer and bool inputs give float32, like PyTorch.
+Error atan2(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  ScalarType result = result_type(self, TensorOrScalar::of(other));
+  if (!kutil::is_floating(result)) result = ScalarType::Float;
+  return in_result_type<Kinds::kFloating>(
+      ctx, result, TensorOrScalar::of(self), TensorOrScalar::of(other), out, "self", "other",
+      [&](auto tag, const Operand* ins) {
+        using T = decltype(tag);
+        return kutil::elementwise<T, T, T>(ctx, ins, out, [](T y, T x) { return std::atan2(y, x); });
+      });
+}
+
+// bitwise_and/or/xor on integral and bool inputs: wrapped in the compute
+// type, the low bits are those of the narrow type's operation.
+enum class Bitwise { kAnd, kOr, kXor };
+
+template <Bitwise kOp>
+Error bitwise(KernelContext& ctx, const Tensor& self, TensorOrScalar other, Tensor& out) {
+  const ScalarType result = result_type(self, other);
+  if (!kutil::is_integral_no_bool(result) && result != ScalarType::Bool) {
+    return ctx.fail(ErrorCode::InvalidArgument,
+                    "bitwise ops need integral or bool inputs, but self (%s) and other (%s) give %s", dtype_name(self.dtype()),
+                    other.is_tensor() ? dtype_name(other.tensor->dtype()) : other.scalar->is_double() ? "a float Scalar" : "a Scalar",
+                    dtype_name(result));
+  }
+  return in_result_type<Kinds::kIntegral>(
+      ctx, result, TensorOrScalar::of(self), other, out, "self", "other", [&](auto tag, const Operand* ins) {
+        using T = decltype(tag);
+        return kutil::elementwise<T, T, T>(ctx, ins, out, [](T x, T y) {
+          if constexpr (kOp == Bitwise::kAnd) {
+            return static_cast<T>(x & y);
+          } else if constexpr (kOp == Bitwise::kOr) {
+            return static_cast<T>(x | y);
+          } else {
+            return static_cast<T>(x ^ y);
+          }
+        });
+      });
+}
+
+// PyTorch's c10::div_floor_floating: the quotient rounded down, exact where
+// floor(x / y) would round x / y first; IEEE results for a zero divisor.
+template <typename T>
+inline T div_floor_floating(T x, T y) {
+  if (y == 0) return x / y;
+  const T mod = std::fmod(x, y);
+  T div = (x - mod) / y;
+  if (mod != 0 && (y < 0) != (mod < 0)) div -= T(1);
+  if (div == 0) return std::copysign(T(0), x / y);
+  T floordiv = std::floor(div);
+  if (div - floordiv > T(0.5)) floordiv += T(1);
+  return floordiv;
+}
+
+// x / y rounded toward zero (kFloor false) or down. A zero divisor sets
+// *zero (the caller fails); x / -1 is -x wrapped, where C++ would trap.
+template <bool kFloor, typename T>
+inline T div_int(T x, T y, bool* zero) {
+  *zero |= y == 0;
+  const bool minus_one = y == T(-1);
+  const T d = (y == 0 || minus_one) ? T(1) : y;
+  T q = x / d;
+  if (kFloor && x % d != 0 && (x < 0) != (d < 0)) q = static_cast<T>(q - 1);
+  return minus_one ? kutil::wrap_sub(T(0), x) : q;
+}
+
+// div with rounding_mode "trunc" or "floor" (None is true division).
+Error div_rounding(KernelContext& ctx, const Tensor& self, TensorOrScalar other,
+                   const std::optional<Span<const char>>& rounding_mode, Tensor& out) {
+  if (!rounding_mode) return div(ctx, self, other, out);
+  const bool floor = binutil::equals(*rounding_mode, "floor");
+  if (!floor && !binutil::equals(*rounding_mode, "trunc")) {
+    return ctx.fail(ErrorCode::InvalidArgument, "rounding_mode must be None, \"trunc\" or \"floor\", got \"%.*s\"",
+                    static_cast<int>(rounding_mode->size()), rounding_mode->data());
+  }
+  const ScalarType result = result_type(self, other);
+  ET_CHECK_OK(reject_bool_result(ctx, floor ? "floor division" : "trunc division", result, self, other));
+  bool zero = false;
+  ET_CHECK_OK(in_result_type<Kinds::kReal>(
+      ctx, result, TensorOrScalar::of(self), other, out, "self", "other", [&](auto tag, const Operand* ins) {
+        using T = decltype(tag);
+        if constexpr (std::is_floating_point_v<T>) {
+          if (floor) return kutil::elementwise<T, T, T>(ctx, ins, out, [](T x, T y) { return div_floor_floating(x, y); });
+          return kutil::elementwise<T, T, T>(ctx, ins, out, [](T x, T y) { return std::trunc(x / y); });
+        } else {
+          bool* z = &zero;
+          if (floor) return kutil::elementwise<T, T, T>(ctx, ins, out, [z](T x, T y) { return div_int<true>(x, y, z); });
+          return kutil::elementwise<T, T, T>(ctx, ins, out, [z](T x, T y) { return div_int<false>(x, y, z); });
+        }
+      }));
+  return zero ? division_by_zero(ctx) : Error::ok();
+}
+
+// fmod (the remainder has self's sign) and remainder (other's sign, Python's %).
+template <bool kRemainder>
+Error mod(KernelContext& ctx, const Tensor& self, TensorOrScalar other, Tensor& out) {
+  const ScalarType result = result_type(self, other);
+  ET_CHECK_OK(reject_bool_result(ctx, kRemainder ? "remainder" : "fmod", result, self, other));
+  bool zero = false;
+  ET_CHECK_OK(in_result_type<Kinds::kReal>(
+      ctx, result, TensorOrScalar::of(self), other, out, "self", "other", [&](auto tag, const Operand* ins) {
+        using T = decltype(tag);
+        if constexpr (std::is_floating_point_v<T>) {
+          return kutil::elementwise<T, T, T>(ctx, ins, out, [](T x, T y) {
+            T r = std::fmod(x, y);  // NaN for a zero divisor
+            if (kRemainder && r != 0 && (y < 0) != (r < 0)) r += y;
+            return r;
+          });
+        } else {
+          bool* z = &zero;
+          return kutil::elementwise<T, T, T>(ctx, ins, out, [z](T x, T y) {
+            *z |= y == 0;
+            const T d = (y == 0 || y == T(-1)) ? T(1) : y;  // x % -1 is 0 (and would trap at the minimum)
+            T r = static_cast<T>(x % d);
+            if (kRemainder && r != 0 && (y < 0) != (r < 0)) r = static_cast<T>(r + d);
+            return r;
+          });
+        }
+      }));
+  return zero ? division_by_zero(ctx) : Error::ok();
+}
+
+// PyTorch's integer pow: repeated squaring, wrapping; a negative exponent
+// gives 1 for base 1, ±1 for base -1 and 0 otherwise.
+template <typename T>
+inline T pow_int(T base, T exp) {
+  if (exp < 0) {
+    if (base == 1) return T(1);
+    if (base == T(-1)) return (exp & 1) ? T(-1) : T(1);
+    return T(0);
+  }
+  T result = 1;
+  while (exp != 0) {
+    if (exp & 1) result = kutil::wrap_mul(result, base);
+    exp = static_cast<T>(exp >> 1);
+    base = kutil::wrap_mul(base, base);
+  }
+  return result;
+}
+
+template <typename T>
+inline T pow_of(T base, T exp) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::pow(base, exp);
+  } else {
+    return pow_int(base, exp);
+  }
+}
+
+// pow with two tensors, or a Scalar base (pow.Scalar).
+Error pow_tensor(KernelContext& ctx, TensorOrScalar self, const Tensor& exponent, Tensor& out) {
+  const ScalarType result = binutil::result_type(self, TensorOrScalar::of(exponent));
+  if (result == ScalarType::Bool) {
+    return ctx.fail(ErrorCode::InvalidArgument, "pow is not defined for bool (self and exponent are bool)");
+  }
+  return in_result_type<Kinds::kReal>(ctx, result, self, TensorOrScalar::of(exponent), out, "self", "exponent",
+                                      [&](auto tag, const Operand* ins) {
+                                        using T = decltype(tag);
+                                        return kutil::elementwise<T, T, T>(ctx, ins, out, [](T x, T y) { return pow_of(x, y); });
+                                      });
+}
+
+// pow with a Scalar exponent: PyTorch's fast paths for 2, 3, -2 and (except
+// float16) 0.5, -0.5 and -1, whose results differ from std::pow at -0 and -inf.
+Error pow_scalar_exponent(KernelContext& ctx, const Tensor& self, const EValue& exponent, Tensor& out) {
+  const ScalarType result = result_type(self, TensorOrScalar::of(exponent));
+  if (result == ScalarType::Bool) {
+    return ctx.fail(ErrorCode::InvalidArgument, "pow is not defined for bool (self is bool, exponent is a bool Scalar)");
+  }
+  if ((kutil::is_integral_no_bool(self.dtype()) || self.dtype() == ScalarType::Bool) && exponent.is_int() &&
+      exponent.to_int() < 0) {
+    return ctx.fail(ErrorCode::InvalidArgument,
+                    "integers to negative integer powers are not allowed (self is %s, exponent is %lld)",
+                    dtype_name(self.dtype()), static_cast<long long>(exponent.to_int()));
+  }
+  const bool root_paths = result != ScalarType::Half;
+  return in_result_type<Kinds::kReal>(
+      ctx, result, TensorOrScalar::of(self), TensorOrScalar::of(exponent), out, "self", "exponent",
+      [&](auto tag, const Operand* ins) {
+        using T = decltype(tag);
+        const T e = *static_cast<const T*>(ins[1].data);  // converted to the result type
+        auto unary = [&](auto fn) { return kutil::elementwise<T, T>(ctx, ins, out, fn); };
+        if constexpr (std::is_floating_point_v<T>) {
+          if (e == T(2)) return unary([](T x) { return x * x; });
+          if (e == T(3)) return unary([](T x) { return x * x * x; });
+          if (e == T(-2)) return unary([](T x) { return T(1) / (x * x); });
+          if (root_paths && e == T(0.5)) return unary([](T x) { return std::sqrt(x); });
+          if (root_paths && e == T(-0.5)) return unary([](T x) { return T(1) / std::sqrt(x); });
+          if (root_paths && e == T(-1)) return unary([](T x) { return T(1) / x; });
+          return unary([e](T x) { return std::pow(x, e); });
+        } else {
+          if (e == 2) return unary([](T x) { return kutil::wrap_mul(x, x); });
+          return unary([e](T x) { return pow_int(x, e); });
+        }
+      });
+}
+
+// clamp with tensor bounds: NaN in self or a bound gives NaN; min > max gives max.
+Error clamp_tensor(KernelContext& ctx, const Tensor& self, const Tensor* min, const Tensor* max, Tensor& out) {
+  if (min == nullptr && max == nullptr) {
+    return ctx.fail(ErrorCode::InvalidArgument, "at least one of min and max must not be None");
+  }
+  kutil::ResultType rt;
+  rt.add_tensor(self);
+  if (min) rt.add_tensor(*min);
+  if (max) rt.add_tensor(*max);
+  const ScalarType result = rt.get();
+  ET_CHECK_OK(check_result_fits_out(ctx, result, out));
+  const TensorOrScalar bound = TensorOrScalar::of(min ? *min : *max);
+  Error err;
+  bool ok;
+  if (min && max) {
+    const TensorOrScalar inputs[3] = {TensorOrScalar::of(self), bound, TensorOrScalar::of(*max)};
+    const char* const names[3] = {"self", "min", "max"};
+    ok = binutil::with_operands<Kinds::kAll>(result, inputs, names, [&](auto tag, const Operand* ins) {
+      using T = decltype(tag);
+      err = kutil::elementwise<T, T, T, T>(ctx, ins, out, [](T x, T lo, T hi) {
+        return binutil::min_nan(binutil::max_nan(x, lo), hi);
+      });
+    });
+  } else {
+    const TensorOrScalar inputs[2] = {TensorOrScalar::of(self), bound};
+    const char* const names[2] = {"self", min ? "min" : "max"};
+    ok = binutil::with_operands<Kinds::kAll>(result, inputs, names, [&](auto tag, const Operand* ins) {
+      using T = decltype(tag);
+      if (min) {
+        err = kutil::elementwise<T, T, T>(ctx, ins, out, [](T x, T lo) { return binutil::max_nan(x, lo); });
+      } else {
+        err = kutil::elementwise<T, T, T>(ctx, ins, out, [](T x, T hi) { return binutil::min_nan(x, hi); });
+      }
+    });
+  }
+  if (!ok) return kutil::unsupported_dtype(ctx, "the result type", result);
+  return err;
+}
+
 }  // namespace
 
 namespace portable {
@@ -179,6 +444,63 @@ Error where_out(KernelContext& ctx, const Tensor& cond, const Tensor& self, cons
   });
   if (!ok) return kutil::unsupported_dtype(ctx, "out", out.dtype());
   return err;
+}
+
+Error logical_xor_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  return logical_xor(ctx, self, other, out);
+}
+Error atan2_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  return atan2(ctx, self, other, out);
+}
+Error bitwise_and_tensor_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  return bitwise<Bitwise::kAnd>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error bitwise_and_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out) {
+  return bitwise<Bitwise::kAnd>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error bitwise_or_tensor_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  return bitwise<Bitwise::kOr>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error bitwise_or_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out) {
+  return bitwise<Bitwise::kOr>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error bitwise_xor_tensor_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  return bitwise<Bitwise::kXor>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error bitwise_xor_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out) {
+  return bitwise<Bitwise::kXor>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error div_out_mode(KernelContext& ctx, const Tensor& self, const Tensor& other,
+                   std::optional<Span<const char>> rounding_mode, Tensor& out) {
+  return div_rounding(ctx, self, TensorOrScalar::of(other), rounding_mode, out);
+}
+Error div_scalar_mode_out(KernelContext& ctx, const Tensor& self, const EValue& other,
+                          std::optional<Span<const char>> rounding_mode, Tensor& out) {
+  return div_rounding(ctx, self, TensorOrScalar::of(other), rounding_mode, out);
+}
+Error fmod_tensor_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  return mod<false>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error fmod_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out) {
+  return mod<false>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error remainder_tensor_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  return mod<true>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error remainder_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out) {
+  return mod<true>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error pow_tensor_tensor_out(KernelContext& ctx, const Tensor& self, const Tensor& exponent, Tensor& out) {
+  return pow_tensor(ctx, TensorOrScalar::of(self), exponent, out);
+}
+Error pow_tensor_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& exponent, Tensor& out) {
+  return pow_scalar_exponent(ctx, self, exponent, out);
+}
+Error pow_scalar_out(KernelContext& ctx, const EValue& self, const Tensor& exponent, Tensor& out) {
+  return pow_tensor(ctx, TensorOrScalar::of(self), exponent, out);
+}
+Error clamp_tensor_out(KernelContext& ctx, const Tensor& self, const Tensor* min, const Tensor* max, Tensor& out) {
+  return clamp_tensor(ctx, self, min, max, out);
 }
 
 }  // namespace portable

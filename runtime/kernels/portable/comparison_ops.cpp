@@ -1,15 +1,17 @@
 // Comparison kernels: eq/ne/lt/le/gt/ge against a tensor (broadcast) or a
-// Scalar. Both sides are compared in PyTorch's promoted dtype (at::result_type);
-// the result is written as bool (or converted to out's dtype: 0/1).
-#include <limits>
-
+// Scalar. Like PyTorch, both sides are converted to their result type
+// (at::result_type: a Scalar or 0-d tensor rounds or wraps into it) and
+// compared there (float for float16/bfloat16, int64 for the small ints); the
+// result is written as bool, or converted to out's dtype (0/1).
+#include "binary_util.h"
+#include "generated/comparison.h"
 #include "kernel_util.h"
-#include "portable_kernels.h"
 
 namespace etmlir {
 namespace {
 
 using kutil::Operand;
+using kutil::TensorOrScalar;
 
 struct Eq {
   template <typename T>
@@ -36,71 +38,64 @@ struct Ge {
   bool operator()(T a, T b) const { return a >= b; }
 };
 
-// The dtype both sides are compared in.
-ScalarType compare_dtype(const Tensor& self, const EValue& other) {
-  kutil::ResultType rt;
-  rt.add_tensor(self);
-  if (other.is_tensor()) {
-    rt.add_tensor(other.to_tensor());
-  } else {
-    rt.add_scalar(other);
-  }
-  ScalarType t = rt.get();
-  // Small integers compare exactly as int32.
-  if (t == ScalarType::UInt8 || t == ScalarType::Int8 || t == ScalarType::Int16) t = ScalarType::Int32;
-  // An int scalar outside int32's range compares exactly as int64 (PyTorch would wrap it).
-  if (t == ScalarType::Int32 && other.is_int() &&
-      (other.to_int() < std::numeric_limits<int32_t>::min() || other.to_int() > std::numeric_limits<int32_t>::max())) {
-    t = ScalarType::Int64;
-  }
-  return t;
-}
-
-// self <cmp> other, where other is the Tensor or Scalar argument args[1].
+// self <cmp> other, in the result type of both.
 template <typename Cmp>
-Error compare(KernelContext& ctx, EValue** args) {
-  const Tensor& self = args[0]->to_tensor();
-  const EValue& other = *args[1];
-  Tensor& out = args[2]->to_tensor();
-  ScalarType ct = compare_dtype(self, other);
+Error compare(KernelContext& ctx, const Tensor& self, TensorOrScalar other, Tensor& out) {
+  const TensorOrScalar inputs[2] = {TensorOrScalar::of(self), other};
+  const char* const names[2] = {"self", "other"};
+  const ScalarType result = binutil::result_type(inputs[0], inputs[1]);
   Error err;
-  bool ok = kutil::dispatch_compute(ct, [&](auto tag) {
+  bool ok = binutil::with_operands<binutil::Kinds::kAll>(result, inputs, names, [&](auto tag, const Operand* ins) {
     using T = decltype(tag);
-    T scalar{};
-    Operand ins[2] = {Operand::of(self, "self"), Operand{}};
-    if (other.is_tensor()) {
-      ins[1] = Operand::of(other.to_tensor(), "other");
-    } else {
-      scalar = kutil::scalar_as<T>(other);
-      ins[1] = Operand::scalar(&scalar, "other");
-    }
     err = kutil::elementwise<bool, T, T>(ctx, ins, out, Cmp{});
   });
   if (!ok) {
-    return ctx.fail(ErrorCode::NotSupported, "cannot compare in dtype %s (self is %s); this kernel supports %s",
-                    dtype_name(ct), dtype_name(self.dtype()), kutil::kComputeDtypes);
+    return ctx.fail(ErrorCode::NotSupported, "cannot compare in dtype %s (self is %s)", dtype_name(result),
+                    dtype_name(self.dtype()));
   }
   return err;
 }
 
 }  // namespace
 
-Error register_comparison_kernels(KernelRegistry& r) {
-  // aten::<op>.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out)
-  // aten::<op>.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out)
-  ET_REGISTER_KERNEL(r, "aten::eq.Scalar_out", "Ts|T", compare<Eq>);
-  ET_REGISTER_KERNEL(r, "aten::eq.Tensor_out", "TT|T", compare<Eq>);
-  ET_REGISTER_KERNEL(r, "aten::ne.Scalar_out", "Ts|T", compare<Ne>);
-  ET_REGISTER_KERNEL(r, "aten::ne.Tensor_out", "TT|T", compare<Ne>);
-  ET_REGISTER_KERNEL(r, "aten::lt.Scalar_out", "Ts|T", compare<Lt>);
-  ET_REGISTER_KERNEL(r, "aten::lt.Tensor_out", "TT|T", compare<Lt>);
-  ET_REGISTER_KERNEL(r, "aten::le.Scalar_out", "Ts|T", compare<Le>);
-  ET_REGISTER_KERNEL(r, "aten::le.Tensor_out", "TT|T", compare<Le>);
-  ET_REGISTER_KERNEL(r, "aten::gt.Scalar_out", "Ts|T", compare<Gt>);
-  ET_REGISTER_KERNEL(r, "aten::gt.Tensor_out", "TT|T", compare<Gt>);
-  ET_REGISTER_KERNEL(r, "aten::ge.Scalar_out", "Ts|T", compare<Ge>);
-  ET_REGISTER_KERNEL(r, "aten::ge.Tensor_out", "TT|T", compare<Ge>);
-  return Error::ok();
+namespace portable {
+
+Error eq_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out) {
+  return compare<Eq>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error eq_tensor_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  return compare<Eq>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error ne_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out) {
+  return compare<Ne>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error ne_tensor_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  return compare<Ne>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error lt_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out) {
+  return compare<Lt>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error lt_tensor_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  return compare<Lt>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error le_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out) {
+  return compare<Le>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error le_tensor_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  return compare<Le>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error gt_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out) {
+  return compare<Gt>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error gt_tensor_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  return compare<Gt>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error ge_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out) {
+  return compare<Ge>(ctx, self, TensorOrScalar::of(other), out);
+}
+Error ge_tensor_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  return compare<Ge>(ctx, self, TensorOrScalar::of(other), out);
 }
 
+}  // namespace portable
 }  // namespace etmlir

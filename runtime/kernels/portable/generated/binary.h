@@ -46,6 +46,60 @@ Error logical_or_out(KernelContext& ctx, const Tensor& self, const Tensor& other
 // aten::where.self_out(Tensor condition, Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
 Error where_out(KernelContext& ctx, const Tensor& condition, const Tensor& self, const Tensor& other, Tensor& out);
 
+// aten::logical_xor.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+Error logical_xor_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out);
+
+// aten::atan2.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+Error atan2_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out);
+
+// aten::bitwise_and.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+Error bitwise_and_tensor_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out);
+
+// aten::bitwise_and.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)
+Error bitwise_and_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out);
+
+// aten::bitwise_or.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+Error bitwise_or_tensor_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out);
+
+// aten::bitwise_or.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)
+Error bitwise_or_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out);
+
+// aten::bitwise_xor.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+Error bitwise_xor_tensor_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out);
+
+// aten::bitwise_xor.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)
+Error bitwise_xor_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out);
+
+// aten::div.out_mode(Tensor self, Tensor other, *, str? rounding_mode, Tensor(a!) out) -> Tensor(a!)
+Error div_out_mode(KernelContext& ctx, const Tensor& self, const Tensor& other, std::optional<Span<const char>> rounding_mode, Tensor& out);
+
+// aten::div.Scalar_mode_out(Tensor self, Scalar other, *, str? rounding_mode, Tensor(a!) out) -> Tensor(a!)
+Error div_scalar_mode_out(KernelContext& ctx, const Tensor& self, const EValue& other, std::optional<Span<const char>> rounding_mode, Tensor& out);
+
+// aten::fmod.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+Error fmod_tensor_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out);
+
+// aten::fmod.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)
+Error fmod_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out);
+
+// aten::remainder.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+Error remainder_tensor_out(KernelContext& ctx, const Tensor& self, const Tensor& other, Tensor& out);
+
+// aten::remainder.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)
+Error remainder_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& other, Tensor& out);
+
+// aten::pow.Tensor_Tensor_out(Tensor self, Tensor exponent, *, Tensor(a!) out) -> Tensor(a!)
+Error pow_tensor_tensor_out(KernelContext& ctx, const Tensor& self, const Tensor& exponent, Tensor& out);
+
+// aten::pow.Tensor_Scalar_out(Tensor self, Scalar exponent, *, Tensor(a!) out) -> Tensor(a!)
+Error pow_tensor_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& exponent, Tensor& out);
+
+// aten::pow.Scalar_out(Scalar self, Tensor exponent, *, Tensor(a!) out) -> Tensor(a!)
+Error pow_scalar_out(KernelContext& ctx, const EValue& self, const Tensor& exponent, Tensor& out);
+
+// aten::clamp.Tensor_out(Tensor self, Tensor? min=None, Tensor? max=None, *, Tensor(a!) out) -> Tensor(a!)
+Error clamp_tensor_out(KernelContext& ctx, const Tensor& self, const Tensor* min, const Tensor* max, Tensor& out);
+
 }  // namespace portable
 
 // Registers every kernel of this family (selective build permitting).
