@@ -7,6 +7,36 @@
 namespace etmlir {
 namespace portable {
 
+// aten::gather.out(Tensor self, int dim, Tensor index, *, bool sparse_grad=False, Tensor(a!) out) -> Tensor(a!)
+Error gather_out(KernelContext& ctx, const Tensor& self, int64_t dim, const Tensor& index, bool sparse_grad, Tensor& out);
+
+// aten::scatter.src_out(Tensor self, int dim, Tensor index, Tensor src, *, Tensor(a!) out) -> Tensor(a!)
+Error scatter_src_out(KernelContext& ctx, const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Tensor& out);
+
+// aten::scatter.value_out(Tensor self, int dim, Tensor index, Scalar value, *, Tensor(a!) out) -> Tensor(a!)
+Error scatter_value_out(KernelContext& ctx, const Tensor& self, int64_t dim, const Tensor& index, const EValue& value, Tensor& out);
+
+// aten::scatter_add.out(Tensor self, int dim, Tensor index, Tensor src, *, Tensor(a!) out) -> Tensor(a!)
+Error scatter_add_out(KernelContext& ctx, const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Tensor& out);
+
+// aten::scatter_reduce.two_out(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True, Tensor(a!) out) -> Tensor(a!)
+Error scatter_reduce_two_out(KernelContext& ctx, const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Span<const char> reduce, bool include_self, Tensor& out);
+
+// aten::index.Tensor_out(Tensor self, Tensor?[] indices, *, Tensor(a!) out) -> Tensor(a!)
+Error index_tensor_out(KernelContext& ctx, const Tensor& self, Span<Tensor* const> indices, Tensor& out);
+
+// aten::index_put.out(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False, *, Tensor(a!) out) -> Tensor(a!)
+Error index_put_out(KernelContext& ctx, const Tensor& self, Span<Tensor* const> indices, const Tensor& values, bool accumulate, Tensor& out);
+
+// aten::index_select.out(Tensor self, int dim, Tensor index, *, Tensor(a!) out) -> Tensor(a!)
+Error index_select_out(KernelContext& ctx, const Tensor& self, int64_t dim, const Tensor& index, Tensor& out);
+
+// aten::masked_scatter.out(Tensor self, Tensor mask, Tensor source, *, Tensor(a!) out) -> Tensor(a!)
+Error masked_scatter_out(KernelContext& ctx, const Tensor& self, const Tensor& mask, const Tensor& source, Tensor& out);
+
+// aten::nonzero.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+Error nonzero_out(KernelContext& ctx, const Tensor& self, Tensor& out);
+
 }  // namespace portable
 
 // Registers every kernel of this family (selective build permitting).

@@ -7,6 +7,27 @@
 namespace etmlir {
 namespace portable {
 
+// aten::sort.values(Tensor self, int dim=-1, bool descending=False, *, Tensor(a!) values, Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)
+Error sort_out(KernelContext& ctx, const Tensor& self, int64_t dim, bool descending, Tensor& values, Tensor& indices);
+
+// aten::sort.values_stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False, Tensor(a!) values, Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)
+Error sort_stable_out(KernelContext& ctx, const Tensor& self, std::optional<bool> stable, int64_t dim, bool descending, Tensor& values, Tensor& indices);
+
+// aten::topk.values(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True, *, Tensor(a!) values, Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)
+Error topk_out(KernelContext& ctx, const Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted, Tensor& values, Tensor& indices);
+
+// aten::argmax.out(Tensor self, int? dim=None, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)
+Error argmax_out(KernelContext& ctx, const Tensor& self, std::optional<int64_t> dim, bool keepdim, Tensor& out);
+
+// aten::argmin.out(Tensor self, int? dim=None, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)
+Error argmin_out(KernelContext& ctx, const Tensor& self, std::optional<int64_t> dim, bool keepdim, Tensor& out);
+
+// aten::max.dim_max(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) max, Tensor(b!) max_values) -> (Tensor(a!) values, Tensor(b!) indices)
+Error max_dim_out(KernelContext& ctx, const Tensor& self, int64_t dim, bool keepdim, Tensor& max, Tensor& max_values);
+
+// aten::min.dim_min(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) min, Tensor(b!) min_indices) -> (Tensor(a!) values, Tensor(b!) indices)
+Error min_dim_out(KernelContext& ctx, const Tensor& self, int64_t dim, bool keepdim, Tensor& min, Tensor& min_indices);
+
 }  // namespace portable
 
 // Registers every kernel of this family (selective build permitting).
