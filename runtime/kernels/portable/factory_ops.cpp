@@ -1,103 +1,82 @@
-// Factory kernels: full, full_like, zeros, ones, scalar_tensor, arange.
-// They resize out to the requested shape (or, for arange, the computed
-// length) and fill it in out's dtype.
+// Factory kernels: full, full_like, fill, scalar_tensor, zeros, ones, empty,
+// empty_strided and arange. They resize out to the requested shape (or, for
+// arange, the computed length) and fill it in out's dtype, any dtype.
+//
+// Scalars convert to out's dtype with PyTorch's overflow check (300 into
+// uint8 is an error, not 44). empty and empty_strided zero their out: the
+// contents are unspecified, but a deterministic result is easier to debug.
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "copy_util.h"
+#include "generated/factory.h"
 #include "kernel_util.h"
-#include "portable_kernels.h"
 
 namespace etmlir {
 namespace {
 
-// Resizes out to the int list `size` (validated: non-negative, at most kMaxDims).
-Error resize_to_list(KernelContext& ctx, const EValue& size, Tensor& out) {
-  Span<const int64_t> sizes = size.to_int_list();
-  if (sizes.size() > static_cast<size_t>(kMaxDims)) {
-    return ctx.fail(ErrorCode::InvalidArgument, "size has %zu entries; at most %d dims are supported", sizes.size(),
+// Resizes out to `size` (validated: non-negative, at most kMaxDims).
+Error resize_to_list(KernelContext& ctx, Span<const int64_t> size, Tensor& out) {
+  if (size.size() > static_cast<size_t>(kMaxDims)) {
+    return ctx.fail(ErrorCode::InvalidArgument, "size has %zu entries; at most %d dims are supported", size.size(),
                     kMaxDims);
   }
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] < 0) {
+  for (size_t d = 0; d < size.size(); ++d) {
+    if (size[d] < 0) {
       return ctx.fail(ErrorCode::InvalidArgument, "size[%zu] is %lld; sizes must be non-negative", d,
-                      static_cast<long long>(sizes[d]));
+                      static_cast<long long>(size[d]));
     }
   }
-  return kutil::resize_out(ctx, out, sizes.data(), static_cast<int32_t>(sizes.size()));
+  return kutil::resize_out(ctx, out, size.data(), static_cast<int32_t>(size.size()));
 }
 
-// Writes `value` (a Scalar) to every element of out.
-Error fill(KernelContext& ctx, const EValue& value, Tensor& out) {
-  const int64_t n = out.numel();
-  bool ok = kutil::dispatch_convertible(out.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T v = kutil::scalar_as<T>(value);
-    T* p = out.data_as<T>();
-    for (int64_t i = 0; i < n; ++i) p[i] = v;
-  });
-  if (!ok) {
-    return kutil::unsupported_dtype(ctx, "out", out.dtype(), "float32, float64, int64, int32, int16, int8, uint8, bool");
+// Writes Scalar `value` (argument `what`) to every element of out.
+Error fill(KernelContext& ctx, const EValue& value, const char* what, Tensor& out) {
+  ET_CHECK_OK(kutil_copy::check_scalar_fits(ctx, value, out.dtype(), what));
+  uint64_t bits = 0;
+  if (!kutil_copy::scalar_bits(value, out.dtype(), &bits)) {
+    return kutil::unsupported_dtype(ctx, "out", out.dtype(), "known dtypes");
   }
+  kutil_copy::fill_elements(out.mutable_data(), bits, out.element_size(), out.numel());
   return Error::ok();
 }
 
-Error check_memory_format(KernelContext& ctx, const EValue& memory_format) {
-  // c10::MemoryFormat: 0 Contiguous, 1 Preserve; every runtime tensor is contiguous.
-  if (!memory_format.is_none() && memory_format.to_int() != 0 && memory_format.to_int() != 1) {
-    return ctx.fail(ErrorCode::NotSupported, "memory_format %lld is not supported (only contiguous tensors)",
-                    static_cast<long long>(memory_format.to_int()));
-  }
-  return Error::ok();
-}
-
-// aten::full.out(SymInt[] size, Scalar fill_value, *, Tensor(a!) out)
-Error full_out(KernelContext& ctx, EValue** args) {
-  Tensor& out = args[2]->to_tensor();
-  ET_CHECK_OK(resize_to_list(ctx, *args[0], out));
-  return fill(ctx, *args[1], out);
-}
-
-// aten::full_like.out(Tensor self, Scalar fill_value, *, MemoryFormat? memory_format=None, Tensor(a!) out)
-Error full_like_out(KernelContext& ctx, EValue** args) {
-  const Tensor& self = args[0]->to_tensor();
-  Tensor& out = args[3]->to_tensor();
-  ET_CHECK_OK(check_memory_format(ctx, *args[2]));
-  ET_CHECK_OK(kutil::resize_out(ctx, out, self.sizes(), self.dim()));
-  return fill(ctx, *args[1], out);
-}
-
-// aten::zeros.out(SymInt[] size, *, Tensor(a!) out): all-zero bytes are 0 in every dtype.
-Error zeros_out(KernelContext& ctx, EValue** args) {
-  Tensor& out = args[1]->to_tensor();
-  ET_CHECK_OK(resize_to_list(ctx, *args[0], out));
+// All-zero bytes are 0 in every dtype.
+Error zero(KernelContext& ctx, Tensor& out) {
+  if (out.element_size() == 0) return kutil::unsupported_dtype(ctx, "out", out.dtype(), "known dtypes");
   if (out.nbytes() > 0) std::memset(out.mutable_data(), 0, out.nbytes());
   return Error::ok();
 }
 
-// aten::ones.out(SymInt[] size, *, Tensor(a!) out)
-Error ones_out(KernelContext& ctx, EValue** args) {
-  Tensor& out = args[1]->to_tensor();
-  ET_CHECK_OK(resize_to_list(ctx, *args[0], out));
-  EValue one;
-  one.tag = Tag::Int;
-  one.payload.as_int = 1;
-  return fill(ctx, one, out);
+Error check_memory_format(KernelContext& ctx, std::optional<int64_t> memory_format) {
+  // c10::MemoryFormat: 0 Contiguous, 1 Preserve; every runtime tensor is contiguous.
+  if (memory_format && *memory_format != 0 && *memory_format != 1) {
+    return ctx.fail(ErrorCode::NotSupported, "memory_format %lld is not supported (only contiguous tensors)",
+                    static_cast<long long>(*memory_format));
+  }
+  return Error::ok();
 }
 
-// aten::scalar_tensor.out(Scalar s, *, Tensor(a!) out)
-Error scalar_tensor_out(KernelContext& ctx, EValue** args) {
-  Tensor& out = args[1]->to_tensor();
-  ET_CHECK_OK(kutil::resize_out(ctx, out, nullptr, 0));
-  return fill(ctx, *args[0], out);
+EValue int_scalar(int64_t v) {
+  EValue e;
+  e.tag = Tag::Int;
+  e.payload.as_int = v;
+  return e;
 }
 
 // arange into out (rank 1, resized to the length), following PyTorch's
-// RangeFactories: int64 computes in int64, other dtypes size the result in
-// double; values are start + i * step in the accumulate type.
+// RangeFactories: int64 sizes the result in int64, other dtypes in double;
+// values are start + i * step in the accumulate type (double for float32 and
+// float64, float for float16 and bfloat16, int64 for integers).
 Error arange(KernelContext& ctx, const EValue& start, const EValue& end, const EValue& step, Tensor& out) {
   if (out.dim() != 1) {
     return ctx.fail(ErrorCode::InvalidArgument, "out must have rank 1, got rank %d", out.dim());
+  }
+  const ScalarType dtype = out.dtype();
+  if (dtype == ScalarType::Bool || out.element_size() == 0) {
+    return kutil::unsupported_dtype(ctx, "out", dtype,
+                                    "float32, float64, float16, bfloat16, int64, int32, int16, int8, uint8");
   }
   const double dstart = start.scalar_to_double();
   const double dend = end.scalar_to_double();
@@ -106,7 +85,7 @@ Error arange(KernelContext& ctx, const EValue& start, const EValue& end, const E
     return ctx.fail(ErrorCode::InvalidArgument, "unsupported range: %g -> %g", dstart, dend);
   }
   int64_t length = 0;
-  if (out.dtype() == ScalarType::Int64) {
+  if (dtype == ScalarType::Int64) {
     const int64_t s = kutil::scalar_as<int64_t>(start);
     const int64_t e = kutil::scalar_as<int64_t>(end);
     const int64_t st = kutil::scalar_as<int64_t>(step);
@@ -136,15 +115,24 @@ Error arange(KernelContext& ctx, const EValue& start, const EValue& end, const E
   }
   ET_CHECK_OK(kutil::resize_out(ctx, out, &length, 1));
 
-  bool ok = true;
-  if (kutil::is_floating(out.dtype())) {
-    ok = kutil::dispatch_floating(out.dtype(), [&](auto tag) {
+  if (dtype == ScalarType::Float || dtype == ScalarType::Double) {
+    kutil::dispatch_floating(dtype, [&](auto tag) {
       using T = decltype(tag);
       T* p = out.data_as<T>();
       for (int64_t i = 0; i < length; ++i) p[i] = static_cast<T>(dstart + dstep * static_cast<double>(i));
     });
-  } else if (out.dtype() != ScalarType::Bool) {
-    ok = kutil::dispatch_convertible(out.dtype(), [&](auto tag) {
+  } else if (kutil::is_half_dtype(dtype)) {
+    const float fstart = kutil::scalar_as<float>(start);
+    const float fstep = kutil::scalar_as<float>(step);
+    kutil::dispatch_storage(dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (kutil::is_half_v<T>) {
+        T* p = out.data_as<T>();
+        for (int64_t i = 0; i < length; ++i) p[i] = kutil::convert<T>(fstart + fstep * static_cast<float>(i));
+      }
+    });
+  } else {
+    kutil::dispatch_convertible(dtype, [&](auto tag) {
       using T = decltype(tag);
       // Integer accumulate type (int64), wrapping like PyTorch.
       const uint64_t s = static_cast<uint64_t>(kutil::scalar_as<int64_t>(start));
@@ -152,40 +140,72 @@ Error arange(KernelContext& ctx, const EValue& start, const EValue& end, const E
       T* p = out.data_as<T>();
       for (int64_t i = 0; i < length; ++i) p[i] = static_cast<T>(s + st * static_cast<uint64_t>(i));
     });
-  } else {
-    ok = false;
-  }
-  if (!ok) {
-    return kutil::unsupported_dtype(ctx, "out", out.dtype(), "float32, float64, int64, int32, int16, int8, uint8");
   }
   return Error::ok();
-}
-
-// aten::arange.start_out(Scalar start, Scalar end, Scalar step=1, *, Tensor(a!) out)
-Error arange_start_out(KernelContext& ctx, EValue** args) {
-  return arange(ctx, *args[0], *args[1], *args[2], args[3]->to_tensor());
-}
-
-// aten::arange.out(Scalar end, *, Tensor(a!) out)
-Error arange_out(KernelContext& ctx, EValue** args) {
-  EValue zero, one;
-  zero.tag = one.tag = Tag::Int;
-  zero.payload.as_int = 0;
-  one.payload.as_int = 1;
-  return arange(ctx, zero, *args[0], one, args[1]->to_tensor());
 }
 
 }  // namespace
 
-Error register_factory_kernels(KernelRegistry& r) {
-  ET_REGISTER_KERNEL(r, "aten::full.out", "Ls|T", full_out);
-  ET_REGISTER_KERNEL(r, "aten::full_like.out", "TsI|T", full_like_out);
-  ET_REGISTER_KERNEL(r, "aten::zeros.out", "L|T", zeros_out);
-  ET_REGISTER_KERNEL(r, "aten::ones.out", "L|T", ones_out);
-  ET_REGISTER_KERNEL(r, "aten::scalar_tensor.out", "s|T", scalar_tensor_out);
-  ET_REGISTER_KERNEL(r, "aten::arange.start_out", "sss|T", arange_start_out);
-  ET_REGISTER_KERNEL(r, "aten::arange.out", "s|T", arange_out);
-  return Error::ok();
+namespace portable {
+
+Error full_out(KernelContext& ctx, Span<const int64_t> size, const EValue& fill_value, Tensor& out) {
+  ET_CHECK_OK(resize_to_list(ctx, size, out));
+  return fill(ctx, fill_value, "fill_value", out);
 }
 
+Error full_like_out(KernelContext& ctx, const Tensor& self, const EValue& fill_value,
+                    std::optional<int64_t> memory_format, Tensor& out) {
+  ET_CHECK_OK(check_memory_format(ctx, memory_format));
+  ET_CHECK_OK(kutil::resize_out(ctx, out, self.sizes(), self.dim()));
+  return fill(ctx, fill_value, "fill_value", out);
+}
+
+// out = self.clone().fill_(value): self's shape and dtype.
+Error fill_scalar_out(KernelContext& ctx, const Tensor& self, const EValue& value, Tensor& out) {
+  ET_CHECK_OK(kutil_copy::check_same_dtype(ctx, self, out));
+  ET_CHECK_OK(kutil::resize_out(ctx, out, self.sizes(), self.dim()));
+  return fill(ctx, value, "value", out);
+}
+
+Error scalar_tensor_out(KernelContext& ctx, const EValue& s, Tensor& out) {
+  ET_CHECK_OK(kutil::resize_out(ctx, out, nullptr, 0));
+  return fill(ctx, s, "s", out);
+}
+
+Error zeros_out(KernelContext& ctx, Span<const int64_t> size, Tensor& out) {
+  ET_CHECK_OK(resize_to_list(ctx, size, out));
+  return zero(ctx, out);
+}
+
+Error ones_out(KernelContext& ctx, Span<const int64_t> size, Tensor& out) {
+  ET_CHECK_OK(resize_to_list(ctx, size, out));
+  return fill(ctx, int_scalar(1), "one", out);
+}
+
+Error empty_out(KernelContext& ctx, Span<const int64_t> size, std::optional<int64_t> memory_format, Tensor& out) {
+  ET_CHECK_OK(check_memory_format(ctx, memory_format));
+  ET_CHECK_OK(resize_to_list(ctx, size, out));
+  return zero(ctx, out);
+}
+
+// The strides only describe a layout; every runtime tensor is contiguous, and
+// the contents are unspecified, so only their count is checked.
+Error empty_strided_out(KernelContext& ctx, Span<const int64_t> size, Span<const int64_t> stride, Tensor& out) {
+  if (stride.size() != size.size()) {
+    return ctx.fail(ErrorCode::InvalidArgument, "stride has %zu entries; expected one per size entry (%zu)",
+                    stride.size(), size.size());
+  }
+  ET_CHECK_OK(resize_to_list(ctx, size, out));
+  return zero(ctx, out);
+}
+
+Error arange_start_out(KernelContext& ctx, const EValue& start, const EValue& end, const EValue& step, Tensor& out) {
+  return arange(ctx, start, end, step, out);
+}
+
+Error arange_out(KernelContext& ctx, const EValue& end, Tensor& out) {
+  return arange(ctx, int_scalar(0), end, int_scalar(1), out);
+}
+
+}  // namespace portable
 }  // namespace etmlir

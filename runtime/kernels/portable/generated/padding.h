@@ -7,6 +7,24 @@
 namespace etmlir {
 namespace portable {
 
+// aten::constant_pad_nd.out(Tensor self, SymInt[] pad, Scalar value=0, *, Tensor(a!) out) -> Tensor(a!)
+Error constant_pad_nd_out(KernelContext& ctx, const Tensor& self, Span<const int64_t> pad, const EValue& value, Tensor& out);
+
+// aten::reflection_pad1d.out(Tensor self, SymInt[2] padding, *, Tensor(a!) out) -> Tensor(a!)
+Error reflection_pad1d_out(KernelContext& ctx, const Tensor& self, Span<const int64_t> padding, Tensor& out);
+
+// aten::reflection_pad2d.out(Tensor self, SymInt[4] padding, *, Tensor(a!) out) -> Tensor(a!)
+Error reflection_pad2d_out(KernelContext& ctx, const Tensor& self, Span<const int64_t> padding, Tensor& out);
+
+// aten::reflection_pad3d.out(Tensor self, SymInt[6] padding, *, Tensor(a!) out) -> Tensor(a!)
+Error reflection_pad3d_out(KernelContext& ctx, const Tensor& self, Span<const int64_t> padding, Tensor& out);
+
+// aten::replication_pad2d.out(Tensor self, SymInt[4] padding, *, Tensor(a!) out) -> Tensor(a!)
+Error replication_pad2d_out(KernelContext& ctx, const Tensor& self, Span<const int64_t> padding, Tensor& out);
+
+// aten::replication_pad3d.out(Tensor self, SymInt[6] padding, *, Tensor(a!) out) -> Tensor(a!)
+Error replication_pad3d_out(KernelContext& ctx, const Tensor& self, Span<const int64_t> padding, Tensor& out);
+
 }  // namespace portable
 
 // Registers every kernel of this family (selective build permitting).
