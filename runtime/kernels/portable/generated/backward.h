@@ -7,6 +7,27 @@
 namespace etmlir {
 namespace portable {
 
+// aten::convolution_backward.out(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))
+Error convolution_backward_out(KernelContext& ctx, const Tensor& grad_output, const Tensor& input, const Tensor& weight, std::optional<Span<const int64_t>> bias_sizes, Span<const int64_t> stride, Span<const int64_t> padding, Span<const int64_t> dilation, bool transposed, Span<const int64_t> output_padding, int64_t groups, Span<const uint8_t> output_mask, Tensor& out0, Tensor& out1, Tensor& out2);
+
+// aten::max_pool2d_with_indices_backward.grad_input(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices, *, Tensor(a!) grad_input) -> Tensor(a!)
+Error max_pool2d_with_indices_backward_out(KernelContext& ctx, const Tensor& grad_output, const Tensor& self, Span<const int64_t> kernel_size, Span<const int64_t> stride, Span<const int64_t> padding, Span<const int64_t> dilation, bool ceil_mode, const Tensor& indices, Tensor& grad_input);
+
+// aten::avg_pool2d_backward.grad_input(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override, *, Tensor(a!) grad_input) -> Tensor(a!)
+Error avg_pool2d_backward_out(KernelContext& ctx, const Tensor& grad_output, const Tensor& self, Span<const int64_t> kernel_size, Span<const int64_t> stride, Span<const int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override, Tensor& grad_input);
+
+// aten::_adaptive_avg_pool2d_backward.out(Tensor grad_output, Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+Error adaptive_avg_pool2d_backward_out(KernelContext& ctx, const Tensor& grad_output, const Tensor& self, Tensor& out);
+
+// aten::embedding_dense_backward.out(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq, *, Tensor(a!) out) -> Tensor(a!)
+Error embedding_dense_backward_out(KernelContext& ctx, const Tensor& grad_output, const Tensor& indices, int64_t num_weights, int64_t padding_idx, bool scale_grad_by_freq, Tensor& out);
+
+// aten::native_layer_norm_backward.out(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))
+Error native_layer_norm_backward_out(KernelContext& ctx, const Tensor& grad_out, const Tensor& input, Span<const int64_t> normalized_shape, const Tensor& mean, const Tensor& rstd, const Tensor* weight, const Tensor* bias, Span<const uint8_t> output_mask, Tensor& out0, Tensor& out1, Tensor& out2);
+
+// aten::native_group_norm_backward.out(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))
+Error native_group_norm_backward_out(KernelContext& ctx, const Tensor& grad_out, const Tensor& input, const Tensor& mean, const Tensor& rstd, const Tensor* weight, int64_t N, int64_t C, int64_t HxW, int64_t group, Span<const uint8_t> output_mask, Tensor& out0, Tensor& out1, Tensor& out2);
+
 }  // namespace portable
 
 // Registers every kernel of this family (selective build permitting).
