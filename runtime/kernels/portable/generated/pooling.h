@@ -7,6 +7,30 @@
 namespace etmlir {
 namespace portable {
 
+// aten::avg_pool1d.out(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=[0], bool ceil_mode=False, bool count_include_pad=True, *, Tensor(a!) out) -> Tensor(a!)
+Error avg_pool1d_out(KernelContext& ctx, const Tensor& self, Span<const int64_t> kernel_size, Span<const int64_t> stride, Span<const int64_t> padding, bool ceil_mode, bool count_include_pad, Tensor& out);
+
+// aten::avg_pool2d.out(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None, *, Tensor(a!) out) -> Tensor(a!)
+Error avg_pool2d_out(KernelContext& ctx, const Tensor& self, Span<const int64_t> kernel_size, Span<const int64_t> stride, Span<const int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override, Tensor& out);
+
+// aten::avg_pool3d.out(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None, *, Tensor(a!) out) -> Tensor(a!)
+Error avg_pool3d_out(KernelContext& ctx, const Tensor& self, Span<const int64_t> kernel_size, Span<const int64_t> stride, Span<const int64_t> padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override, Tensor& out);
+
+// aten::adaptive_avg_pool1d.out(Tensor self, int[1] output_size, *, Tensor(a!) out) -> Tensor(a!)
+Error adaptive_avg_pool1d_out(KernelContext& ctx, const Tensor& self, Span<const int64_t> output_size, Tensor& out);
+
+// aten::_adaptive_avg_pool2d.out(Tensor self, SymInt[2] output_size, *, Tensor(a!) out) -> Tensor(a!)
+Error adaptive_avg_pool2d_out(KernelContext& ctx, const Tensor& self, Span<const int64_t> output_size, Tensor& out);
+
+// aten::_adaptive_avg_pool3d.out(Tensor self, SymInt[3] output_size, *, Tensor(a!) out) -> Tensor(a!)
+Error adaptive_avg_pool3d_out(KernelContext& ctx, const Tensor& self, Span<const int64_t> output_size, Tensor& out);
+
+// aten::max_pool2d_with_indices.out(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False, *, Tensor(a!) out, Tensor(b!) indices) -> (Tensor(a!), Tensor(b!))
+Error max_pool2d_with_indices_out(KernelContext& ctx, const Tensor& self, Span<const int64_t> kernel_size, Span<const int64_t> stride, Span<const int64_t> padding, Span<const int64_t> dilation, bool ceil_mode, Tensor& out, Tensor& indices);
+
+// aten::max_pool3d_with_indices.out(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False, *, Tensor(a!) out, Tensor(b!) indices) -> (Tensor(a!), Tensor(b!))
+Error max_pool3d_with_indices_out(KernelContext& ctx, const Tensor& self, Span<const int64_t> kernel_size, Span<const int64_t> stride, Span<const int64_t> padding, Span<const int64_t> dilation, bool ceil_mode, Tensor& out, Tensor& indices);
+
 }  // namespace portable
 
 // Registers every kernel of this family (selective build permitting).
