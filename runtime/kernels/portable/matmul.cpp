@@ -1,42 +1,26 @@
 // Matrix products: aten::mm.out, aten::bmm.out, aten::addmm.out.
 //
-// float32 runs on the blocked sgemm (gemm.h); float64/int32/int64 on a plain
-// i-k-j loop (correct, not tuned: no zoo model multiplies those).
+// float32 runs on the blocked sgemm (gemm.h); float16/bfloat16 convert each
+// matrix to float scratch, take the same sgemm and round once at the end (as
+// PyTorch's CPU kernels accumulate them in float); float64 and the integer
+// dtypes run a plain i-k-j loop (correct, not tuned: no zoo model multiplies
+// those; integers wrap like two's complement).
 #include <type_traits>
 
 #include "gemm.h"
-#include "kernel_util_linalg.h"
-#include "portable_kernels.h"
+#include "reduction_util.h"
+#include "generated/matmul.h"
 
 namespace etmlir {
 namespace {
 
 using linalg::Described;
 
-// a * b and a + b, wrapping for integers (two's complement, as ATen's int
-// kernels behave in practice) instead of overflowing.
-template <typename T>
-T mul(T a, T b) {
-  if constexpr (std::is_integral<T>::value) {
-    return static_cast<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-  } else {
-    return a * b;
-  }
-}
-template <typename T>
-T add(T a, T b) {
-  if constexpr (std::is_integral<T>::value) {
-    return static_cast<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-  } else {
-    return a + b;
-  }
-}
-
 // A Scalar argument as T. Integer tensors take integer (or bool) scalars
 // only, as in torch ("argument alpha must not be a floating point number").
 template <typename T>
 Error scalar_as(KernelContext& ctx, const EValue& v, const char* name, T* out) {
-  if constexpr (std::is_integral<T>::value) {
+  if constexpr (std::is_integral_v<T>) {
     if (v.is_double()) {
       return ctx.fail(ErrorCode::InvalidArgument, "%s is %g; integer tensors need an integer %s", name,
                       v.to_double(), name);
@@ -53,6 +37,8 @@ Error scalar_as(KernelContext& ctx, const EValue& v, const char* name, T* out) {
 template <typename T>
 void naive_bmm(int64_t batch, int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c, T alpha,
                bool accumulate) {
+  using kutil::wrap_add;
+  using kutil::wrap_mul;
   for (int64_t bi = 0; bi < batch; ++bi) {
     const T* ab = a + bi * m * k;
     const T* bb = b + bi * k * n;
@@ -63,9 +49,9 @@ void naive_bmm(int64_t batch, int64_t m, int64_t n, int64_t k, const T* a, const
         for (int64_t j = 0; j < n; ++j) crow[j] = T(0);
       }
       for (int64_t p = 0; p < k; ++p) {
-        const T av = mul(alpha, ab[i * k + p]);
+        const T av = wrap_mul(alpha, ab[i * k + p]);
         const T* brow = bb + p * n;
-        for (int64_t j = 0; j < n; ++j) crow[j] = add(crow[j], mul(av, brow[j]));
+        for (int64_t j = 0; j < n; ++j) crow[j] = wrap_add(crow[j], wrap_mul(av, brow[j]));
       }
     }
   }
@@ -75,35 +61,91 @@ struct Product {
   int64_t batch, m, n, k;
 };
 
-// out = alpha * self @ mat2 (+ out when accumulate), batched.
+// addmm's `self`, broadcast to [m, n]: element (i, j) is at i * row_stride + j * col_stride.
+struct Bias {
+  const Tensor* tensor = nullptr;  // null: no bias (mm, bmm, or beta == 0)
+  int64_t row_stride = 0;
+  int64_t col_stride = 0;
+  const EValue* beta = nullptr;
+};
+
+// out[i][j] = beta * bias[broadcast i][broadcast j], read as S, written as C.
+template <typename S, typename C>
+void fill_bias(const S* bias, const Bias& shape, C beta, int64_t m, int64_t n, C* out) {
+  for (int64_t i = 0; i < m; ++i) {
+    const S* row = bias + i * shape.row_stride;
+    C* orow = out + i * n;
+    if (shape.col_stride == 0) {
+      const C v = kutil::wrap_mul(beta, red::load<C>(row[0]));
+      for (int64_t j = 0; j < n; ++j) orow[j] = v;
+    } else {
+      for (int64_t j = 0; j < n; ++j) orow[j] = kutil::wrap_mul(beta, red::load<C>(row[j]));
+    }
+  }
+}
+
+// float16/bfloat16: each batch's matrices converted to float, one sgemm, one rounding.
+template <typename T>
+Error half_product(KernelContext& ctx, const Product& p, const Tensor& a, const Tensor& b, Tensor& out, float alpha,
+                   const Bias& bias) {
+  float* af = nullptr;
+  ET_CHECK_OK(red::scratch(ctx, p.m * p.k + p.k * p.n + p.m * p.n, "float copies of the matrices", &af));
+  float* bf = af + p.m * p.k;
+  float* cf = bf + p.k * p.n;
+  const float beta = bias.tensor ? static_cast<float>(bias.beta->scalar_to_double()) : 0.0f;
+  gemm::Workspace ws(ctx, p.m, p.n, p.k);
+  for (int64_t bi = 0; bi < p.batch; ++bi) {
+    red::convert_row(af, a.data_as<const T>() + bi * p.m * p.k, p.m * p.k);
+    red::convert_row(bf, b.data_as<const T>() + bi * p.k * p.n, p.k * p.n);
+    if (bias.tensor) fill_bias<T, float>(bias.tensor->data_as<const T>(), bias, beta, p.m, p.n, cf);
+    gemm::sgemm(ws, p.m, p.n, p.k, alpha, gemm::MatrixView::row_major(af, p.k),
+                gemm::BSource::matrix(gemm::MatrixView::row_major(bf, p.n)), bias.tensor ? 1.0f : 0.0f, cf, p.n);
+    red::convert_row(out.data_as<T>() + bi * p.m * p.n, cf, p.m * p.n);
+  }
+  return Error::ok();
+}
+
+// out = alpha * a @ b (+ beta * bias), batched.
 Error run_product(KernelContext& ctx, const Product& p, const Tensor& a, const Tensor& b, Tensor& out,
-                  const EValue* alpha_value, bool accumulate) {
+                  const EValue* alpha_value, const Bias& bias) {
   if (out.numel() == 0) return Error::ok();
-  if (a.dtype() == ScalarType::Float) {
+  const ScalarType dtype = a.dtype();
+  if (dtype == ScalarType::Float || kutil::is_half_dtype(dtype)) {
     const float alpha = alpha_value ? static_cast<float>(alpha_value->scalar_to_double()) : 1.0f;
+    if (dtype == ScalarType::Half) return half_product<kutil::Half>(ctx, p, a, b, out, alpha, bias);
+    if (dtype == ScalarType::BFloat16) return half_product<kutil::BFloat16>(ctx, p, a, b, out, alpha, bias);
+    float* cd = out.data_as<float>();
+    if (bias.tensor) {
+      const float beta = static_cast<float>(bias.beta->scalar_to_double());
+      fill_bias<float, float>(bias.tensor->data_as<const float>(), bias, beta, p.m, p.n, cd);
+    }
     gemm::Workspace ws(ctx, p.m, p.n, p.k);
     const float* ad = a.data_as<const float>();
     const float* bd = b.data_as<const float>();
-    float* cd = out.data_as<float>();
     for (int64_t bi = 0; bi < p.batch; ++bi) {
       gemm::sgemm(ws, p.m, p.n, p.k, alpha, gemm::MatrixView::row_major(ad + bi * p.m * p.k, p.k),
                   gemm::BSource::matrix(gemm::MatrixView::row_major(bd + bi * p.k * p.n, p.n)),
-                  accumulate ? 1.0f : 0.0f, cd + bi * p.m * p.n, p.n);
+                  bias.tensor ? 1.0f : 0.0f, cd + bi * p.m * p.n, p.n);
     }
     return Error::ok();
   }
   Error error;
-  bool handled = linalg::dispatch_real(a.dtype(), [&](auto zero) {
+  bool handled = kutil::dispatch_convertible(dtype, [&](auto zero) {
     using T = decltype(zero);
-    T alpha = T(1);
-    if (alpha_value) {
-      error = scalar_as(ctx, *alpha_value, "alpha", &alpha);
+    if constexpr (!std::is_same_v<T, bool>) {
+      T alpha = T(1);
+      T beta = T(0);
+      if (alpha_value) error = scalar_as(ctx, *alpha_value, "alpha", &alpha);
+      if (!error && bias.tensor) error = scalar_as(ctx, *bias.beta, "beta", &beta);
       if (error) return;
+      if (bias.tensor) fill_bias<T, T>(bias.tensor->data_as<const T>(), bias, beta, p.m, p.n, out.data_as<T>());
+      naive_bmm<T>(p.batch, p.m, p.n, p.k, a.data_as<const T>(), b.data_as<const T>(), out.data_as<T>(), alpha,
+                   bias.tensor != nullptr);
     }
-    naive_bmm<T>(p.batch, p.m, p.n, p.k, a.data_as<const T>(), b.data_as<const T>(), out.data_as<T>(), alpha,
-                 accumulate);
   });
-  if (!handled) return linalg::unsupported_dtype(ctx, a, "self");
+  if (!handled || dtype == ScalarType::Bool) {
+    return ctx.fail(ErrorCode::NotSupported, "self dtype %s is not supported by this kernel", dtype_name(dtype));
+  }
   return error;
 }
 
@@ -127,99 +169,55 @@ Error check_operands(KernelContext& ctx, const Tensor& a, const char* a_name, co
   return Error::ok();
 }
 
-// aten::mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out)
-Error mm_out(KernelContext& ctx, EValue** args) {
-  const Tensor& a = args[0]->to_tensor();
-  const Tensor& b = args[1]->to_tensor();
-  Tensor& out = args[2]->to_tensor();
-  ET_CHECK_OK(check_operands(ctx, a, "self", b, "mat2", out, 2));
-  const int64_t sizes[2] = {a.size(0), b.size(1)};
+}  // namespace
+
+namespace portable {
+
+Error mm_out(KernelContext& ctx, const Tensor& self, const Tensor& mat2, Tensor& out) {
+  ET_CHECK_OK(check_operands(ctx, self, "self", mat2, "mat2", out, 2));
+  const int64_t sizes[2] = {self.size(0), mat2.size(1)};
   ET_CHECK_OK(linalg::resize(ctx, out, sizes, 2, "out"));
-  return run_product(ctx, Product{1, a.size(0), b.size(1), a.size(1)}, a, b, out, nullptr, false);
+  return run_product(ctx, Product{1, self.size(0), mat2.size(1), self.size(1)}, self, mat2, out, nullptr, Bias{});
 }
 
-// aten::bmm.out(Tensor self, Tensor mat2, *, Tensor(a!) out)
-Error bmm_out(KernelContext& ctx, EValue** args) {
-  const Tensor& a = args[0]->to_tensor();
-  const Tensor& b = args[1]->to_tensor();
-  Tensor& out = args[2]->to_tensor();
-  ET_CHECK_OK(check_operands(ctx, a, "self", b, "mat2", out, 3));
-  if (a.size(0) != b.size(0)) {
+Error bmm_out(KernelContext& ctx, const Tensor& self, const Tensor& mat2, Tensor& out) {
+  ET_CHECK_OK(check_operands(ctx, self, "self", mat2, "mat2", out, 3));
+  if (self.size(0) != mat2.size(0)) {
     return ctx.fail(ErrorCode::InvalidArgument, "self %s and mat2 %s must have the same batch size",
-                    Described(a).text, Described(b).text);
+                    Described(self).text, Described(mat2).text);
   }
-  const int64_t sizes[3] = {a.size(0), a.size(1), b.size(2)};
+  const int64_t sizes[3] = {self.size(0), self.size(1), mat2.size(2)};
   ET_CHECK_OK(linalg::resize(ctx, out, sizes, 3, "out"));
-  return run_product(ctx, Product{a.size(0), a.size(1), b.size(2), a.size(2)}, a, b, out, nullptr, false);
+  return run_product(ctx, Product{self.size(0), self.size(1), mat2.size(2), self.size(2)}, self, mat2, out, nullptr,
+                     Bias{});
 }
 
-// out[i][j] = beta * bias[broadcast i][broadcast j]
-template <typename T>
-void fill_bias(const T* bias, int64_t row_stride, int64_t col_stride, T beta, int64_t m, int64_t n, T* out) {
-  for (int64_t i = 0; i < m; ++i) {
-    const T* row = bias + i * row_stride;
-    T* orow = out + i * n;
-    if (col_stride == 0) {
-      const T v = mul(beta, row[0]);
-      for (int64_t j = 0; j < n; ++j) orow[j] = v;
-    } else {
-      for (int64_t j = 0; j < n; ++j) orow[j] = mul(beta, row[j]);
-    }
-  }
-}
-
-// aten::addmm.out(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1, Tensor(a!) out)
-Error addmm_out(KernelContext& ctx, EValue** args) {
-  const Tensor& bias = args[0]->to_tensor();
-  const Tensor& a = args[1]->to_tensor();
-  const Tensor& b = args[2]->to_tensor();
-  const EValue& beta_value = *args[3];
-  const EValue& alpha_value = *args[4];
-  Tensor& out = args[5]->to_tensor();
-  ET_CHECK_OK(check_operands(ctx, a, "mat1", b, "mat2", out, 2));
-  ET_CHECK_OK(linalg::check_sane(ctx, bias, "self"));
-  ET_CHECK_OK(linalg::check_dtype(ctx, bias, a.dtype(), "self"));
-  const int64_t m = a.size(0);
-  const int64_t n = b.size(1);
-  // self broadcasts to [m, n] from [], [n], [1, n], [m, 1], [m, n], ...
-  if (bias.dim() > 2) {
+// self broadcasts to [m, n] from [], [n], [1, n], [m, 1], [m, n], ...; beta == 0
+// ignores self entirely (NaN there does not propagate), as torch does.
+Error addmm_out(KernelContext& ctx, const Tensor& self, const Tensor& mat1, const Tensor& mat2, const EValue& beta,
+                const EValue& alpha, Tensor& out) {
+  ET_CHECK_OK(check_operands(ctx, mat1, "mat1", mat2, "mat2", out, 2));
+  ET_CHECK_OK(linalg::check_sane(ctx, self, "self"));
+  ET_CHECK_OK(linalg::check_dtype(ctx, self, mat1.dtype(), "self"));
+  const int64_t m = mat1.size(0);
+  const int64_t n = mat2.size(1);
+  if (self.dim() > 2) {
     return ctx.fail(ErrorCode::InvalidArgument, "self %s must broadcast to [%lld, %lld] (at most 2-D)",
-                    Described(bias).text, static_cast<long long>(m), static_cast<long long>(n));
+                    Described(self).text, static_cast<long long>(m), static_cast<long long>(n));
   }
-  const int64_t bias_m = bias.dim() == 2 ? bias.size(0) : 1;
-  const int64_t bias_n = bias.dim() >= 1 ? bias.size(bias.dim() - 1) : 1;
+  const int64_t bias_m = self.dim() == 2 ? self.size(0) : 1;
+  const int64_t bias_n = self.dim() >= 1 ? self.size(self.dim() - 1) : 1;
   if ((bias_m != 1 && bias_m != m) || (bias_n != 1 && bias_n != n)) {
     return ctx.fail(ErrorCode::InvalidArgument, "self %s does not broadcast to the product's shape [%lld, %lld]",
-                    Described(bias).text, static_cast<long long>(m), static_cast<long long>(n));
+                    Described(self).text, static_cast<long long>(m), static_cast<long long>(n));
   }
   const int64_t sizes[2] = {m, n};
   ET_CHECK_OK(linalg::resize(ctx, out, sizes, 2, "out"));
-  if (out.numel() == 0) return Error::ok();
-  const int64_t row_stride = bias_m == 1 ? 0 : bias_n;
-  const int64_t col_stride = bias_n == 1 ? 0 : 1;
-  // beta == 0 ignores self entirely (NaN there does not propagate), as torch does.
-  bool beta_zero = false;
-  Error error;
-  bool handled = linalg::dispatch_real(a.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    T beta = T(0);
-    error = scalar_as(ctx, beta_value, "beta", &beta);
-    if (error) return;
-    beta_zero = beta == T(0);
-    if (!beta_zero) fill_bias<T>(bias.data_as<const T>(), row_stride, col_stride, beta, m, n, out.data_as<T>());
-  });
-  if (!handled) return linalg::unsupported_dtype(ctx, a, "mat1");
-  if (error) return error;
-  return run_product(ctx, Product{1, m, n, a.size(1)}, a, b, out, &alpha_value, !beta_zero);
+  Bias bias;
+  const bool beta_zero = beta.is_double() ? beta.to_double() == 0.0 : beta.scalar_to_int() == 0;
+  if (!beta_zero) bias = Bias{&self, bias_m == 1 ? 0 : bias_n, bias_n == 1 ? 0 : 1, &beta};
+  return run_product(ctx, Product{1, m, n, mat1.size(1)}, mat1, mat2, out, &alpha, bias);
 }
 
-}  // namespace
-
-Error register_matmul_kernels(KernelRegistry& r) {
-  ET_REGISTER_KERNEL(r, "aten::mm.out", "TT|T", mm_out);
-  ET_REGISTER_KERNEL(r, "aten::bmm.out", "TT|T", bmm_out);
-  ET_REGISTER_KERNEL(r, "aten::addmm.out", "TTTss|T", addmm_out);
-  return Error::ok();
-}
-
+}  // namespace portable
 }  // namespace etmlir

@@ -1,16 +1,17 @@
 // aten::_softmax.out and aten::_log_softmax.out along one dim (float32,
-// float64), numerically stable: the row maximum is subtracted first.
+// float64, float16, bfloat16), numerically stable: the row maximum is
+// subtracted first. float16/bfloat16 blocks are converted to float scratch
+// and take the float path, as PyTorch's CPU kernels compute them in float.
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 
-#include "kernel_util_linalg.h"
-#include "portable_kernels.h"
+#include "reduction_util.h"
+#include "generated/softmax.h"
 
 namespace etmlir {
 namespace {
 
-using linalg::Described;
 
 // One softmax row of n values at `stride` apart (the general path).
 template <typename T, bool kLog>
@@ -184,18 +185,33 @@ bool softmax_columns(const float* x, float* y, int64_t n, int64_t inner, float* 
 }
 #endif
 
+// Softmax over dim of one [n, inner] float block. `scratch` holds 2 * inner
+// floats, or is null (then only the scalar path runs).
 template <bool kLog>
-Error softmax_impl(KernelContext& ctx, EValue** args) {
-  const Tensor& self = args[0]->to_tensor();
-  const int64_t dim_arg = args[1]->to_int();
-  const bool half_to_float = args[2]->to_bool();
-  Tensor& out = args[3]->to_tensor();
+void softmax_block_float(const float* x, float* y, int64_t n, int64_t inner, float* scratch) {
+#if defined(__GNUC__)
+  if (inner == 1) {
+    softmax_contiguous_row<kLog>(x, y, n);
+    return;
+  }
+  if (scratch != nullptr && softmax_columns<kLog>(x, y, n, inner, scratch)) return;
+#else
+  (void)scratch;
+#endif
+  for (int64_t i = 0; i < inner; ++i) softmax_row<float, kLog>(x + i, y + i, n, inner);
+}
+
+template <bool kLog>
+Error softmax_impl(KernelContext& ctx, const Tensor& self, int64_t dim_arg, bool half_to_float, Tensor& out) {
+  ET_CHECK_OK(kutil::check_rank(ctx, self, "self"));
   ET_CHECK_OK(linalg::check_sane(ctx, self, "self"));
   if (half_to_float) {
-    return ctx.fail(ErrorCode::NotSupported, "half_to_float=True is not supported (no float16 inputs on this runtime)");
+    return ctx.fail(ErrorCode::NotSupported, "half_to_float=True is not supported (torch's CPU kernels do not "
+                    "support it either)");
   }
-  if (self.dtype() != ScalarType::Float && self.dtype() != ScalarType::Double) {
-    return linalg::unsupported_dtype(ctx, self, "self");
+  if (!kutil::is_floating(self.dtype())) {
+    return ctx.fail(ErrorCode::NotSupported, "self dtype %s is not supported (supported: %s)",
+                    dtype_name(self.dtype()), red::kFloatingDtypes);
   }
   int64_t dim = 0;
   if (!linalg::normalize_dim(dim_arg, self.dim(), &dim)) return linalg::dim_error(ctx, "dim", dim_arg, self);
@@ -205,54 +221,64 @@ Error softmax_impl(KernelContext& ctx, EValue** args) {
 
   int64_t outer = 1, n = 1, inner = 1;
   for (int32_t d = 0; d < self.dim(); ++d) {
-    if (d < dim) outer *= self.size(d);
-    else if (d == dim) n = self.size(d);
-    else inner *= self.size(d);
-  }
-  float* scratch = nullptr;
-  linalg::dispatch_floating(self.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    const T* x = self.data_as<const T>();
-    T* y = out.data_as<T>();
-#if defined(__GNUC__)
-    if constexpr (std::is_same<T, float>::value) {
-      if (inner == 1) {
-        for (int64_t o = 0; o < outer; ++o) softmax_contiguous_row<kLog>(x + o * n, y + o * n, n);
-        return;
-      }
-      scratch = static_cast<float*>(ctx.allocate_temp(sizeof(float) * 2 * static_cast<size_t>(inner)));
+    if (d < dim) {
+      outer *= self.size(d);
+    } else if (d == dim) {
+      n = self.size(d);
+    } else {
+      inner *= self.size(d);
     }
-#endif
+  }
+  const int64_t block = n * inner;
+  if (self.dtype() == ScalarType::Double) {
+    const double* x = self.data_as<const double>();
+    double* y = out.data_as<double>();
     for (int64_t o = 0; o < outer; ++o) {
-#if defined(__GNUC__)
-      if constexpr (std::is_same<T, float>::value) {
-        // Without scratch memory (no temp allocator) the scalar path below runs.
-        if (scratch != nullptr && softmax_columns<kLog>(x + o * n * inner, y + o * n * inner, n, inner, scratch)) {
-          continue;
-        }
-      }
-#endif
       for (int64_t i = 0; i < inner; ++i) {
-        const int64_t base = o * n * inner + i;
-        softmax_row<T, kLog>(x + base, y + base, n, inner);
+        const int64_t base = o * block + i;
+        softmax_row<double, kLog>(x + base, y + base, n, inner);
+      }
+    }
+    return Error::ok();
+  }
+  // Without scratch memory (no temp allocator) float takes the scalar path.
+  float* scratch = inner > 1 ? static_cast<float*>(ctx.allocate_temp(sizeof(float) * 2 * static_cast<size_t>(inner)))
+                             : nullptr;
+  if (self.dtype() == ScalarType::Float) {
+    const float* x = self.data_as<const float>();
+    float* y = out.data_as<float>();
+    for (int64_t o = 0; o < outer; ++o) softmax_block_float<kLog>(x + o * block, y + o * block, n, inner, scratch);
+    return Error::ok();
+  }
+  float* xf = nullptr;
+  ET_CHECK_OK(red::scratch(ctx, 2 * block, "a float copy of one softmax block", &xf));
+  float* yf = xf + block;
+  red::dispatch_floating_storage(self.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kutil::is_half_v<T>) {
+      const T* x = self.data_as<const T>();
+      T* y = out.data_as<T>();
+      for (int64_t o = 0; o < outer; ++o) {
+        red::convert_row(xf, x + o * block, block);
+        softmax_block_float<kLog>(xf, yf, n, inner, scratch);
+        red::convert_row(y + o * block, yf, block);
       }
     }
   });
   return Error::ok();
 }
 
-// aten::_softmax.out(Tensor self, int dim, bool half_to_float, *, Tensor(a!) out)
-Error softmax_out(KernelContext& ctx, EValue** args) { return softmax_impl<false>(ctx, args); }
-
-// aten::_log_softmax.out(Tensor self, int dim, bool half_to_float, *, Tensor(a!) out)
-Error log_softmax_out(KernelContext& ctx, EValue** args) { return softmax_impl<true>(ctx, args); }
-
 }  // namespace
 
-Error register_softmax_kernels(KernelRegistry& r) {
-  ET_REGISTER_KERNEL(r, "aten::_softmax.out", "Tib|T", softmax_out);
-  ET_REGISTER_KERNEL(r, "aten::_log_softmax.out", "Tib|T", log_softmax_out);
-  return Error::ok();
+namespace portable {
+
+Error softmax_out(KernelContext& ctx, const Tensor& self, int64_t dim, bool half_to_float, Tensor& out) {
+  return softmax_impl<false>(ctx, self, dim, half_to_float, out);
 }
 
+Error log_softmax_out(KernelContext& ctx, const Tensor& self, int64_t dim, bool half_to_float, Tensor& out) {
+  return softmax_impl<true>(ctx, self, dim, half_to_float, out);
+}
+
+}  // namespace portable
 }  // namespace etmlir

@@ -7,6 +7,12 @@
 namespace etmlir {
 namespace portable {
 
+// aten::_cdist_forward.out(Tensor x1, Tensor x2, float p, int? compute_mode, *, Tensor(a!) out) -> Tensor(a!)
+Error cdist_forward_out(KernelContext& ctx, const Tensor& x1, const Tensor& x2, double p, std::optional<int64_t> compute_mode, Tensor& out);
+
+// aten::_pdist_forward.out(Tensor self, float p=2., *, Tensor(a!) out) -> Tensor(a!)
+Error pdist_forward_out(KernelContext& ctx, const Tensor& self, double p, Tensor& out);
+
 }  // namespace portable
 
 // Registers every kernel of this family (selective build permitting).
