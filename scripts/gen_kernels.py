@@ -81,7 +81,7 @@ _OUTPUT_TYPES = {"T": "Tensor&", "X": "Span<Tensor* const>"}
 _UNPACK = {
     "T": "args[{k}]->to_tensor()", "t": "kargs::opt_tensor(args[{k}])",
     "i": "args[{k}]->to_int()", "I": "kargs::opt_int(args[{k}])",
-    "f": "args[{k}]->to_double()", "F": "kargs::opt_double(args[{k}])",
+    "f": "args[{k}]->scalar_to_double()", "F": "kargs::opt_double(args[{k}])",
     "s": "*args[{k}]", "S": "*args[{k}]",
     "b": "args[{k}]->to_bool()", "B": "kargs::opt_bool(args[{k}])",
     "L": "args[{k}]->to_int_list()", "M": "kargs::opt_int_list(args[{k}])",

@@ -29,6 +29,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from etmlir.frontend.aten_ops import RuntimeValue
+from etmlir.frontend.core_aten import core_aten_overloads
 
 # Size used to trace a dynamic dim, and the sizes every recorded guard must also hold for.
 _TRACE_HINT = 8
@@ -58,7 +59,14 @@ class TracedDecomposition:
 
 @functools.cache
 def _base_table() -> dict:
-    return dict(torch.export.default_decompositions().items())
+    """PyTorch's core decomposition table without its entries for core ops themselves.
+
+    The table also decomposes some ops that are Core ATen (`reflection_pad2d` into index
+    arithmetic, `var.dim`, `col2im`, `squeeze.dim`, ...). Core ops are the level we lower to and
+    the runtime has kernels for them, so tracing stops there.
+    """
+    core = set(core_aten_overloads())
+    return {op: fn for op, fn in torch.export.default_decompositions().items() if _overload_name(op) not in core}
 
 
 def decomposition_table(keep: frozenset[str]) -> dict:
@@ -119,8 +127,10 @@ def trace_decomposition(overload_name: str, overload: torch._ops.OpOverload, arg
 
     try:
         with mode:
-            gm = make_fx(fn, decomposition_table=table, tracing_mode="symbolic",
-                         _allow_non_fake_inputs=True)(*placeholders)
+            # Some decompositions update intermediates in place (gru_cell's add_, sigmoid_, ...):
+            # functionalized, they trace to the functional core ops.
+            gm = make_fx(torch.func.functionalize(fn, remove="mutations"), decomposition_table=table,
+                         tracing_mode="symbolic", _allow_non_fake_inputs=True)(*placeholders)
     except Exception as exc:  # PyTorch's error text names the problem; keep it
         raise DecompositionError(f"tracing its decomposition failed: {type(exc).__name__}: "
                                  f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc

@@ -27,8 +27,9 @@ inline const Tensor* opt_tensor(const EValue* v) { return v->is_none() ? nullptr
 inline std::optional<int64_t> opt_int(const EValue* v) {
   return v->is_none() ? std::nullopt : std::optional<int64_t>(v->to_int());
 }
+// `float` arguments accept an Int too (the loader's 'f'/'F' kinds): read it as a number.
 inline std::optional<double> opt_double(const EValue* v) {
-  return v->is_none() ? std::nullopt : std::optional<double>(v->to_double());
+  return v->is_none() ? std::nullopt : std::optional<double>(v->scalar_to_double());
 }
 inline std::optional<bool> opt_bool(const EValue* v) {
   return v->is_none() ? std::nullopt : std::optional<bool>(v->to_bool());
