@@ -183,14 +183,14 @@ class _ExportError(Exception):
 def _compile(module: torch.nn.Module, tensors: tuple) -> tuple[bytes, list[str]]:
     """`etmlir.export` -> `to_edge` -> `to_executorch`, with torch.export's own failures told apart."""
     import etmlir
-    from etmlir.frontend.export import drop_runtime_assertions, import_exported_program
+    from etmlir.frontend.export import import_exported_program, prepare_for_import
 
     with contextlib.redirect_stderr(io.StringIO()):
         try:
             exported = torch.export.export(module, tensors)
         except Exception as error:  # noqa: BLE001
             raise _ExportError(_first_line(error)) from error
-        drop_runtime_assertions(exported)  # what etmlir.export does after torch.export
+        prepare_for_import(exported)  # what etmlir.export does after torch.export
         program = import_exported_program(exported, tensors, (__file__, 0))
         edge = etmlir.to_edge(program)
         ops = sorted(edge.op_histogram())

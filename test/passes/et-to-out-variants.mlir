@@ -80,3 +80,18 @@ func.func @custom(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   %0 = "edge.custom_op"(%x) {args = {dims = array<i64: 0, 1>, factor = 2.500000e+00 : f64}, op = "etmlir_test::scale_by", schema = "etmlir_test::scale_by(Tensor x, float factor, int[] dims) -> Tensor"} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
 }
+
+// -----
+
+// A constant cast to a dynamic type in front of a variadic operand (et-to-edge joins edge.cat's
+// operand types) stays a constant of its own static type: a constant has no run-time size.
+// CHECK-LABEL: func.func @cast_constant()
+// CHECK: "etx.constant"() {type = tensor<2x1x4xf32>, value = dense<1.000000e+00> : tensor<2x1x4xf32>}
+// CHECK: "etx.kernel_call"({{.*}}) {{.*}}kernel = "aten::cat.out"
+func.func @cast_constant(%x: tensor<2x3x4xf32>) -> tensor<2x4x4xf32> {
+  %c = "edge.constant"() {value = dense<1.0> : tensor<2x1x4xf32>} : () -> tensor<2x1x4xf32>
+  %a = tensor.cast %c : tensor<2x1x4xf32> to tensor<2x?x4xf32>
+  %b = tensor.cast %x : tensor<2x3x4xf32> to tensor<2x?x4xf32>
+  %0 = "edge.cat"(%a, %b) {dim = 1 : i64} : (tensor<2x?x4xf32>, tensor<2x?x4xf32>) -> tensor<2x4x4xf32>
+  return %0 : tensor<2x4x4xf32>
+}

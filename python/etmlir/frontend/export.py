@@ -45,8 +45,14 @@ def export(model: torch.nn.Module, example_args: Sequence[Any],
         raise TypeError(f"etmlir.export expects a torch.nn.Module, got {type(model).__name__}")
     example_args = tuple(example_args)
     exported = torch.export.export(model, example_args, dynamic_shapes=dynamic_shapes)
-    drop_runtime_assertions(exported)
+    prepare_for_import(exported)
     return import_exported_program(exported, example_args, _forward_location_text(model))
+
+
+def prepare_for_import(exported: torch.export.ExportedProgram) -> None:
+    """What `export` does to torch.export's program before importing it (in place)."""
+    drop_runtime_assertions(exported)
+    alias_listed_weights(exported)
 
 
 # Nodes torch.export adds to assert facts about sizes (an unbacked size from
@@ -68,6 +74,47 @@ def drop_runtime_assertions(exported: torch.export.ExportedProgram) -> None:
             removed = True
     if removed:
         graph.eliminate_dead_code()
+        exported.graph_module.recompile()
+
+
+def alias_listed_weights(exported: torch.export.ExportedProgram) -> None:
+    """Puts an `aten.alias` between each weight and a tensor list that holds it, in place.
+
+    The importer freezes weights into literals, and a list operand mixing a literal with
+    computed tensors (`einsum("bi,ijk", [x, self.w])`, a GRU's flat weights) is one it cannot
+    import. Through the alias every list item is a computed value; the alias becomes a copy of a
+    constant, which et-fold-constants folds away.
+    """
+    signature = exported.graph_signature
+    weights = set(signature.inputs_to_parameters) | set(signature.inputs_to_buffers) | set(
+        signature.inputs_to_lifted_tensor_constants)
+    graph = exported.graph
+    changed = False
+    for node in list(graph.nodes):
+        if node.op != "call_function":
+            continue
+        aliases: dict[torch.fx.Node, torch.fx.Node] = {}
+
+        def substitute(arg: Any) -> Any:
+            nonlocal changed
+            if not isinstance(arg, (list, tuple)):
+                return arg
+            items = []
+            for item in arg:
+                if isinstance(item, torch.fx.Node) and item.op == "placeholder" and item.name in weights:
+                    if item not in aliases:
+                        with graph.inserting_before(node):
+                            aliases[item] = graph.call_function(torch.ops.aten.alias.default, (item,))
+                            aliases[item].meta = dict(item.meta)
+                    items.append(aliases[item])
+                    changed = True
+                else:
+                    items.append(item)
+            return type(arg)(items)
+
+        node.args = tuple(substitute(a) for a in node.args)
+        node.kwargs = {k: substitute(v) for k, v in node.kwargs.items()}
+    if changed:
         exported.graph_module.recompile()
 
 

@@ -115,7 +115,9 @@ class _MethodBuilder:
             return self.tensors[value]
         if value in self.constants:
             edge_const = self.constants[value]
-            attrs = {"type": ir.TypeAttr.get(value.type), "value": edge_const.attributes["value"]}
+            # The constant's own (static) type: a tensor.cast in front of a variadic operand (edge.cat's)
+            # may have made `value`'s type dynamic, and a constant has no run-time size.
+            attrs = {"type": ir.TypeAttr.get(edge_const.result.type), "value": edge_const.attributes["value"]}
             if "etmlir.param" in edge_const.attributes:
                 attrs["etmlir.param"] = edge_const.attributes["etmlir.param"]
             op = ir.Operation.create("etx.constant", results=[value_type()], attributes=attrs,
