@@ -53,7 +53,7 @@ constexpr size_t padded(size_t bytes) { return ((bytes + 15) & ~size_t{15}) + 16
 
 // Method allocator bytes for one method; mirrors Program::load_method below.
 size_t method_bytes(const schema::Method& m) {
-  size_t total = padded(count(m.values()) * sizeof(EValue));
+  size_t total = padded(sizeof(Generator)) + padded(count(m.values()) * sizeof(EValue));
   for (size_t i = 0; i < count(m.values()); ++i) {
     const schema::EValue* ev = m.values()->Get(static_cast<flatbuffers::uoffset_t>(i));
     switch (ev->value_type()) {
@@ -163,6 +163,9 @@ Result<Method> Program::load_method(const char* name, MemoryManager* memory, con
   method.method_index_ = static_cast<size_t>(index);
   method.name_ = method_name;
   method.temp_ = memory->temp_allocator;
+  method.generator_ = alloc.allocate_array<Generator>(1);
+  if (!method.generator_) return out_of_method_memory(method_name, "the random generator");
+  new (method.generator_) Generator(Generator::kDefaultSeed);
 
   // Values.
   size_t num_values = count(m.values());
@@ -488,6 +491,7 @@ Method::Method(Method&& other) noexcept
       delegates_(other.delegates_),
       num_delegates_(other.num_delegates_),
       temp_(other.temp_),
+      generator_(other.generator_),
       profile_(other.profile_),
       failed_debug_handle_(other.failed_debug_handle_),
       describe_failures_(other.describe_failures_) {
@@ -610,7 +614,7 @@ Error Method::execute() {
     size_t next = pc + 1;
     switch (step.kind) {
       case StepKind::Kernel: {
-        KernelContext context(step.name, temp_);
+        KernelContext context(step.name, temp_, generator_);
         Error error = step.fn(context, step.args);
         if (temp_) temp_->reset();
         if (error) return fail(error, pc, step.debug_handle);

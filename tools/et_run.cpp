@@ -69,7 +69,10 @@ const char kUsage[] =
     "                      for KiB, MiB, GiB (default 64M)\n"
     "  --loader mmap|file  read the program by mmap (default) or by read() into\n"
     "                      heap buffers\n"
-    "  --seed N            seed of the pseudo-random inputs (default 0)\n"
+    "  --seed N            seed of the pseudo-random inputs and of the method's\n"
+    "                      random generator (rand, randn, randperm, dropout),\n"
+    "                      reseeded before every run, so each run draws the same\n"
+    "                      numbers (default 0)\n"
     "  --int-bound N       integer pseudo-random inputs lie in [0, N) (default 2)\n"
     "  --cpu-threads N     threads each \"cpu\" delegate runs on, the calling\n"
     "                      thread included (1 to 256, default 1)\n"
@@ -565,6 +568,7 @@ int run(const Options& o) {
   times.reserve(static_cast<size_t>(o.iterations));
   for (uint64_t run = 0; run < o.warmup + o.iterations; ++run) {
     if (Error e = set_inputs()) return fail("%s", e.message());
+    method->set_seed(o.seed);  // every run computes what one run with this seed does
     uint64_t start = pal_now_ns();
     Error e = method->execute();
     uint64_t elapsed = pal_now_ns() - start;

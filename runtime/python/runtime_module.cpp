@@ -3,13 +3,19 @@
 //   program = _runtime.Program.from_file(path)        (mmap) or .from_bytes(b)
 //   method = program.load_method("forward", temp_bytes)
 //   outputs = method.run([ndarray, ...])              → list of ndarrays (copies)
-//   _runtime.run_kernel("aten::add.out", [("tensor", a), ..., ("out", buf, dynamic)])
+//   method.set_seed(n)                                 (the random ops' generator)
+//   _runtime.run_kernel("aten::add.out", [("tensor", a), ..., ("out", buf, dynamic)], temp_bytes, seed)
+//
+// Arrays come in as numpy arrays or, for bfloat16 (which numpy lacks), as
+// torch tensors through DLPack; tensors go out as numpy arrays, bfloat16 ones
+// as torch tensors (an error naming the output when torch is missing).
 //
 // The Python layer (python/etmlir/runtime/) converts torch tensors, checks
 // the input count, and wraps results. This file is binding code: it may use
 // the heap and exceptions; the runtime core it calls does neither.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -18,12 +24,14 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "etmlir/runtime/backend.h"
 #include "etmlir/runtime/data_loader.h"
+#include "etmlir/runtime/generator.h"
 #include "etmlir/runtime/kernel.h"
 #include "etmlir/runtime/method.h"
 #include "etmlir/runtime/platform.h"
@@ -119,14 +127,29 @@ bool from_dlpack(nb::dlpack::dtype d, ScalarType* out) {
 
 using Array = nb::ndarray<nb::c_contig, nb::device::cpu>;
 
-// A numpy array that owns a copy of the tensor's current contents.
-nb::object tensor_to_numpy(const Tensor& t) {
+// A numpy array (a torch tensor for bfloat16, which numpy has no dtype for)
+// that owns a copy of the tensor's current contents.
+nb::object tensor_to_python(const Tensor& t) {
+  bool bfloat16 = t.dtype() == ScalarType::BFloat16;
+  if (bfloat16) {
+    try {
+      nb::module_::import_("torch.utils.dlpack");
+    } catch (const nb::python_error&) {
+      throw RuntimeFailure(
+          "a bfloat16 result needs torch (numpy has no bfloat16 dtype, and a uint16 array would mislabel it); "
+          "install torch to receive it as a torch.bfloat16 tensor");
+    }
+  }
   size_t nbytes = t.nbytes();
   auto* copy = new uint8_t[nbytes ? nbytes : 1];
   if (nbytes) std::memcpy(copy, t.data(), nbytes);
   nb::capsule owner(copy, [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
   std::vector<size_t> shape(static_cast<size_t>(t.dim()));
   for (int32_t d = 0; d < t.dim(); ++d) shape[static_cast<size_t>(d)] = static_cast<size_t>(t.size(d));
+  if (bfloat16) {
+    nb::ndarray<nb::pytorch> array(copy, shape.size(), shape.data(), owner, nullptr, to_dlpack(t.dtype()));
+    return nb::cast(array);
+  }
   nb::ndarray<nb::numpy> array(copy, shape.size(), shape.data(), owner, nullptr, to_dlpack(t.dtype()));
   return nb::cast(array);
 }
@@ -137,10 +160,10 @@ nb::object evalue_to_python(const EValue& v) {
     case Tag::Int: return nb::int_(v.to_int());
     case Tag::Double: return nb::float_(v.to_double());
     case Tag::Bool: return nb::bool_(v.to_bool());
-    case Tag::Tensor: return tensor_to_numpy(v.to_tensor());
+    case Tag::Tensor: return tensor_to_python(v.to_tensor());
     case Tag::TensorList: {
       nb::list out;
-      for (Tensor* t : v.to_tensor_list()) out.append(tensor_to_numpy(*t));
+      for (Tensor* t : v.to_tensor_list()) out.append(tensor_to_python(*t));
       return out;
     }
     default: return nb::none();
@@ -270,6 +293,8 @@ class PyMethod {
   }
 
   size_t num_inputs() const { return method_->num_inputs(); }
+  void set_seed(uint64_t seed) { method_->set_seed(seed); }
+  uint64_t seed() const { return method_->generator().seed(); }
 
   nb::list run(const std::vector<Array>& inputs) {
     if (inputs.size() != method_->num_inputs())
@@ -478,7 +503,10 @@ struct KernelArgs {
   }
 };
 
-nb::list run_kernel(const std::string& name, const std::vector<nb::tuple>& args, size_t temp_bytes) {
+// Runs one kernel. With `seed`, its KernelContext has a generator seeded
+// with it (random kernels); without, none (random kernels then fail).
+nb::list run_kernel(const std::string& name, const std::vector<nb::tuple>& args, size_t temp_bytes,
+                    std::optional<uint64_t> seed) {
   const KernelEntry* entry = kernel_registry().find(name.c_str());
   if (entry == nullptr) throw RuntimeFailure("no kernel registered for " + name);
   KernelArgs holder;
@@ -499,19 +527,28 @@ nb::list run_kernel(const std::string& name, const std::vector<nb::tuple>& args,
   }
   AlignedBuffer temp(temp_bytes);
   MemoryAllocator temp_allocator(temp.data, temp.size);
-  KernelContext context(entry->name, &temp_allocator);
+  Generator generator(seed.value_or(Generator::kDefaultSeed));
+  KernelContext context(entry->name, &temp_allocator, seed ? &generator : nullptr);
   Error error = entry->fn(context, values.data());
   if (error) raise(error);
   nb::list outs;
-  for (Tensor* t : holder.outs) outs.append(tensor_to_numpy(*t));
+  for (Tensor* t : holder.outs) outs.append(tensor_to_python(*t));
   // Int results of prim kernels (written into an Int argument) come back too.
   nb::list ints;
   for (size_t i = 0; i < values.size(); ++i) {
     if (values[i]->tag == Tag::Int) ints.append(values[i]->to_int());
   }
+  // And every scalar argument after the signature's '|' (the slots prim kernels write).
+  nb::list scalars;
+  const char* bar = std::strchr(entry->signature, '|');
+  size_t first_output = bar ? static_cast<size_t>(bar - entry->signature) : values.size();
+  for (size_t i = first_output; i < values.size(); ++i) {
+    if (values[i]->is_scalar()) scalars.append(evalue_to_python(*values[i]));
+  }
   nb::list result;
   result.append(outs);
   result.append(ints);
+  result.append(scalars);
   return result;
 }
 
@@ -530,6 +567,8 @@ NB_MODULE(_runtime, m) {
   nb::class_<PyMethod>(m, "Method")
       .def(nb::init<std::shared_ptr<PyProgram>, const std::string&, size_t>())
       .def("num_inputs", &PyMethod::num_inputs)
+      .def("set_seed", &PyMethod::set_seed, nb::arg("seed"))
+      .def("seed", &PyMethod::seed)
       .def("run", &PyMethod::run)
       .def("time_runs", &PyMethod::time_runs)
       .def("profile", &PyMethod::profile)
@@ -546,7 +585,16 @@ NB_MODULE(_runtime, m) {
       nb::arg("n"));
   m.def("cpu_threads", [] { return g_cpu_threads; });
   m.def("cpu_heap_fallbacks", [] { return cpu_backend_heap_fallbacks(); });
-  m.def("run_kernel", &run_kernel, nb::arg("name"), nb::arg("args"), nb::arg("temp_bytes") = size_t{64} << 20);
+  m.def("run_kernel", &run_kernel, nb::arg("name"), nb::arg("args"), nb::arg("temp_bytes") = size_t{64} << 20,
+        nb::arg("seed") = nb::none());
+  m.def("default_seed", [] { return Generator::kDefaultSeed; });
+  // Philox-4x32-10 of one counter and key (for the generator's known-answer test).
+  m.def("philox4x32_10", [](const std::vector<uint32_t>& ctr, const std::vector<uint32_t>& key) {
+    if (ctr.size() != 4 || key.size() != 2) throw RuntimeFailure("philox4x32_10 takes 4 counter and 2 key words");
+    std::vector<uint32_t> out(4);
+    Generator::philox4x32_10(ctr.data(), key.data(), out.data());
+    return out;
+  });
   m.def("registered_kernels", [] {
     std::vector<std::string> names;
     for (size_t i = 0; i < kernel_registry().size(); ++i) names.emplace_back(kernel_registry().entry(i).name);

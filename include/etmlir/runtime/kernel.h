@@ -43,10 +43,13 @@
 
 namespace etmlir {
 
+class Generator;  // etmlir/runtime/generator.h
+
 // What a kernel may use besides its arguments.
 class KernelContext {
  public:
-  KernelContext(const char* op_name, MemoryAllocator* temp) : op_name_(op_name), temp_(temp) {}
+  KernelContext(const char* op_name, MemoryAllocator* temp, Generator* generator = nullptr)
+      : op_name_(op_name), temp_(temp), generator_(generator) {}
 
   const char* op_name() const { return op_name_; }
   // Scratch memory valid until the kernel returns; nullptr when none is left
@@ -54,12 +57,17 @@ class KernelContext {
   void* allocate_temp(size_t size, size_t alignment = 64) {
     return temp_ ? temp_->allocate(size, alignment) : nullptr;
   }
+  // The random generator of the running Method (rand, randn, dropout and
+  // friends draw from it); nullptr when the caller gave none: random kernels
+  // must then fail, not crash.
+  Generator* generator() const { return generator_; }
   // An error whose message starts with the op name: "aten::add.out: ...".
   Error fail(ErrorCode code, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 
  private:
   const char* op_name_;
   MemoryAllocator* temp_;
+  Generator* generator_;
 };
 
 using KernelFn = Error (*)(KernelContext& ctx, EValue** args);
@@ -94,7 +102,9 @@ bool matches_signature(char kind, const EValue& value);
 const char* signature_kind_name(char kind);
 
 // The runtime's own kernels: etmlir_prim::sym_size.int and friends (size
-// queries that write an Int value). Always registered by the loader helpers.
+// queries that write an Int value), etmlir_prim::_local_scalar_dense (a
+// tensor's one element as a Scalar value) and etmlir_prim::sym_is_contiguous.
+// Always registered by the loader helpers.
 Error register_prim_kernels(KernelRegistry& registry);
 
 }  // namespace etmlir

@@ -9,6 +9,12 @@
 // caller keeps those, the Program and the registries alive while it lives.
 // execute() performs no heap allocation: kernels get scratch from the temp
 // allocator, which is reset after each instruction.
+//
+// Random ops (rand, randn, randperm, dropout) draw from the method's own
+// Generator (etmlir/runtime/generator.h), seeded with
+// Generator::kDefaultSeed at load. The stream continues across execute()
+// calls, as PyTorch's global generator does; set_seed(n) restarts it, so
+// `set_seed(n); execute();` gives the same numbers every time.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +24,7 @@
 #include "etmlir/runtime/data_loader.h"
 #include "etmlir/runtime/error.h"
 #include "etmlir/runtime/evalue.h"
+#include "etmlir/runtime/generator.h"
 #include "etmlir/runtime/kernel.h"
 #include "etmlir/runtime/memory.h"
 #include "etmlir/runtime/span.h"
@@ -55,6 +62,10 @@ class Method {
 
   Error execute();
 
+  // Restarts the random generator of this method's kernels from `seed`.
+  void set_seed(uint64_t seed) { generator_->set_seed(seed); }
+  Generator& generator() const { return *generator_; }
+
   // The debug handle of the instruction that made the last execute() fail
   // (for a delegate: the handle its backend named, the inner-most one when
   // delegates nest), 0 after a success or when nothing names one.
@@ -90,6 +101,7 @@ class Method {
   detail::LoadedDelegate* delegates_ = nullptr;
   size_t num_delegates_ = 0;
   MemoryAllocator* temp_ = nullptr;
+  Generator* generator_ = nullptr;  // in the method allocator
   uint64_t* profile_ = nullptr;
   uint32_t failed_debug_handle_ = 0;
   bool describe_failures_ = true;

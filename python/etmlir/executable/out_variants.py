@@ -11,7 +11,11 @@ Three kinds of kernels are not ATen out variants:
 - `etmlir::_to_dim_order_copy.out`, our own declared operator (see the edge
   dialect's `to_dim_order_copy`);
 - size queries (`aten::sym_size.int`, ...) that produce an Int at run time:
-  the runtime's `etmlir_prim::` kernels, which write an Int value;
+  the runtime's `etmlir_prim::` kernels, which write an Int value; also
+  `aten::_local_scalar_dense` (`Tensor.item()`: a Scalar of the element's
+  kind, Int, Double or Bool) and `aten::sym_is_contiguous` (always true for
+  contiguous_format: runtime tensors are row-major), which write a Scalar
+  slot of the kind the program planned;
 - custom ops registered with `torch.library`, whose author registers an
   `.out` overload the same way (`mylib::scale.out`).
 """
@@ -47,12 +51,15 @@ DECLARED_KERNELS = {
         "int[]? dim_order=None, Tensor(a!) out) -> Tensor(a!)", 1),
 }
 
-# Size queries: the runtime's primitive kernels write an Int value.
+# Size queries and scalar reads: the runtime's primitive kernels write a scalar value.
 PRIM_KERNELS = {
     "aten::sym_size.int": "etmlir_prim::sym_size.int(Tensor self, int dim) -> int",
     "aten::sym_numel": "etmlir_prim::sym_numel(Tensor self) -> int",
     "aten::sym_stride.int": "etmlir_prim::sym_stride.int(Tensor self, int dim) -> int",
     "aten::sym_storage_offset": "etmlir_prim::sym_storage_offset(Tensor self) -> int",
+    "aten::_local_scalar_dense": "etmlir_prim::_local_scalar_dense(Tensor self) -> Scalar",
+    "aten::sym_is_contiguous":
+        "etmlir_prim::sym_is_contiguous(Tensor self, MemoryFormat memory_format=contiguous_format) -> Scalar",
 }
 
 

@@ -8,7 +8,18 @@ Inputs are checked against the method's signature (count, dtype, rank, and
 sizes, which may vary within the upper bounds of a dynamic dim); a mismatch
 raises `etmlir.runtime.Error` naming the input, what it expected and what it
 got. Outputs come back as numpy arrays, or as torch tensors when the inputs
-were torch tensors. The extension module is `etmlir._runtime`.
+were torch tensors. numpy has no bfloat16: bfloat16 inputs must be torch
+tensors, and bfloat16 outputs always come back as torch tensors (torch must
+be installed to receive one). The extension module is `etmlir._runtime`.
+
+Random ops (rand, randn, randperm, dropout) draw from the method's own
+generator (Philox-4x32-10), seeded with `DEFAULT_SEED` at load; its stream
+continues across calls, and `forward.set_seed(n)` restarts it:
+
+    forward.set_seed(7)
+    (a,) = forward(x)
+    forward.set_seed(7)
+    (b,) = forward(x)                                 # a == b
 
 Delegates run on the backends the extension registers: "nested" and "cpu"
 (ahead-of-time compiled native code). `set_cpu_threads(n)` picks how many
@@ -29,8 +40,11 @@ Error = _runtime.Error
 
 # Scratch for kernels (im2col panels and the like), reset after each instruction.
 DEFAULT_TEMP_BYTES = 64 << 20
+# The seed of a method's random generator until set_seed (Generator::kDefaultSeed).
+DEFAULT_SEED = _runtime.default_seed()
 
-__all__ = ["Error", "Method", "Program", "TensorSpec", "cpu_heap_fallbacks", "cpu_threads", "load", "set_cpu_threads"]
+__all__ = ["DEFAULT_SEED", "Error", "Method", "Program", "TensorSpec", "cpu_heap_fallbacks", "cpu_threads", "load",
+           "set_cpu_threads"]
 
 
 def set_cpu_threads(n: int) -> None:
@@ -109,12 +123,24 @@ class Method:
             outputs = [torch.from_numpy(o) if isinstance(o, np.ndarray) else o for o in outputs]
         return tuple(outputs)
 
-    def _as_array(self, index: int, value: Any) -> np.ndarray:
+    def set_seed(self, seed: int) -> None:
+        """Restarts the generator the method's random ops draw from (like `torch.manual_seed`).
+
+        `seed` is an int in [-2**63, 2**64); a negative one means `seed + 2**64`.
+        """
+        self._native.set_seed(_seed_value(seed, f"method '{self.name}': set_seed"))
+
+    @property
+    def seed(self) -> int:
+        """The generator's seed (`DEFAULT_SEED` until `set_seed`)."""
+        return self._native.seed()
+
+    def _as_array(self, index: int, value: Any) -> Any:
         if not (_is_torch(value) or isinstance(value, np.ndarray)):
             raise Error(
                 f"method '{self.name}' input {index}: expected a numpy array or torch tensor "
                 f"({self.inputs[index]}), got {type(value).__name__}")
-        return _to_numpy(value)
+        return _to_array(value)
 
     def benchmark(self, *inputs: Any, iterations: int = 10, warmup: int = 2) -> list[float]:
         """Seconds per execute() on these inputs (the run loop is in C++)."""
@@ -164,9 +190,24 @@ def _is_torch(value: Any) -> bool:
     return type(value).__module__.startswith("torch") and hasattr(value, "numpy")
 
 
-def _to_numpy(value: Any) -> np.ndarray:
-    """A C-contiguous numpy view or copy of a numpy array or torch tensor."""
+def _seed_value(seed: Any, what: str) -> int:
+    """A seed as the generator's uint64 (negative ints wrap, as in torch.manual_seed)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"{what} takes an int seed, got {type(seed).__name__}")
+    seed = int(seed)
+    if not -(1 << 63) <= seed < (1 << 64):
+        raise ValueError(f"{what}: seed {seed} is outside [-2**63, 2**64)")
+    return seed % (1 << 64)
+
+
+def _to_array(value: Any) -> Any:
+    """What the extension takes for a tensor: a C-contiguous numpy view or copy of a numpy
+    array or torch tensor, or for a bfloat16 torch tensor (numpy has no bfloat16) a
+    contiguous CPU torch tensor, which the extension reads through DLPack."""
     if _is_torch(value):
-        value = value.detach().cpu().contiguous().numpy()
+        value = value.detach().cpu().contiguous()
+        if str(value.dtype) == "torch.bfloat16":
+            return value
+        value = value.numpy()
     # np.require keeps 0-d arrays 0-d (np.ascontiguousarray makes them 1-d).
     return np.require(value, requirements="C")

@@ -7,6 +7,18 @@
 namespace etmlir {
 namespace portable {
 
+// aten::rand.out(SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)
+Error rand_out(KernelContext& ctx, Span<const int64_t> size, Tensor& out);
+
+// aten::randn.out(SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)
+Error randn_out(KernelContext& ctx, Span<const int64_t> size, Tensor& out);
+
+// aten::randperm.out(SymInt n, *, Tensor(a!) out) -> Tensor(a!)
+Error randperm_out(KernelContext& ctx, int64_t n, Tensor& out);
+
+// aten::native_dropout.out(Tensor input, float p, bool? train, *, Tensor(a!) out0, Tensor(b!) out1) -> (Tensor(a!), Tensor(b!))
+Error native_dropout_out(KernelContext& ctx, const Tensor& input, double p, std::optional<bool> train, Tensor& out0, Tensor& out1);
+
 }  // namespace portable
 
 // Registers every kernel of this family (selective build permitting).
