@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import contextlib
 import io
 import json
+import multiprocessing
 import re
 import sys
 import time
@@ -64,6 +66,9 @@ TOLERANCES = {torch.float32: (1e-5, 1e-5), torch.float64: (1e-7, 1e-7), torch.fl
 # OpInfo entries whose outputs are random or uninitialized: shape and dtype only.
 VALUE_FREE = {"rand", "randn", "randperm", "nn.functional.dropout", "empty", "empty_strided", "new_empty",
               "empty_like", "bernoulli", "normal", "uniform"}
+# Entries whose index output may order equal values either way (torch's sort is not stable unless asked,
+# topk's tie order is unspecified): their indices pass when they pick the same values (_check_tie_indices).
+TIE_ORDER = {"sort", "topk"}
 BATCH = 48  # samples per compiled module
 # Samples per (entry, dtype): a few entries have hundreds (max_pool2d's backward: 1,440 per dtype), which would
 # make the sweep too slow for CI. Above the cap an evenly spaced subset runs; the table reports how many did not.
@@ -180,6 +185,20 @@ class _ExportError(Exception):
     """torch.export (not our compiler) refused the module."""
 
 
+def _check_tie_indices(entry: str, sample: Any, got_indices: Any, want_values: torch.Tensor) -> str:
+    """'' if `got_indices` (sort's or topk's) pick eager's values out of the input along the op's dim."""
+    indices = got_indices if isinstance(got_indices, torch.Tensor) else torch.from_numpy(got_indices)
+    x, args = sample.input, list(sample.args)
+    position = 0 if entry == "sort" else 1  # sort(x, dim, ...), topk(x, k, dim, ...)
+    dim = sample.kwargs.get("dim", args[position] if len(args) > position else -1)
+    try:
+        picked = torch.gather(x, dim, indices) if x.dim() else x.reshape(indices.shape)
+        torch.testing.assert_close(picked, want_values, rtol=0, atol=0, equal_nan=True)
+    except Exception as error:  # noqa: BLE001
+        return f"indices do not pick eager's values: {_first_line(error)}"
+    return ""
+
+
 def _compile(module: torch.nn.Module, tensors: tuple) -> tuple[bytes, list[str]]:
     """`etmlir.export` -> `to_edge` -> `to_executorch`, with torch.export's own failures told apart."""
     import etmlir
@@ -277,6 +296,8 @@ def sweep_entry(info: Any, dtype: torch.dtype, progress: bool = False) -> list[S
             got = outputs[at:at + len(want)]
             at += len(want)
             why = next((w for g, e in zip(got, want) if (w := _compare(g, e, info.name in VALUE_FREE))), "")
+            if why and info.name in TIE_ORDER and not _compare(got[0], want[0], False):
+                why = _check_tie_indices(info.name, samples[i], got[1], want[0])
             results[i] = Sample(name, element, i, "failed" if why else "passed", why, ops)
 
     for start in range(0, len(prepared), BATCH):
@@ -291,27 +312,58 @@ def sweep_entry(info: Any, dtype: torch.dtype, progress: bool = False) -> list[S
     return done
 
 
-def sweep(edge_filter: set[str] | None = None, progress: bool = True) -> dict[str, Any]:
-    """Runs the OpInfo entries of every edge op (or those in `edge_filter`); returns the results document."""
-    edge_ops = json.loads(EDGE_JSON.read_text())["ops"]
-    entries = opinfo_entries(edge_ops)
+def _entries_by_name(edge_filter: set[str] | None) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+    """(edge op -> its OpInfo entries, entry name -> entry) for every edge op or those in `edge_filter`."""
+    entries = opinfo_entries(json.loads(EDGE_JSON.read_text())["ops"])
     if edge_filter:
         entries = {k: v for k, v in entries.items() if k in edge_filter}
     unique: dict[str, Any] = {}
     for infos in entries.values():
         for info in infos:
             unique.setdefault(_entry_name(info), info)
+    return entries, unique
+
+
+def _sweep_names(names: list[str], edge_filter: set[str] | None, progress: bool) -> list[dict]:
+    """Every sample of the named OpInfo entries at every dtype they support (one worker's share)."""
+    torch.set_num_threads(1)
+    _, unique = _entries_by_name(edge_filter)
     samples: list[Sample] = []
-    start = time.monotonic()
-    for n, (name, info) in enumerate(sorted(unique.items()), 1):
+    for name in names:
+        info = unique[name]
         if progress:
-            print(f"[{n}/{len(unique)}] {name} ({time.monotonic() - start:.0f} s)", file=sys.stderr, flush=True)
+            print(f"  {name}", file=sys.stderr, flush=True)
         supported = set(info.supported_dtypes("cpu"))
         for dtype in DTYPES:
             if dtype in supported:
-                samples += sweep_entry(info, dtype, progress)
-    return {"entries": {k: [_entry_name(i) for i in v] for k, v in entries.items()},
-            "samples": [asdict(s) for s in samples]}
+                samples += sweep_entry(info, dtype, progress=False)
+    return [asdict(s) for s in samples]
+
+
+def sweep(edge_filter: set[str] | None = None, progress: bool = True, workers: int = 2) -> dict[str, Any]:
+    """Runs the OpInfo entries of every edge op (or those in `edge_filter`); returns the results document.
+
+    `workers` processes (spawned, one thread each) take the entries in turn; the results do not
+    depend on how many there are.
+    """
+    entries, unique = _entries_by_name(edge_filter)
+    names = sorted(unique)
+    start = time.monotonic()
+    if workers <= 1 or len(names) < 2:
+        samples = _sweep_names(names, edge_filter, progress)
+    else:
+        shares = [names[k::workers] for k in range(workers)]
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+            parts = list(pool.map(_sweep_names, shares, [edge_filter] * workers, [progress] * workers))
+        by_entry: dict[str, list[dict]] = collections.defaultdict(list)
+        for part in parts:
+            for sample in part:
+                by_entry[sample["entry"]].append(sample)
+        samples = [s for name in names for s in by_entry[name]]
+    if progress:
+        print(f"swept {len(names)} OpInfo entries in {time.monotonic() - start:.0f} s", file=sys.stderr)
+    return {"entries": {k: [_entry_name(i) for i in v] for k, v in entries.items()}, "samples": samples}
 
 
 # ---------------------------------------------------------------------------
@@ -409,9 +461,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", help="comma-separated edge ops (mnemonics) to sweep; prints instead of writing")
     parser.add_argument("--results", type=Path, help="also write the raw results (JSON) here")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--workers", type=int, default=2, help="processes (default 2, this machine's cores)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    results = sweep(set(args.ops.split(",")) if args.ops else None, progress=not args.quiet)
+    results = sweep(set(args.ops.split(",")) if args.ops else None, progress=not args.quiet, workers=args.workers)
     if args.results:
         args.results.parent.mkdir(parents=True, exist_ok=True)
         args.results.write_text(json.dumps(results))
