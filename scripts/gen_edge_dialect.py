@@ -113,6 +113,8 @@ PROMOTING = {"where", "clamp", "lerp", "addcmul", "addcdiv"}
 # Ops whose tensor results are booleans whatever their inputs.
 BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
                "isinf", "isnan", "any", "all", "isposinf", "isneginf", "bitwise_not_bool"}
+# Results that are boolean masks whatever the input (op -> result names).
+MASK_RESULTS = {"native_dropout": {"result1"}}
 # Ops whose tensor results are int64 indices.
 INDEX_RESULT = {"argmax", "argmin", "randperm", "nonzero"}
 INDEX_ARG_NAMES = {"index", "indices", "offsets", "per_sample_weights_indices"}
@@ -235,7 +237,7 @@ def dtype_table(packet: str, args: list[dict], results: list[dict], data: list[s
                 allowed[name] = ["i1"] if packet.startswith("sym_is_") else ["i64"]
             else:
                 allowed[name] = SCALAR_DTYPES
-        elif packet in BOOL_RESULT:
+        elif packet in BOOL_RESULT or name in MASK_RESULTS.get(packet, ()):
             allowed[name] = ["i1"]
         elif (packet in INDEX_RESULT or name == "indices"
               or (packet.endswith("_with_indices") or packet in ("sort", "topk", "max", "min"))

@@ -65,6 +65,16 @@ class _Unsupported(Exception):
     """Raised while converting one op; becomes an error at that op."""
 
 
+def _scalar_slot_type(t: ir.Type) -> ir.Type:
+    """The value a scalar result is written to: Bool for i1, Double for floats, Int otherwise."""
+    element = ir.RankedTensorType(t).element_type if ir.RankedTensorType.isinstance(t) else t
+    if ir.IntegerType.isinstance(element) and ir.IntegerType(element).width == 1:
+        return ir.IntegerType.get_signless(1)
+    if ir.FloatType.isinstance(element):
+        return ir.F64Type.get()
+    return ir.IntegerType.get_signless(64)
+
+
 def _i64(value: int) -> ir.IntegerAttr:
     return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
 
@@ -280,7 +290,7 @@ class _MethodBuilder:
         if variant.scalar_result:
             outs = []
             for result in op.results:
-                outs.append(self.alloc(ir.IntegerType.get_signless(64), None, op.location))
+                outs.append(self.alloc(_scalar_slot_type(result.type), None, op.location))
                 self.ints[result] = outs[-1]
         else:
             outs = self._tensor_outs(op)
