@@ -17,6 +17,8 @@ as one table (a family file sits beside the `.cpp` that implements it):
       - op: aten::_fft_r2c.out     # an operator with no kernel: why (the coverage table shows it)
         missing: "complex results: the runtime has no complex dtypes"
 
+A family file without `source` lists only operators that have no kernel.
+
 From it, for each family, this writes:
   * `runtime/kernels/portable/generated/<family>.h`: the typed prototype of
     every kernel (one parameter per schema argument, outputs last), which the
@@ -161,11 +163,12 @@ def load_table(kernel_dir: Path = KERNEL_DIR) -> list[Family]:
     for path in sorted(kernel_dir.glob("*.yaml")):
         where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
         data = yaml.safe_load(path.read_text())
-        if not isinstance(data, dict) or not {"family", "source", "kernels"} <= set(data):
-            raise TableError(f"{where}: needs 'family', 'source' and 'kernels'")
-        family = Family(data["family"], data["source"], path, [])
-        if not (kernel_dir / family.source).exists():
-            raise TableError(f"{where}: source {family.source} does not exist")
+        if not isinstance(data, dict) or not {"family", "kernels"} <= set(data):
+            raise TableError(f"{where}: needs 'family' and 'kernels'")
+        family = Family(data["family"], data.get("source", ""), path, [])
+        has_kernels = any("fn" in entry for entry in data["kernels"])
+        if has_kernels and not (kernel_dir / family.source).exists():
+            raise TableError(f"{where}: source {family.source or '(none given)'} does not exist")
         for entry in data["kernels"]:
             op = entry.get("op")
             unknown = set(entry) - {"op", "fn", "dtypes", "out_dtypes", "missing"}
@@ -252,8 +255,10 @@ def table_json(families: list[Family]) -> str:
 
 
 def generate(families: list[Family]) -> dict[Path, str]:
-    files = {GENERATED_DIR / f"{f.name}.h": family_header(f) for f in families}
-    files[GENERATED_DIR / "register_kernels.cpp"] = register_source(families)
+    # A family with no source lists only operators that have no kernel (and why): no code.
+    coded = [f for f in families if f.source]
+    files = {GENERATED_DIR / f"{f.name}.h": family_header(f) for f in coded}
+    files[GENERATED_DIR / "register_kernels.cpp"] = register_source(coded)
     files[TABLE_JSON] = table_json(families)
     return files
 
