@@ -127,15 +127,28 @@ def trace_decomposition(overload_name: str, overload: torch._ops.OpOverload, arg
 
     try:
         with mode:
-            # Some decompositions update intermediates in place (gru_cell's add_, sigmoid_, ...):
-            # functionalized, they trace to the functional core ops.
-            gm = make_fx(torch.func.functionalize(fn, remove="mutations"), decomposition_table=table,
-                         tracing_mode="symbolic", _allow_non_fake_inputs=True)(*placeholders)
+            gm = make_fx(fn, decomposition_table=table, tracing_mode="symbolic",
+                         _allow_non_fake_inputs=True)(*placeholders)
+            if _mutates(gm):
+                # The decomposition updates intermediates in place (gru_cell's add_, sigmoid_, ...):
+                # functionalized, it traces to the functional core ops. (Only then: functionalization
+                # specializes some symbolic sizes that the plain trace keeps.)
+                gm = make_fx(torch.func.functionalize(fn, remove="mutations"), decomposition_table=table,
+                             tracing_mode="symbolic", _allow_non_fake_inputs=True)(*placeholders)
     except Exception as exc:  # PyTorch's error text names the problem; keep it
         raise DecompositionError(f"tracing its decomposition failed: {type(exc).__name__}: "
                                  f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
     _check_no_specialization(shape_env, symbols)
     return TracedDecomposition(gm, inputs)
+
+
+def _mutates(gm: torch.fx.GraphModule) -> bool:
+    """Whether a traced graph calls an op that writes one of its arguments."""
+    for node in gm.graph.nodes:
+        schema = getattr(node.target, "_schema", None)
+        if node.op == "call_function" and schema is not None and schema.is_mutable:
+            return True
+    return False
 
 
 def _is_placeholder(value: Any) -> bool:
