@@ -1,15 +1,5 @@
 // RUN: et-opt %s --split-input-file --verify-diagnostics --load=%S/Inputs/custom_ops.py --et-to-out-variants
 
-// An edge op whose operator has no out-variant kernel is an error at the op, not a crash at load time.
-func.func @no_out_variant(%x: tensor<f32>) -> tensor<f32> {
-  // expected-error @+1 {{'edge.local_scalar_dense' (aten::_local_scalar_dense) has no out-variant kernel}}
-  %0 = "edge.local_scalar_dense"(%x) : (tensor<f32>) -> tensor<f64>
-  %1 = "edge.mul_scalar"(%x, %0) : (tensor<f32>, tensor<f64>) -> tensor<f32>
-  return %1 : tensor<f32>
-}
-
-// -----
-
 // A custom op without a registered `.out` overload.
 func.func @custom_no_out(%x: tensor<2xf32>) -> tensor<2xf32> {
   // expected-error @+1 {{custom op etmlir_test::scale_by_no_out has no out variant: register `etmlir_test::scale_by_no_out.out}}

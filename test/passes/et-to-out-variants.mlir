@@ -95,3 +95,18 @@ func.func @cast_constant(%x: tensor<2x3x4xf32>) -> tensor<2x4x4xf32> {
   %0 = "edge.cat"(%a, %b) {dim = 1 : i64} : (tensor<2x?x4xf32>, tensor<2x?x4xf32>) -> tensor<2x4x4xf32>
   return %0 : tensor<2x4x4xf32>
 }
+
+// -----
+
+// A value read out of a tensor (`x.item()`) becomes an etmlir_prim kernel writing a scalar slot of
+// the result's kind (a Double for a float), which later ops take as their Scalar argument.
+// CHECK-LABEL: func.func @item()
+// CHECK: %[[X:.*]] = "etx.input"()
+// CHECK: %[[V:.*]] = "etx.alloc"() {type = f64}
+// CHECK: "etx.kernel_call"(%[[X]], %[[V]]) {{.*}}kernel = "etmlir_prim::_local_scalar_dense"
+// CHECK: "etx.kernel_call"(%[[X]], %[[V]], %{{.*}}) {{.*}}kernel = "aten::mul.Scalar_out"
+func.func @item(%x: tensor<f32>) -> tensor<f32> {
+  %0 = "edge.local_scalar_dense"(%x) : (tensor<f32>) -> tensor<f64>
+  %1 = "edge.mul_scalar"(%x, %0) : (tensor<f32>, tensor<f64>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
