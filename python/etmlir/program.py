@@ -56,9 +56,11 @@ class Program:
         return self.module.context
 
     def mlir(self, debug_info: bool = True, large_elements_limit: int | None = 16) -> str:
-        """The module as text (weights elided above `large_elements_limit` elements; None prints all)."""
+        """The module as text, weights elided: element attributes above `large_elements_limit`
+        elements and `dense_resource` blobs above that many bytes (None prints all, re-parseable)."""
         return self.module.operation.get_asm(enable_debug_info=debug_info,
-                                             large_elements_limit=large_elements_limit)
+                                             large_elements_limit=large_elements_limit,
+                                             large_resource_limit=large_elements_limit)
 
     def __str__(self) -> str:
         return self.mlir(debug_info=False)

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 from conftest import assert_runner_matches_eager, export_zoo
+from torch_mlir import ir
 
 from etmlir import models
 from etmlir.devtools.reference_runner import ReferenceRunner
@@ -51,3 +52,7 @@ def test_keep_list_preserves_ops_for_a_backend(zoo):
     assert histogram["torch.aten.scaled_dot_product_attention"] == 6
     assert histogram["torch.aten.linear"] == 25
     assert histogram["torch.aten.native_layer_norm"] == 13  # layer_norm still decomposed
+    # A later et-verify-core-aten allows the kept ops only when given the same keep list.
+    program.transform(f"builtin.module(et-verify-core-aten{{keep={','.join(keep)}}})")
+    with pytest.raises(ir.MLIRError, match=r"\(aten.scaled_dot_product_attention.default\) is not a Core ATen op"):
+        program.transform("builtin.module(et-verify-core-aten)")

@@ -53,6 +53,16 @@ def test_weights_are_imported_without_copies(zoo):
         np.testing.assert_array_equal(program.weights()[name].numpy(), state[name].numpy())
 
 
+def test_printed_module_elides_weight_blobs_unless_asked(zoo):
+    program = export_zoo(zoo, "mlp")
+    weight_bytes = sum(buffer.nbytes for buffer in program.weight_buffers.values())  # 2.1 MB
+    elided = program.mlir()
+    assert "dense_resource<layers.0.weight>" in elided
+    assert "layers.0.weight: \"0x" not in elided and len(elided) < 20_000
+    full = program.mlir(large_elements_limit=None)  # what et-opt re-parses: every byte, as hex
+    assert "layers.0.weight: \"0x" in full and len(full) > 2 * weight_bytes
+
+
 def test_dynamic_sequence_dim_stays_dynamic_with_bounds(zoo):
     program = export_zoo(zoo, "nanogpt")
     (dim,) = program.dynamic_dims

@@ -67,10 +67,10 @@ class _Unsupported(Exception):
 
 def _scalar_slot_type(t: ir.Type) -> ir.Type:
     """The value a scalar result is written to: Bool for i1, Double for floats, Int otherwise."""
-    element = ir.RankedTensorType(t).element_type if ir.RankedTensorType.isinstance(t) else t
-    if ir.IntegerType.isinstance(element) and ir.IntegerType(element).width == 1:
+    element = t.element_type if isinstance(t, ir.RankedTensorType) else t
+    if isinstance(element, ir.IntegerType) and element.width == 1:
         return ir.IntegerType.get_signless(1)
-    if ir.FloatType.isinstance(element):
+    if isinstance(element, ir.FloatType):
         return ir.F64Type.get()
     return ir.IntegerType.get_signless(64)
 
