@@ -236,7 +236,9 @@ def register_source(families: list[Family]) -> str:
             if kernel.fn:
                 lines.append(f'  ET_REGISTER_KERNEL(r, "{kernel.op}", "{kernel.signature}", boxed_{kernel.fn});')
         lines += ["  return Error::ok();", "}", ""]
-    lines += ["}  // namespace etmlir", ""]
+    lines.append("Error register_portable_kernels(KernelRegistry& registry) {")
+    lines += [f"  ET_CHECK_OK({f.register_fn}(registry));" for f in families]
+    lines += ["  return Error::ok();", "}", "", "}  // namespace etmlir", ""]
     return "\n".join(lines)
 
 

@@ -5,17 +5,49 @@
 
 #include "generated/backward.h"
 #include "generated/binary.h"
+#include "generated/comparison.h"
+#include "generated/convolution.h"
+#include "generated/copy.h"
 #include "generated/distance.h"
+#include "generated/embedding.h"
+#include "generated/factory.h"
 #include "generated/indexing.h"
+#include "generated/matmul.h"
+#include "generated/normalization.h"
 #include "generated/padding.h"
 #include "generated/pooling.h"
 #include "generated/random.h"
+#include "generated/reduction.h"
+#include "generated/softmax.h"
 #include "generated/sorting.h"
+#include "generated/unary.h"
+#include "generated/upsample.h"
 #include "portable_kernels.h"
 
 namespace etmlir {
 namespace {
 
+Error boxed_convolution_backward_out(KernelContext& ctx, EValue** args) {
+  return portable::convolution_backward_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor(), kargs::opt_int_list(args[3]), args[4]->to_int_list(), args[5]->to_int_list(), args[6]->to_int_list(), args[7]->to_bool(), args[8]->to_int_list(), args[9]->to_int(), args[10]->to_bool_list(), args[11]->to_tensor(), args[12]->to_tensor(), args[13]->to_tensor());
+}
+Error boxed_max_pool2d_with_indices_backward_out(KernelContext& ctx, EValue** args) {
+  return portable::max_pool2d_with_indices_backward_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_int_list(), args[3]->to_int_list(), args[4]->to_int_list(), args[5]->to_int_list(), args[6]->to_bool(), args[7]->to_tensor(), args[8]->to_tensor());
+}
+Error boxed_avg_pool2d_backward_out(KernelContext& ctx, EValue** args) {
+  return portable::avg_pool2d_backward_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_int_list(), args[3]->to_int_list(), args[4]->to_int_list(), args[5]->to_bool(), args[6]->to_bool(), kargs::opt_int(args[7]), args[8]->to_tensor());
+}
+Error boxed_adaptive_avg_pool2d_backward_out(KernelContext& ctx, EValue** args) {
+  return portable::adaptive_avg_pool2d_backward_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor());
+}
+Error boxed_embedding_dense_backward_out(KernelContext& ctx, EValue** args) {
+  return portable::embedding_dense_backward_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_int(), args[3]->to_int(), args[4]->to_bool(), args[5]->to_tensor());
+}
+Error boxed_native_layer_norm_backward_out(KernelContext& ctx, EValue** args) {
+  return portable::native_layer_norm_backward_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_int_list(), args[3]->to_tensor(), args[4]->to_tensor(), kargs::opt_tensor(args[5]), kargs::opt_tensor(args[6]), args[7]->to_bool_list(), args[8]->to_tensor(), args[9]->to_tensor(), args[10]->to_tensor());
+}
+Error boxed_native_group_norm_backward_out(KernelContext& ctx, EValue** args) {
+  return portable::native_group_norm_backward_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor(), args[3]->to_tensor(), kargs::opt_tensor(args[4]), args[5]->to_int(), args[6]->to_int(), args[7]->to_int(), args[8]->to_int(), args[9]->to_bool_list(), args[10]->to_tensor(), args[11]->to_tensor(), args[12]->to_tensor());
+}
 
 Error boxed_add_out(KernelContext& ctx, EValue** args) {
   return portable::add_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), *args[2], args[3]->to_tensor());
@@ -56,17 +88,566 @@ Error boxed_logical_or_out(KernelContext& ctx, EValue** args) {
 Error boxed_where_out(KernelContext& ctx, EValue** args) {
   return portable::where_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor(), args[3]->to_tensor());
 }
+Error boxed_logical_xor_out(KernelContext& ctx, EValue** args) {
+  return portable::logical_xor_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor());
+}
+Error boxed_atan2_out(KernelContext& ctx, EValue** args) {
+  return portable::atan2_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor());
+}
+Error boxed_bitwise_and_tensor_out(KernelContext& ctx, EValue** args) {
+  return portable::bitwise_and_tensor_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor());
+}
+Error boxed_bitwise_and_scalar_out(KernelContext& ctx, EValue** args) {
+  return portable::bitwise_and_scalar_out(ctx, args[0]->to_tensor(), *args[1], args[2]->to_tensor());
+}
+Error boxed_bitwise_or_tensor_out(KernelContext& ctx, EValue** args) {
+  return portable::bitwise_or_tensor_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor());
+}
+Error boxed_bitwise_or_scalar_out(KernelContext& ctx, EValue** args) {
+  return portable::bitwise_or_scalar_out(ctx, args[0]->to_tensor(), *args[1], args[2]->to_tensor());
+}
+Error boxed_bitwise_xor_tensor_out(KernelContext& ctx, EValue** args) {
+  return portable::bitwise_xor_tensor_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor());
+}
+Error boxed_bitwise_xor_scalar_out(KernelContext& ctx, EValue** args) {
+  return portable::bitwise_xor_scalar_out(ctx, args[0]->to_tensor(), *args[1], args[2]->to_tensor());
+}
+Error boxed_div_out_mode(KernelContext& ctx, EValue** args) {
+  return portable::div_out_mode(ctx, args[0]->to_tensor(), args[1]->to_tensor(), kargs::opt_string(args[2]), args[3]->to_tensor());
+}
+Error boxed_div_scalar_mode_out(KernelContext& ctx, EValue** args) {
+  return portable::div_scalar_mode_out(ctx, args[0]->to_tensor(), *args[1], kargs::opt_string(args[2]), args[3]->to_tensor());
+}
+Error boxed_fmod_tensor_out(KernelContext& ctx, EValue** args) {
+  return portable::fmod_tensor_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor());
+}
+Error boxed_fmod_scalar_out(KernelContext& ctx, EValue** args) {
+  return portable::fmod_scalar_out(ctx, args[0]->to_tensor(), *args[1], args[2]->to_tensor());
+}
+Error boxed_remainder_tensor_out(KernelContext& ctx, EValue** args) {
+  return portable::remainder_tensor_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor());
+}
+Error boxed_remainder_scalar_out(KernelContext& ctx, EValue** args) {
+  return portable::remainder_scalar_out(ctx, args[0]->to_tensor(), *args[1], args[2]->to_tensor());
+}
+Error boxed_pow_tensor_tensor_out(KernelContext& ctx, EValue** args) {
+  return portable::pow_tensor_tensor_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor());
+}
+Error boxed_pow_tensor_scalar_out(KernelContext& ctx, EValue** args) {
+  return portable::pow_tensor_scalar_out(ctx, args[0]->to_tensor(), *args[1], args[2]->to_tensor());
+}
+Error boxed_pow_scalar_out(KernelContext& ctx, EValue** args) {
+  return portable::pow_scalar_out(ctx, *args[0], args[1]->to_tensor(), args[2]->to_tensor());
+}
+Error boxed_clamp_tensor_out(KernelContext& ctx, EValue** args) {
+  return portable::clamp_tensor_out(ctx, args[0]->to_tensor(), kargs::opt_tensor(args[1]), kargs::opt_tensor(args[2]), args[3]->to_tensor());
+}
 
+Error boxed_eq_scalar_out(KernelContext& ctx, EValue** args) {
+  return portable::eq_scalar_out(ctx, args[0]->to_tensor(), *args[1], args[2]->to_tensor());
+}
+Error boxed_eq_tensor_out(KernelContext& ctx, EValue** args) {
+  return portable::eq_tensor_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor());
+}
+Error boxed_ne_scalar_out(KernelContext& ctx, EValue** args) {
+  return portable::ne_scalar_out(ctx, args[0]->to_tensor(), *args[1], args[2]->to_tensor());
+}
+Error boxed_ne_tensor_out(KernelContext& ctx, EValue** args) {
+  return portable::ne_tensor_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor());
+}
+Error boxed_lt_scalar_out(KernelContext& ctx, EValue** args) {
+  return portable::lt_scalar_out(ctx, args[0]->to_tensor(), *args[1], args[2]->to_tensor());
+}
+Error boxed_lt_tensor_out(KernelContext& ctx, EValue** args) {
+  return portable::lt_tensor_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor());
+}
+Error boxed_le_scalar_out(KernelContext& ctx, EValue** args) {
+  return portable::le_scalar_out(ctx, args[0]->to_tensor(), *args[1], args[2]->to_tensor());
+}
+Error boxed_le_tensor_out(KernelContext& ctx, EValue** args) {
+  return portable::le_tensor_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor());
+}
+Error boxed_gt_scalar_out(KernelContext& ctx, EValue** args) {
+  return portable::gt_scalar_out(ctx, args[0]->to_tensor(), *args[1], args[2]->to_tensor());
+}
+Error boxed_gt_tensor_out(KernelContext& ctx, EValue** args) {
+  return portable::gt_tensor_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor());
+}
+Error boxed_ge_scalar_out(KernelContext& ctx, EValue** args) {
+  return portable::ge_scalar_out(ctx, args[0]->to_tensor(), *args[1], args[2]->to_tensor());
+}
+Error boxed_ge_tensor_out(KernelContext& ctx, EValue** args) {
+  return portable::ge_tensor_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor());
+}
 
+Error boxed_convolution_out(KernelContext& ctx, EValue** args) {
+  return portable::convolution_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), kargs::opt_tensor(args[2]), args[3]->to_int_list(), args[4]->to_int_list(), args[5]->to_int_list(), args[6]->to_bool(), args[7]->to_int_list(), args[8]->to_int(), args[9]->to_tensor());
+}
+Error boxed_col2im_out(KernelContext& ctx, EValue** args) {
+  return portable::col2im_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_int_list(), args[3]->to_int_list(), args[4]->to_int_list(), args[5]->to_int_list(), args[6]->to_tensor());
+}
 
+Error boxed_view_copy_out(KernelContext& ctx, EValue** args) {
+  return portable::view_copy_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_tensor());
+}
+Error boxed_alias_copy_out(KernelContext& ctx, EValue** args) {
+  return portable::alias_copy_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_detach_copy_out(KernelContext& ctx, EValue** args) {
+  return portable::detach_copy_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_clone_out(KernelContext& ctx, EValue** args) {
+  return portable::clone_out(ctx, args[0]->to_tensor(), kargs::opt_int(args[1]), args[2]->to_tensor());
+}
+Error boxed_permute_copy_out(KernelContext& ctx, EValue** args) {
+  return portable::permute_copy_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_tensor());
+}
+Error boxed_t_copy_out(KernelContext& ctx, EValue** args) {
+  return portable::t_copy_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_transpose_copy_int_out(KernelContext& ctx, EValue** args) {
+  return portable::transpose_copy_int_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_int(), args[3]->to_tensor());
+}
+Error boxed_expand_copy_out(KernelContext& ctx, EValue** args) {
+  return portable::expand_copy_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_bool(), args[3]->to_tensor());
+}
+Error boxed_unsqueeze_copy_out(KernelContext& ctx, EValue** args) {
+  return portable::unsqueeze_copy_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_tensor());
+}
+Error boxed_squeeze_copy_out(KernelContext& ctx, EValue** args) {
+  return portable::squeeze_copy_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_squeeze_copy_dim_out(KernelContext& ctx, EValue** args) {
+  return portable::squeeze_copy_dim_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_tensor());
+}
+Error boxed_squeeze_copy_dims_out(KernelContext& ctx, EValue** args) {
+  return portable::squeeze_copy_dims_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_tensor());
+}
+Error boxed_as_strided_copy_out(KernelContext& ctx, EValue** args) {
+  return portable::as_strided_copy_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_int_list(), kargs::opt_int(args[3]), args[4]->to_tensor());
+}
+Error boxed_diagonal_copy_out(KernelContext& ctx, EValue** args) {
+  return portable::diagonal_copy_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_int(), args[3]->to_int(), args[4]->to_tensor());
+}
+Error boxed_unfold_copy_out(KernelContext& ctx, EValue** args) {
+  return portable::unfold_copy_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_int(), args[3]->to_int(), args[4]->to_tensor());
+}
+Error boxed_flip_out(KernelContext& ctx, EValue** args) {
+  return portable::flip_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_tensor());
+}
+Error boxed_repeat_out(KernelContext& ctx, EValue** args) {
+  return portable::repeat_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_tensor());
+}
+Error boxed_slice_copy_tensor_out(KernelContext& ctx, EValue** args) {
+  return portable::slice_copy_tensor_out(ctx, args[0]->to_tensor(), args[1]->to_int(), kargs::opt_int(args[2]), kargs::opt_int(args[3]), args[4]->to_int(), args[5]->to_tensor());
+}
+Error boxed_narrow_copy_out(KernelContext& ctx, EValue** args) {
+  return portable::narrow_copy_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_int(), args[3]->to_int(), args[4]->to_tensor());
+}
+Error boxed_select_copy_int_out(KernelContext& ctx, EValue** args) {
+  return portable::select_copy_int_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_int(), args[3]->to_tensor());
+}
+Error boxed_split_copy_tensor_out(KernelContext& ctx, EValue** args) {
+  return portable::split_copy_tensor_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_int(), args[3]->to_tensor_list());
+}
+Error boxed_split_with_sizes_copy_out(KernelContext& ctx, EValue** args) {
+  return portable::split_with_sizes_copy_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_int(), args[3]->to_tensor_list());
+}
+Error boxed_unbind_copy_int_out(KernelContext& ctx, EValue** args) {
+  return portable::unbind_copy_int_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_tensor_list());
+}
+Error boxed_cat_out(KernelContext& ctx, EValue** args) {
+  return portable::cat_out(ctx, args[0]->to_tensor_list(), args[1]->to_int(), args[2]->to_tensor());
+}
+Error boxed_select_scatter_out(KernelContext& ctx, EValue** args) {
+  return portable::select_scatter_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_int(), args[3]->to_int(), args[4]->to_tensor());
+}
+Error boxed_slice_scatter_out(KernelContext& ctx, EValue** args) {
+  return portable::slice_scatter_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_int(), kargs::opt_int(args[3]), kargs::opt_int(args[4]), args[5]->to_int(), args[6]->to_tensor());
+}
+Error boxed_copy_out(KernelContext& ctx, EValue** args) {
+  return portable::copy_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_bool(), args[3]->to_tensor());
+}
+Error boxed_to_copy_out(KernelContext& ctx, EValue** args) {
+  return portable::to_copy_out(ctx, args[0]->to_tensor(), args[1]->to_bool(), kargs::opt_int(args[2]), args[3]->to_tensor());
+}
+Error boxed_to_dim_order_copy_out(KernelContext& ctx, EValue** args) {
+  return portable::to_dim_order_copy_out(ctx, args[0]->to_tensor(), kargs::opt_int(args[1]), args[2]->to_bool(), kargs::opt_int_list(args[3]), args[4]->to_tensor());
+}
 
+Error boxed_cdist_forward_out(KernelContext& ctx, EValue** args) {
+  return portable::cdist_forward_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->scalar_to_double(), kargs::opt_int(args[3]), args[4]->to_tensor());
+}
+Error boxed_pdist_forward_out(KernelContext& ctx, EValue** args) {
+  return portable::pdist_forward_out(ctx, args[0]->to_tensor(), args[1]->scalar_to_double(), args[2]->to_tensor());
+}
 
+Error boxed_embedding_out(KernelContext& ctx, EValue** args) {
+  return portable::embedding_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_int(), args[3]->to_bool(), args[4]->to_bool(), args[5]->to_tensor());
+}
+Error boxed_embedding_bag_out(KernelContext& ctx, EValue** args) {
+  return portable::embedding_bag_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor(), args[3]->to_bool(), args[4]->to_int(), args[5]->to_bool(), kargs::opt_tensor(args[6]), args[7]->to_bool(), args[8]->to_int(), args[9]->to_tensor(), args[10]->to_tensor(), args[11]->to_tensor(), args[12]->to_tensor());
+}
 
+Error boxed_full_out(KernelContext& ctx, EValue** args) {
+  return portable::full_out(ctx, args[0]->to_int_list(), *args[1], args[2]->to_tensor());
+}
+Error boxed_full_like_out(KernelContext& ctx, EValue** args) {
+  return portable::full_like_out(ctx, args[0]->to_tensor(), *args[1], kargs::opt_int(args[2]), args[3]->to_tensor());
+}
+Error boxed_fill_scalar_out(KernelContext& ctx, EValue** args) {
+  return portable::fill_scalar_out(ctx, args[0]->to_tensor(), *args[1], args[2]->to_tensor());
+}
+Error boxed_scalar_tensor_out(KernelContext& ctx, EValue** args) {
+  return portable::scalar_tensor_out(ctx, *args[0], args[1]->to_tensor());
+}
+Error boxed_zeros_out(KernelContext& ctx, EValue** args) {
+  return portable::zeros_out(ctx, args[0]->to_int_list(), args[1]->to_tensor());
+}
+Error boxed_ones_out(KernelContext& ctx, EValue** args) {
+  return portable::ones_out(ctx, args[0]->to_int_list(), args[1]->to_tensor());
+}
+Error boxed_empty_out(KernelContext& ctx, EValue** args) {
+  return portable::empty_out(ctx, args[0]->to_int_list(), kargs::opt_int(args[1]), args[2]->to_tensor());
+}
+Error boxed_empty_strided_out(KernelContext& ctx, EValue** args) {
+  return portable::empty_strided_out(ctx, args[0]->to_int_list(), args[1]->to_int_list(), args[2]->to_tensor());
+}
+Error boxed_arange_out(KernelContext& ctx, EValue** args) {
+  return portable::arange_out(ctx, *args[0], args[1]->to_tensor());
+}
+Error boxed_arange_start_out(KernelContext& ctx, EValue** args) {
+  return portable::arange_start_out(ctx, *args[0], *args[1], *args[2], args[3]->to_tensor());
+}
+
+Error boxed_gather_out(KernelContext& ctx, EValue** args) {
+  return portable::gather_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_tensor(), args[3]->to_bool(), args[4]->to_tensor());
+}
+Error boxed_scatter_src_out(KernelContext& ctx, EValue** args) {
+  return portable::scatter_src_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_tensor(), args[3]->to_tensor(), args[4]->to_tensor());
+}
+Error boxed_scatter_value_out(KernelContext& ctx, EValue** args) {
+  return portable::scatter_value_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_tensor(), *args[3], args[4]->to_tensor());
+}
+Error boxed_scatter_add_out(KernelContext& ctx, EValue** args) {
+  return portable::scatter_add_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_tensor(), args[3]->to_tensor(), args[4]->to_tensor());
+}
+Error boxed_scatter_reduce_two_out(KernelContext& ctx, EValue** args) {
+  return portable::scatter_reduce_two_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_tensor(), args[3]->to_tensor(), args[4]->to_string(), args[5]->to_bool(), args[6]->to_tensor());
+}
+Error boxed_index_tensor_out(KernelContext& ctx, EValue** args) {
+  return portable::index_tensor_out(ctx, args[0]->to_tensor(), args[1]->to_tensor_list(), args[2]->to_tensor());
+}
+Error boxed_index_put_out(KernelContext& ctx, EValue** args) {
+  return portable::index_put_out(ctx, args[0]->to_tensor(), args[1]->to_tensor_list(), args[2]->to_tensor(), args[3]->to_bool(), args[4]->to_tensor());
+}
+Error boxed_index_select_out(KernelContext& ctx, EValue** args) {
+  return portable::index_select_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_tensor(), args[3]->to_tensor());
+}
+Error boxed_masked_scatter_out(KernelContext& ctx, EValue** args) {
+  return portable::masked_scatter_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor(), args[3]->to_tensor());
+}
+Error boxed_nonzero_out(KernelContext& ctx, EValue** args) {
+  return portable::nonzero_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+
+Error boxed_mm_out(KernelContext& ctx, EValue** args) {
+  return portable::mm_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor());
+}
+Error boxed_bmm_out(KernelContext& ctx, EValue** args) {
+  return portable::bmm_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor());
+}
+Error boxed_addmm_out(KernelContext& ctx, EValue** args) {
+  return portable::addmm_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_tensor(), *args[3], *args[4], args[5]->to_tensor());
+}
+
+Error boxed_batch_norm_no_training_out(KernelContext& ctx, EValue** args) {
+  return portable::batch_norm_no_training_out(ctx, args[0]->to_tensor(), kargs::opt_tensor(args[1]), kargs::opt_tensor(args[2]), args[3]->to_tensor(), args[4]->to_tensor(), args[5]->scalar_to_double(), args[6]->scalar_to_double(), args[7]->to_tensor(), args[8]->to_tensor(), args[9]->to_tensor());
+}
+Error boxed_batch_norm_no_stats_out(KernelContext& ctx, EValue** args) {
+  return portable::batch_norm_no_stats_out(ctx, args[0]->to_tensor(), kargs::opt_tensor(args[1]), kargs::opt_tensor(args[2]), args[3]->to_bool(), args[4]->scalar_to_double(), args[5]->scalar_to_double(), args[6]->to_tensor(), args[7]->to_tensor(), args[8]->to_tensor());
+}
+Error boxed_layer_norm_out(KernelContext& ctx, EValue** args) {
+  return portable::layer_norm_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), kargs::opt_tensor(args[2]), kargs::opt_tensor(args[3]), args[4]->scalar_to_double(), args[5]->to_tensor(), args[6]->to_tensor(), args[7]->to_tensor());
+}
+Error boxed_group_norm_out(KernelContext& ctx, EValue** args) {
+  return portable::group_norm_out(ctx, args[0]->to_tensor(), kargs::opt_tensor(args[1]), kargs::opt_tensor(args[2]), args[3]->to_int(), args[4]->to_int(), args[5]->to_int(), args[6]->to_int(), args[7]->scalar_to_double(), args[8]->to_tensor(), args[9]->to_tensor(), args[10]->to_tensor());
+}
+
+Error boxed_constant_pad_nd_out(KernelContext& ctx, EValue** args) {
+  return portable::constant_pad_nd_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), *args[2], args[3]->to_tensor());
+}
+Error boxed_reflection_pad1d_out(KernelContext& ctx, EValue** args) {
+  return portable::reflection_pad1d_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_tensor());
+}
+Error boxed_reflection_pad2d_out(KernelContext& ctx, EValue** args) {
+  return portable::reflection_pad2d_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_tensor());
+}
+Error boxed_reflection_pad3d_out(KernelContext& ctx, EValue** args) {
+  return portable::reflection_pad3d_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_tensor());
+}
+Error boxed_replication_pad2d_out(KernelContext& ctx, EValue** args) {
+  return portable::replication_pad2d_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_tensor());
+}
+Error boxed_replication_pad3d_out(KernelContext& ctx, EValue** args) {
+  return portable::replication_pad3d_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_tensor());
+}
+
+Error boxed_avg_pool1d_out(KernelContext& ctx, EValue** args) {
+  return portable::avg_pool1d_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_int_list(), args[3]->to_int_list(), args[4]->to_bool(), args[5]->to_bool(), args[6]->to_tensor());
+}
+Error boxed_avg_pool2d_out(KernelContext& ctx, EValue** args) {
+  return portable::avg_pool2d_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_int_list(), args[3]->to_int_list(), args[4]->to_bool(), args[5]->to_bool(), kargs::opt_int(args[6]), args[7]->to_tensor());
+}
+Error boxed_avg_pool3d_out(KernelContext& ctx, EValue** args) {
+  return portable::avg_pool3d_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_int_list(), args[3]->to_int_list(), args[4]->to_bool(), args[5]->to_bool(), kargs::opt_int(args[6]), args[7]->to_tensor());
+}
+Error boxed_adaptive_avg_pool1d_out(KernelContext& ctx, EValue** args) {
+  return portable::adaptive_avg_pool1d_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_tensor());
+}
+Error boxed_adaptive_avg_pool2d_out(KernelContext& ctx, EValue** args) {
+  return portable::adaptive_avg_pool2d_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_tensor());
+}
+Error boxed_adaptive_avg_pool3d_out(KernelContext& ctx, EValue** args) {
+  return portable::adaptive_avg_pool3d_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_tensor());
+}
+Error boxed_max_pool2d_with_indices_out(KernelContext& ctx, EValue** args) {
+  return portable::max_pool2d_with_indices_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_int_list(), args[3]->to_int_list(), args[4]->to_int_list(), args[5]->to_bool(), args[6]->to_tensor(), args[7]->to_tensor());
+}
+Error boxed_max_pool3d_with_indices_out(KernelContext& ctx, EValue** args) {
+  return portable::max_pool3d_with_indices_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_int_list(), args[3]->to_int_list(), args[4]->to_int_list(), args[5]->to_bool(), args[6]->to_tensor(), args[7]->to_tensor());
+}
+
+Error boxed_rand_out(KernelContext& ctx, EValue** args) {
+  return portable::rand_out(ctx, args[0]->to_int_list(), args[1]->to_tensor());
+}
+Error boxed_randn_out(KernelContext& ctx, EValue** args) {
+  return portable::randn_out(ctx, args[0]->to_int_list(), args[1]->to_tensor());
+}
+Error boxed_randperm_out(KernelContext& ctx, EValue** args) {
+  return portable::randperm_out(ctx, args[0]->to_int(), args[1]->to_tensor());
+}
+Error boxed_native_dropout_out(KernelContext& ctx, EValue** args) {
+  return portable::native_dropout_out(ctx, args[0]->to_tensor(), args[1]->scalar_to_double(), kargs::opt_bool(args[2]), args[3]->to_tensor(), args[4]->to_tensor());
+}
+
+Error boxed_sum_out(KernelContext& ctx, EValue** args) {
+  return portable::sum_out(ctx, args[0]->to_tensor(), kargs::opt_int_list(args[1]), args[2]->to_bool(), kargs::opt_int(args[3]), args[4]->to_tensor());
+}
+Error boxed_mean_out(KernelContext& ctx, EValue** args) {
+  return portable::mean_out(ctx, args[0]->to_tensor(), kargs::opt_int_list(args[1]), args[2]->to_bool(), kargs::opt_int(args[3]), args[4]->to_tensor());
+}
+Error boxed_mean_dtype_out(KernelContext& ctx, EValue** args) {
+  return portable::mean_dtype_out(ctx, args[0]->to_tensor(), kargs::opt_int(args[1]), args[2]->to_tensor());
+}
+Error boxed_prod_out(KernelContext& ctx, EValue** args) {
+  return portable::prod_out(ctx, args[0]->to_tensor(), kargs::opt_int(args[1]), args[2]->to_tensor());
+}
+Error boxed_prod_int_out(KernelContext& ctx, EValue** args) {
+  return portable::prod_int_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_bool(), kargs::opt_int(args[3]), args[4]->to_tensor());
+}
+Error boxed_amax_out(KernelContext& ctx, EValue** args) {
+  return portable::amax_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_bool(), args[3]->to_tensor());
+}
+Error boxed_amin_out(KernelContext& ctx, EValue** args) {
+  return portable::amin_out(ctx, args[0]->to_tensor(), args[1]->to_int_list(), args[2]->to_bool(), args[3]->to_tensor());
+}
+Error boxed_any_dim_out(KernelContext& ctx, EValue** args) {
+  return portable::any_dim_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_bool(), args[3]->to_tensor());
+}
+Error boxed_any_dims_out(KernelContext& ctx, EValue** args) {
+  return portable::any_dims_out(ctx, args[0]->to_tensor(), kargs::opt_int_list(args[1]), args[2]->to_bool(), args[3]->to_tensor());
+}
+Error boxed_any_all_out(KernelContext& ctx, EValue** args) {
+  return portable::any_all_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_var_correction_out(KernelContext& ctx, EValue** args) {
+  return portable::var_correction_out(ctx, args[0]->to_tensor(), kargs::opt_int_list(args[1]), *args[2], args[3]->to_bool(), args[4]->to_tensor());
+}
+Error boxed_var_dim_out(KernelContext& ctx, EValue** args) {
+  return portable::var_dim_out(ctx, args[0]->to_tensor(), kargs::opt_int_list(args[1]), args[2]->to_bool(), args[3]->to_bool(), args[4]->to_tensor());
+}
+Error boxed_cumsum_out(KernelContext& ctx, EValue** args) {
+  return portable::cumsum_out(ctx, args[0]->to_tensor(), args[1]->to_int(), kargs::opt_int(args[2]), args[3]->to_tensor());
+}
+
+Error boxed_softmax_out(KernelContext& ctx, EValue** args) {
+  return portable::softmax_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_bool(), args[3]->to_tensor());
+}
+Error boxed_log_softmax_out(KernelContext& ctx, EValue** args) {
+  return portable::log_softmax_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_bool(), args[3]->to_tensor());
+}
+
+Error boxed_sort_out(KernelContext& ctx, EValue** args) {
+  return portable::sort_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_bool(), args[3]->to_tensor(), args[4]->to_tensor());
+}
+Error boxed_sort_stable_out(KernelContext& ctx, EValue** args) {
+  return portable::sort_stable_out(ctx, args[0]->to_tensor(), kargs::opt_bool(args[1]), args[2]->to_int(), args[3]->to_bool(), args[4]->to_tensor(), args[5]->to_tensor());
+}
+Error boxed_topk_out(KernelContext& ctx, EValue** args) {
+  return portable::topk_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_int(), args[3]->to_bool(), args[4]->to_bool(), args[5]->to_tensor(), args[6]->to_tensor());
+}
+Error boxed_argmax_out(KernelContext& ctx, EValue** args) {
+  return portable::argmax_out(ctx, args[0]->to_tensor(), kargs::opt_int(args[1]), args[2]->to_bool(), args[3]->to_tensor());
+}
+Error boxed_argmin_out(KernelContext& ctx, EValue** args) {
+  return portable::argmin_out(ctx, args[0]->to_tensor(), kargs::opt_int(args[1]), args[2]->to_bool(), args[3]->to_tensor());
+}
+Error boxed_max_dim_out(KernelContext& ctx, EValue** args) {
+  return portable::max_dim_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_bool(), args[3]->to_tensor(), args[4]->to_tensor());
+}
+Error boxed_min_dim_out(KernelContext& ctx, EValue** args) {
+  return portable::min_dim_out(ctx, args[0]->to_tensor(), args[1]->to_int(), args[2]->to_bool(), args[3]->to_tensor(), args[4]->to_tensor());
+}
+
+Error boxed_relu_out(KernelContext& ctx, EValue** args) {
+  return portable::relu_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_hardtanh_out(KernelContext& ctx, EValue** args) {
+  return portable::hardtanh_out(ctx, args[0]->to_tensor(), *args[1], *args[2], args[3]->to_tensor());
+}
+Error boxed_clamp_out(KernelContext& ctx, EValue** args) {
+  return portable::clamp_out(ctx, args[0]->to_tensor(), *args[1], *args[2], args[3]->to_tensor());
+}
+Error boxed_neg_out(KernelContext& ctx, EValue** args) {
+  return portable::neg_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_abs_out(KernelContext& ctx, EValue** args) {
+  return portable::abs_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_sign_out(KernelContext& ctx, EValue** args) {
+  return portable::sign_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_ceil_out(KernelContext& ctx, EValue** args) {
+  return portable::ceil_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_floor_out(KernelContext& ctx, EValue** args) {
+  return portable::floor_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_round_out(KernelContext& ctx, EValue** args) {
+  return portable::round_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_trunc_out(KernelContext& ctx, EValue** args) {
+  return portable::trunc_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_bitwise_not_out(KernelContext& ctx, EValue** args) {
+  return portable::bitwise_not_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_logical_not_out(KernelContext& ctx, EValue** args) {
+  return portable::logical_not_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_isinf_out(KernelContext& ctx, EValue** args) {
+  return portable::isinf_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_isnan_out(KernelContext& ctx, EValue** args) {
+  return portable::isnan_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_sigmoid_out(KernelContext& ctx, EValue** args) {
+  return portable::sigmoid_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_tanh_out(KernelContext& ctx, EValue** args) {
+  return portable::tanh_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_exp_out(KernelContext& ctx, EValue** args) {
+  return portable::exp_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_expm1_out(KernelContext& ctx, EValue** args) {
+  return portable::expm1_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_log_out(KernelContext& ctx, EValue** args) {
+  return portable::log_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_log2_out(KernelContext& ctx, EValue** args) {
+  return portable::log2_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_log10_out(KernelContext& ctx, EValue** args) {
+  return portable::log10_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_log1p_out(KernelContext& ctx, EValue** args) {
+  return portable::log1p_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_sqrt_out(KernelContext& ctx, EValue** args) {
+  return portable::sqrt_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_rsqrt_out(KernelContext& ctx, EValue** args) {
+  return portable::rsqrt_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_reciprocal_out(KernelContext& ctx, EValue** args) {
+  return portable::reciprocal_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_sin_out(KernelContext& ctx, EValue** args) {
+  return portable::sin_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_cos_out(KernelContext& ctx, EValue** args) {
+  return portable::cos_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_tan_out(KernelContext& ctx, EValue** args) {
+  return portable::tan_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_asin_out(KernelContext& ctx, EValue** args) {
+  return portable::asin_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_acos_out(KernelContext& ctx, EValue** args) {
+  return portable::acos_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_atan_out(KernelContext& ctx, EValue** args) {
+  return portable::atan_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_sinh_out(KernelContext& ctx, EValue** args) {
+  return portable::sinh_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_cosh_out(KernelContext& ctx, EValue** args) {
+  return portable::cosh_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_asinh_out(KernelContext& ctx, EValue** args) {
+  return portable::asinh_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_acosh_out(KernelContext& ctx, EValue** args) {
+  return portable::acosh_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_atanh_out(KernelContext& ctx, EValue** args) {
+  return portable::atanh_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_erf_out(KernelContext& ctx, EValue** args) {
+  return portable::erf_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_gelu_out(KernelContext& ctx, EValue** args) {
+  return portable::gelu_out(ctx, args[0]->to_tensor(), args[1]->to_string(), args[2]->to_tensor());
+}
+Error boxed_silu_out(KernelContext& ctx, EValue** args) {
+  return portable::silu_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_hardswish_out(KernelContext& ctx, EValue** args) {
+  return portable::hardswish_out(ctx, args[0]->to_tensor(), args[1]->to_tensor());
+}
+Error boxed_elu_out(KernelContext& ctx, EValue** args) {
+  return portable::elu_out(ctx, args[0]->to_tensor(), *args[1], *args[2], *args[3], args[4]->to_tensor());
+}
+Error boxed_leaky_relu_out(KernelContext& ctx, EValue** args) {
+  return portable::leaky_relu_out(ctx, args[0]->to_tensor(), *args[1], args[2]->to_tensor());
+}
+
+Error boxed_upsample_bilinear2d_vec_out(KernelContext& ctx, EValue** args) {
+  return portable::upsample_bilinear2d_vec_out(ctx, args[0]->to_tensor(), kargs::opt_int_list(args[1]), args[2]->to_bool(), kargs::opt_double_list(args[3]), args[4]->to_tensor());
+}
+Error boxed_upsample_nearest2d_vec_out(KernelContext& ctx, EValue** args) {
+  return portable::upsample_nearest2d_vec_out(ctx, args[0]->to_tensor(), kargs::opt_int_list(args[1]), kargs::opt_double_list(args[2]), args[3]->to_tensor());
+}
+Error boxed_grid_sampler_2d_out(KernelContext& ctx, EValue** args) {
+  return portable::grid_sampler_2d_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_int(), args[3]->to_int(), args[4]->to_bool(), args[5]->to_tensor());
+}
 
 }  // namespace
 
 Error register_backward_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
+  ET_REGISTER_KERNEL(r, "aten::convolution_backward.out", "TTTMLLLbLiE|TTT", boxed_convolution_backward_out);
+  ET_REGISTER_KERNEL(r, "aten::max_pool2d_with_indices_backward.grad_input", "TTLLLLbT|T", boxed_max_pool2d_with_indices_backward_out);
+  ET_REGISTER_KERNEL(r, "aten::avg_pool2d_backward.grad_input", "TTLLLbbI|T", boxed_avg_pool2d_backward_out);
+  ET_REGISTER_KERNEL(r, "aten::_adaptive_avg_pool2d_backward.out", "TT|T", boxed_adaptive_avg_pool2d_backward_out);
+  ET_REGISTER_KERNEL(r, "aten::embedding_dense_backward.out", "TTiib|T", boxed_embedding_dense_backward_out);
+  ET_REGISTER_KERNEL(r, "aten::native_layer_norm_backward.out", "TTLTTttE|TTT", boxed_native_layer_norm_backward_out);
+  ET_REGISTER_KERNEL(r, "aten::native_group_norm_backward.out", "TTTTtiiiiE|TTT", boxed_native_group_norm_backward_out);
   return Error::ok();
 }
 
@@ -85,36 +666,291 @@ Error register_binary_kernels(KernelRegistry& r) {
   ET_REGISTER_KERNEL(r, "aten::logical_and.out", "TT|T", boxed_logical_and_out);
   ET_REGISTER_KERNEL(r, "aten::logical_or.out", "TT|T", boxed_logical_or_out);
   ET_REGISTER_KERNEL(r, "aten::where.self_out", "TTT|T", boxed_where_out);
+  ET_REGISTER_KERNEL(r, "aten::logical_xor.out", "TT|T", boxed_logical_xor_out);
+  ET_REGISTER_KERNEL(r, "aten::atan2.out", "TT|T", boxed_atan2_out);
+  ET_REGISTER_KERNEL(r, "aten::bitwise_and.Tensor_out", "TT|T", boxed_bitwise_and_tensor_out);
+  ET_REGISTER_KERNEL(r, "aten::bitwise_and.Scalar_out", "Ts|T", boxed_bitwise_and_scalar_out);
+  ET_REGISTER_KERNEL(r, "aten::bitwise_or.Tensor_out", "TT|T", boxed_bitwise_or_tensor_out);
+  ET_REGISTER_KERNEL(r, "aten::bitwise_or.Scalar_out", "Ts|T", boxed_bitwise_or_scalar_out);
+  ET_REGISTER_KERNEL(r, "aten::bitwise_xor.Tensor_out", "TT|T", boxed_bitwise_xor_tensor_out);
+  ET_REGISTER_KERNEL(r, "aten::bitwise_xor.Scalar_out", "Ts|T", boxed_bitwise_xor_scalar_out);
+  ET_REGISTER_KERNEL(r, "aten::div.out_mode", "TTR|T", boxed_div_out_mode);
+  ET_REGISTER_KERNEL(r, "aten::div.Scalar_mode_out", "TsR|T", boxed_div_scalar_mode_out);
+  ET_REGISTER_KERNEL(r, "aten::fmod.Tensor_out", "TT|T", boxed_fmod_tensor_out);
+  ET_REGISTER_KERNEL(r, "aten::fmod.Scalar_out", "Ts|T", boxed_fmod_scalar_out);
+  ET_REGISTER_KERNEL(r, "aten::remainder.Tensor_out", "TT|T", boxed_remainder_tensor_out);
+  ET_REGISTER_KERNEL(r, "aten::remainder.Scalar_out", "Ts|T", boxed_remainder_scalar_out);
+  ET_REGISTER_KERNEL(r, "aten::pow.Tensor_Tensor_out", "TT|T", boxed_pow_tensor_tensor_out);
+  ET_REGISTER_KERNEL(r, "aten::pow.Tensor_Scalar_out", "Ts|T", boxed_pow_tensor_scalar_out);
+  ET_REGISTER_KERNEL(r, "aten::pow.Scalar_out", "sT|T", boxed_pow_scalar_out);
+  ET_REGISTER_KERNEL(r, "aten::clamp.Tensor_out", "Ttt|T", boxed_clamp_tensor_out);
+  return Error::ok();
+}
+
+Error register_comparison_kernels(KernelRegistry& r) {
+  (void)r;  // a selective build may register none
+  ET_REGISTER_KERNEL(r, "aten::eq.Scalar_out", "Ts|T", boxed_eq_scalar_out);
+  ET_REGISTER_KERNEL(r, "aten::eq.Tensor_out", "TT|T", boxed_eq_tensor_out);
+  ET_REGISTER_KERNEL(r, "aten::ne.Scalar_out", "Ts|T", boxed_ne_scalar_out);
+  ET_REGISTER_KERNEL(r, "aten::ne.Tensor_out", "TT|T", boxed_ne_tensor_out);
+  ET_REGISTER_KERNEL(r, "aten::lt.Scalar_out", "Ts|T", boxed_lt_scalar_out);
+  ET_REGISTER_KERNEL(r, "aten::lt.Tensor_out", "TT|T", boxed_lt_tensor_out);
+  ET_REGISTER_KERNEL(r, "aten::le.Scalar_out", "Ts|T", boxed_le_scalar_out);
+  ET_REGISTER_KERNEL(r, "aten::le.Tensor_out", "TT|T", boxed_le_tensor_out);
+  ET_REGISTER_KERNEL(r, "aten::gt.Scalar_out", "Ts|T", boxed_gt_scalar_out);
+  ET_REGISTER_KERNEL(r, "aten::gt.Tensor_out", "TT|T", boxed_gt_tensor_out);
+  ET_REGISTER_KERNEL(r, "aten::ge.Scalar_out", "Ts|T", boxed_ge_scalar_out);
+  ET_REGISTER_KERNEL(r, "aten::ge.Tensor_out", "TT|T", boxed_ge_tensor_out);
+  return Error::ok();
+}
+
+Error register_convolution_kernels(KernelRegistry& r) {
+  (void)r;  // a selective build may register none
+  ET_REGISTER_KERNEL(r, "aten::convolution.out", "TTtLLLbLi|T", boxed_convolution_out);
+  ET_REGISTER_KERNEL(r, "aten::col2im.out", "TLLLLL|T", boxed_col2im_out);
+  return Error::ok();
+}
+
+Error register_copy_kernels(KernelRegistry& r) {
+  (void)r;  // a selective build may register none
+  ET_REGISTER_KERNEL(r, "aten::view_copy.out", "TL|T", boxed_view_copy_out);
+  ET_REGISTER_KERNEL(r, "aten::alias_copy.out", "T|T", boxed_alias_copy_out);
+  ET_REGISTER_KERNEL(r, "aten::detach_copy.out", "T|T", boxed_detach_copy_out);
+  ET_REGISTER_KERNEL(r, "aten::clone.out", "TI|T", boxed_clone_out);
+  ET_REGISTER_KERNEL(r, "aten::permute_copy.out", "TL|T", boxed_permute_copy_out);
+  ET_REGISTER_KERNEL(r, "aten::t_copy.out", "T|T", boxed_t_copy_out);
+  ET_REGISTER_KERNEL(r, "aten::transpose_copy.int_out", "Tii|T", boxed_transpose_copy_int_out);
+  ET_REGISTER_KERNEL(r, "aten::expand_copy.out", "TLb|T", boxed_expand_copy_out);
+  ET_REGISTER_KERNEL(r, "aten::unsqueeze_copy.out", "Ti|T", boxed_unsqueeze_copy_out);
+  ET_REGISTER_KERNEL(r, "aten::squeeze_copy.out", "T|T", boxed_squeeze_copy_out);
+  ET_REGISTER_KERNEL(r, "aten::squeeze_copy.dim_out", "Ti|T", boxed_squeeze_copy_dim_out);
+  ET_REGISTER_KERNEL(r, "aten::squeeze_copy.dims_out", "TL|T", boxed_squeeze_copy_dims_out);
+  ET_REGISTER_KERNEL(r, "aten::as_strided_copy.out", "TLLI|T", boxed_as_strided_copy_out);
+  ET_REGISTER_KERNEL(r, "aten::diagonal_copy.out", "Tiii|T", boxed_diagonal_copy_out);
+  ET_REGISTER_KERNEL(r, "aten::unfold_copy.out", "Tiii|T", boxed_unfold_copy_out);
+  ET_REGISTER_KERNEL(r, "aten::flip.out", "TL|T", boxed_flip_out);
+  ET_REGISTER_KERNEL(r, "aten::repeat.out", "TL|T", boxed_repeat_out);
+  ET_REGISTER_KERNEL(r, "aten::slice_copy.Tensor_out", "TiIIi|T", boxed_slice_copy_tensor_out);
+  ET_REGISTER_KERNEL(r, "aten::narrow_copy.out", "Tiii|T", boxed_narrow_copy_out);
+  ET_REGISTER_KERNEL(r, "aten::select_copy.int_out", "Tii|T", boxed_select_copy_int_out);
+  ET_REGISTER_KERNEL(r, "aten::split_copy.Tensor_out", "Tii|X", boxed_split_copy_tensor_out);
+  ET_REGISTER_KERNEL(r, "aten::split_with_sizes_copy.out", "TLi|X", boxed_split_with_sizes_copy_out);
+  ET_REGISTER_KERNEL(r, "aten::unbind_copy.int_out", "Ti|X", boxed_unbind_copy_int_out);
+  ET_REGISTER_KERNEL(r, "aten::cat.out", "Xi|T", boxed_cat_out);
+  ET_REGISTER_KERNEL(r, "aten::select_scatter.out", "TTii|T", boxed_select_scatter_out);
+  ET_REGISTER_KERNEL(r, "aten::slice_scatter.out", "TTiIIi|T", boxed_slice_scatter_out);
+  ET_REGISTER_KERNEL(r, "aten::copy.out", "TTb|T", boxed_copy_out);
+  ET_REGISTER_KERNEL(r, "aten::_to_copy.out", "TbI|T", boxed_to_copy_out);
+  ET_REGISTER_KERNEL(r, "etmlir::_to_dim_order_copy.out", "TIbM|T", boxed_to_dim_order_copy_out);
   return Error::ok();
 }
 
 Error register_distance_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
+  ET_REGISTER_KERNEL(r, "aten::_cdist_forward.out", "TTfI|T", boxed_cdist_forward_out);
+  ET_REGISTER_KERNEL(r, "aten::_pdist_forward.out", "Tf|T", boxed_pdist_forward_out);
+  return Error::ok();
+}
+
+Error register_embedding_kernels(KernelRegistry& r) {
+  (void)r;  // a selective build may register none
+  ET_REGISTER_KERNEL(r, "aten::embedding.out", "TTibb|T", boxed_embedding_out);
+  ET_REGISTER_KERNEL(r, "aten::_embedding_bag.out", "TTTbibtbi|TTTT", boxed_embedding_bag_out);
+  return Error::ok();
+}
+
+Error register_factory_kernels(KernelRegistry& r) {
+  (void)r;  // a selective build may register none
+  ET_REGISTER_KERNEL(r, "aten::full.out", "Ls|T", boxed_full_out);
+  ET_REGISTER_KERNEL(r, "aten::full_like.out", "TsI|T", boxed_full_like_out);
+  ET_REGISTER_KERNEL(r, "aten::fill.Scalar_out", "Ts|T", boxed_fill_scalar_out);
+  ET_REGISTER_KERNEL(r, "aten::scalar_tensor.out", "s|T", boxed_scalar_tensor_out);
+  ET_REGISTER_KERNEL(r, "aten::zeros.out", "L|T", boxed_zeros_out);
+  ET_REGISTER_KERNEL(r, "aten::ones.out", "L|T", boxed_ones_out);
+  ET_REGISTER_KERNEL(r, "aten::empty.out", "LI|T", boxed_empty_out);
+  ET_REGISTER_KERNEL(r, "aten::empty_strided.out", "LL|T", boxed_empty_strided_out);
+  ET_REGISTER_KERNEL(r, "aten::arange.out", "s|T", boxed_arange_out);
+  ET_REGISTER_KERNEL(r, "aten::arange.start_out", "sss|T", boxed_arange_start_out);
   return Error::ok();
 }
 
 Error register_indexing_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
+  ET_REGISTER_KERNEL(r, "aten::gather.out", "TiTb|T", boxed_gather_out);
+  ET_REGISTER_KERNEL(r, "aten::scatter.src_out", "TiTT|T", boxed_scatter_src_out);
+  ET_REGISTER_KERNEL(r, "aten::scatter.value_out", "TiTs|T", boxed_scatter_value_out);
+  ET_REGISTER_KERNEL(r, "aten::scatter_add.out", "TiTT|T", boxed_scatter_add_out);
+  ET_REGISTER_KERNEL(r, "aten::scatter_reduce.two_out", "TiTTQb|T", boxed_scatter_reduce_two_out);
+  ET_REGISTER_KERNEL(r, "aten::index.Tensor_out", "TY|T", boxed_index_tensor_out);
+  ET_REGISTER_KERNEL(r, "aten::index_put.out", "TYTb|T", boxed_index_put_out);
+  ET_REGISTER_KERNEL(r, "aten::index_select.out", "TiT|T", boxed_index_select_out);
+  ET_REGISTER_KERNEL(r, "aten::masked_scatter.out", "TTT|T", boxed_masked_scatter_out);
+  ET_REGISTER_KERNEL(r, "aten::nonzero.out", "T|T", boxed_nonzero_out);
+  return Error::ok();
+}
+
+Error register_matmul_kernels(KernelRegistry& r) {
+  (void)r;  // a selective build may register none
+  ET_REGISTER_KERNEL(r, "aten::mm.out", "TT|T", boxed_mm_out);
+  ET_REGISTER_KERNEL(r, "aten::bmm.out", "TT|T", boxed_bmm_out);
+  ET_REGISTER_KERNEL(r, "aten::addmm.out", "TTTss|T", boxed_addmm_out);
+  return Error::ok();
+}
+
+Error register_normalization_kernels(KernelRegistry& r) {
+  (void)r;  // a selective build may register none
+  ET_REGISTER_KERNEL(r, "aten::_native_batch_norm_legit_no_training.out", "TttTTff|TTT", boxed_batch_norm_no_training_out);
+  ET_REGISTER_KERNEL(r, "aten::_native_batch_norm_legit.no_stats_out", "Tttbff|TTT", boxed_batch_norm_no_stats_out);
+  ET_REGISTER_KERNEL(r, "aten::native_layer_norm.out", "TLttf|TTT", boxed_layer_norm_out);
+  ET_REGISTER_KERNEL(r, "aten::native_group_norm.out", "Tttiiiif|TTT", boxed_group_norm_out);
   return Error::ok();
 }
 
 Error register_padding_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
+  ET_REGISTER_KERNEL(r, "aten::constant_pad_nd.out", "TLs|T", boxed_constant_pad_nd_out);
+  ET_REGISTER_KERNEL(r, "aten::reflection_pad1d.out", "TL|T", boxed_reflection_pad1d_out);
+  ET_REGISTER_KERNEL(r, "aten::reflection_pad2d.out", "TL|T", boxed_reflection_pad2d_out);
+  ET_REGISTER_KERNEL(r, "aten::reflection_pad3d.out", "TL|T", boxed_reflection_pad3d_out);
+  ET_REGISTER_KERNEL(r, "aten::replication_pad2d.out", "TL|T", boxed_replication_pad2d_out);
+  ET_REGISTER_KERNEL(r, "aten::replication_pad3d.out", "TL|T", boxed_replication_pad3d_out);
   return Error::ok();
 }
 
 Error register_pooling_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
+  ET_REGISTER_KERNEL(r, "aten::avg_pool1d.out", "TLLLbb|T", boxed_avg_pool1d_out);
+  ET_REGISTER_KERNEL(r, "aten::avg_pool2d.out", "TLLLbbI|T", boxed_avg_pool2d_out);
+  ET_REGISTER_KERNEL(r, "aten::avg_pool3d.out", "TLLLbbI|T", boxed_avg_pool3d_out);
+  ET_REGISTER_KERNEL(r, "aten::adaptive_avg_pool1d.out", "TL|T", boxed_adaptive_avg_pool1d_out);
+  ET_REGISTER_KERNEL(r, "aten::_adaptive_avg_pool2d.out", "TL|T", boxed_adaptive_avg_pool2d_out);
+  ET_REGISTER_KERNEL(r, "aten::_adaptive_avg_pool3d.out", "TL|T", boxed_adaptive_avg_pool3d_out);
+  ET_REGISTER_KERNEL(r, "aten::max_pool2d_with_indices.out", "TLLLLb|TT", boxed_max_pool2d_with_indices_out);
+  ET_REGISTER_KERNEL(r, "aten::max_pool3d_with_indices.out", "TLLLLb|TT", boxed_max_pool3d_with_indices_out);
   return Error::ok();
 }
 
 Error register_random_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
+  ET_REGISTER_KERNEL(r, "aten::rand.out", "L|T", boxed_rand_out);
+  ET_REGISTER_KERNEL(r, "aten::randn.out", "L|T", boxed_randn_out);
+  ET_REGISTER_KERNEL(r, "aten::randperm.out", "i|T", boxed_randperm_out);
+  ET_REGISTER_KERNEL(r, "aten::native_dropout.out", "TfB|TT", boxed_native_dropout_out);
+  return Error::ok();
+}
+
+Error register_reduction_kernels(KernelRegistry& r) {
+  (void)r;  // a selective build may register none
+  ET_REGISTER_KERNEL(r, "aten::sum.IntList_out", "TMbI|T", boxed_sum_out);
+  ET_REGISTER_KERNEL(r, "aten::mean.out", "TMbI|T", boxed_mean_out);
+  ET_REGISTER_KERNEL(r, "aten::mean.dtype_out", "TI|T", boxed_mean_dtype_out);
+  ET_REGISTER_KERNEL(r, "aten::prod.out", "TI|T", boxed_prod_out);
+  ET_REGISTER_KERNEL(r, "aten::prod.int_out", "TibI|T", boxed_prod_int_out);
+  ET_REGISTER_KERNEL(r, "aten::amax.out", "TLb|T", boxed_amax_out);
+  ET_REGISTER_KERNEL(r, "aten::amin.out", "TLb|T", boxed_amin_out);
+  ET_REGISTER_KERNEL(r, "aten::any.out", "Tib|T", boxed_any_dim_out);
+  ET_REGISTER_KERNEL(r, "aten::any.dims_out", "TMb|T", boxed_any_dims_out);
+  ET_REGISTER_KERNEL(r, "aten::any.all_out", "T|T", boxed_any_all_out);
+  ET_REGISTER_KERNEL(r, "aten::var.correction_out", "TMSb|T", boxed_var_correction_out);
+  ET_REGISTER_KERNEL(r, "aten::var.out", "TMbb|T", boxed_var_dim_out);
+  ET_REGISTER_KERNEL(r, "aten::cumsum.out", "TiI|T", boxed_cumsum_out);
+  return Error::ok();
+}
+
+Error register_softmax_kernels(KernelRegistry& r) {
+  (void)r;  // a selective build may register none
+  ET_REGISTER_KERNEL(r, "aten::_softmax.out", "Tib|T", boxed_softmax_out);
+  ET_REGISTER_KERNEL(r, "aten::_log_softmax.out", "Tib|T", boxed_log_softmax_out);
   return Error::ok();
 }
 
 Error register_sorting_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
+  ET_REGISTER_KERNEL(r, "aten::sort.values", "Tib|TT", boxed_sort_out);
+  ET_REGISTER_KERNEL(r, "aten::sort.values_stable", "TBib|TT", boxed_sort_stable_out);
+  ET_REGISTER_KERNEL(r, "aten::topk.values", "Tiibb|TT", boxed_topk_out);
+  ET_REGISTER_KERNEL(r, "aten::argmax.out", "TIb|T", boxed_argmax_out);
+  ET_REGISTER_KERNEL(r, "aten::argmin.out", "TIb|T", boxed_argmin_out);
+  ET_REGISTER_KERNEL(r, "aten::max.dim_max", "Tib|TT", boxed_max_dim_out);
+  ET_REGISTER_KERNEL(r, "aten::min.dim_min", "Tib|TT", boxed_min_dim_out);
+  return Error::ok();
+}
+
+Error register_unary_kernels(KernelRegistry& r) {
+  (void)r;  // a selective build may register none
+  ET_REGISTER_KERNEL(r, "aten::relu.out", "T|T", boxed_relu_out);
+  ET_REGISTER_KERNEL(r, "aten::hardtanh.out", "Tss|T", boxed_hardtanh_out);
+  ET_REGISTER_KERNEL(r, "aten::clamp.out", "TSS|T", boxed_clamp_out);
+  ET_REGISTER_KERNEL(r, "aten::neg.out", "T|T", boxed_neg_out);
+  ET_REGISTER_KERNEL(r, "aten::abs.out", "T|T", boxed_abs_out);
+  ET_REGISTER_KERNEL(r, "aten::sign.out", "T|T", boxed_sign_out);
+  ET_REGISTER_KERNEL(r, "aten::ceil.out", "T|T", boxed_ceil_out);
+  ET_REGISTER_KERNEL(r, "aten::floor.out", "T|T", boxed_floor_out);
+  ET_REGISTER_KERNEL(r, "aten::round.out", "T|T", boxed_round_out);
+  ET_REGISTER_KERNEL(r, "aten::trunc.out", "T|T", boxed_trunc_out);
+  ET_REGISTER_KERNEL(r, "aten::bitwise_not.out", "T|T", boxed_bitwise_not_out);
+  ET_REGISTER_KERNEL(r, "aten::logical_not.out", "T|T", boxed_logical_not_out);
+  ET_REGISTER_KERNEL(r, "aten::isinf.out", "T|T", boxed_isinf_out);
+  ET_REGISTER_KERNEL(r, "aten::isnan.out", "T|T", boxed_isnan_out);
+  ET_REGISTER_KERNEL(r, "aten::sigmoid.out", "T|T", boxed_sigmoid_out);
+  ET_REGISTER_KERNEL(r, "aten::tanh.out", "T|T", boxed_tanh_out);
+  ET_REGISTER_KERNEL(r, "aten::exp.out", "T|T", boxed_exp_out);
+  ET_REGISTER_KERNEL(r, "aten::expm1.out", "T|T", boxed_expm1_out);
+  ET_REGISTER_KERNEL(r, "aten::log.out", "T|T", boxed_log_out);
+  ET_REGISTER_KERNEL(r, "aten::log2.out", "T|T", boxed_log2_out);
+  ET_REGISTER_KERNEL(r, "aten::log10.out", "T|T", boxed_log10_out);
+  ET_REGISTER_KERNEL(r, "aten::log1p.out", "T|T", boxed_log1p_out);
+  ET_REGISTER_KERNEL(r, "aten::sqrt.out", "T|T", boxed_sqrt_out);
+  ET_REGISTER_KERNEL(r, "aten::rsqrt.out", "T|T", boxed_rsqrt_out);
+  ET_REGISTER_KERNEL(r, "aten::reciprocal.out", "T|T", boxed_reciprocal_out);
+  ET_REGISTER_KERNEL(r, "aten::sin.out", "T|T", boxed_sin_out);
+  ET_REGISTER_KERNEL(r, "aten::cos.out", "T|T", boxed_cos_out);
+  ET_REGISTER_KERNEL(r, "aten::tan.out", "T|T", boxed_tan_out);
+  ET_REGISTER_KERNEL(r, "aten::asin.out", "T|T", boxed_asin_out);
+  ET_REGISTER_KERNEL(r, "aten::acos.out", "T|T", boxed_acos_out);
+  ET_REGISTER_KERNEL(r, "aten::atan.out", "T|T", boxed_atan_out);
+  ET_REGISTER_KERNEL(r, "aten::sinh.out", "T|T", boxed_sinh_out);
+  ET_REGISTER_KERNEL(r, "aten::cosh.out", "T|T", boxed_cosh_out);
+  ET_REGISTER_KERNEL(r, "aten::asinh.out", "T|T", boxed_asinh_out);
+  ET_REGISTER_KERNEL(r, "aten::acosh.out", "T|T", boxed_acosh_out);
+  ET_REGISTER_KERNEL(r, "aten::atanh.out", "T|T", boxed_atanh_out);
+  ET_REGISTER_KERNEL(r, "aten::erf.out", "T|T", boxed_erf_out);
+  ET_REGISTER_KERNEL(r, "aten::gelu.out", "TQ|T", boxed_gelu_out);
+  ET_REGISTER_KERNEL(r, "aten::silu.out", "T|T", boxed_silu_out);
+  ET_REGISTER_KERNEL(r, "aten::hardswish.out", "T|T", boxed_hardswish_out);
+  ET_REGISTER_KERNEL(r, "aten::elu.out", "Tsss|T", boxed_elu_out);
+  ET_REGISTER_KERNEL(r, "aten::leaky_relu.out", "Ts|T", boxed_leaky_relu_out);
+  return Error::ok();
+}
+
+Error register_upsample_kernels(KernelRegistry& r) {
+  (void)r;  // a selective build may register none
+  ET_REGISTER_KERNEL(r, "aten::upsample_bilinear2d.vec_out", "TMbG|T", boxed_upsample_bilinear2d_vec_out);
+  ET_REGISTER_KERNEL(r, "aten::upsample_nearest2d.vec_out", "TMG|T", boxed_upsample_nearest2d_vec_out);
+  ET_REGISTER_KERNEL(r, "aten::grid_sampler_2d.out", "TTiib|T", boxed_grid_sampler_2d_out);
+  return Error::ok();
+}
+
+Error register_portable_kernels(KernelRegistry& registry) {
+  ET_CHECK_OK(register_backward_kernels(registry));
+  ET_CHECK_OK(register_binary_kernels(registry));
+  ET_CHECK_OK(register_comparison_kernels(registry));
+  ET_CHECK_OK(register_convolution_kernels(registry));
+  ET_CHECK_OK(register_copy_kernels(registry));
+  ET_CHECK_OK(register_distance_kernels(registry));
+  ET_CHECK_OK(register_embedding_kernels(registry));
+  ET_CHECK_OK(register_factory_kernels(registry));
+  ET_CHECK_OK(register_indexing_kernels(registry));
+  ET_CHECK_OK(register_matmul_kernels(registry));
+  ET_CHECK_OK(register_normalization_kernels(registry));
+  ET_CHECK_OK(register_padding_kernels(registry));
+  ET_CHECK_OK(register_pooling_kernels(registry));
+  ET_CHECK_OK(register_random_kernels(registry));
+  ET_CHECK_OK(register_reduction_kernels(registry));
+  ET_CHECK_OK(register_softmax_kernels(registry));
+  ET_CHECK_OK(register_sorting_kernels(registry));
+  ET_CHECK_OK(register_unary_kernels(registry));
+  ET_CHECK_OK(register_upsample_kernels(registry));
   return Error::ok();
 }
 
