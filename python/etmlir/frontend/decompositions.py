@@ -44,7 +44,20 @@ _SUBSTITUTES = {
     # but the portable sort kernel is stable (equal keys keep their order), so both spellings run it.
     "aten.sort.stable":
         lambda x, stable=None, dim=-1, descending=False: torch.ops.aten.sort.default(x, dim, descending),
+    # Full reductions (`x.max()`): amax/amin over every dim, NaN propagating alike.
+    "aten.max.default": lambda x: torch.ops.aten.amax.default(x, []),
+    "aten.min.default": lambda x: torch.ops.aten.amin.default(x, []),
+    "aten.round.decimals": lambda x, decimals=0: _round_decimals(x, decimals),
 }
+
+
+def _round_decimals(x: torch.Tensor, decimals: int) -> torch.Tensor:
+    """`torch.round(x, decimals=d)` the way PyTorch's kernel computes it, in x's dtype."""
+    if decimals >= 0:
+        scale = 10.0 ** decimals
+        return torch.ops.aten.div.Scalar(torch.ops.aten.round.default(torch.ops.aten.mul.Scalar(x, scale)), scale)
+    scale = 10.0 ** -decimals
+    return torch.ops.aten.mul.Scalar(torch.ops.aten.round.default(torch.ops.aten.div.Scalar(x, scale)), scale)
 
 
 class DecompositionError(Exception):

@@ -920,11 +920,18 @@ Error to_dim_order_copy_out(KernelContext& ctx, const Tensor& self, std::optiona
                     dtype_name(out.dtype()));
   }
   if (dim_order) {
+    // Any permutation of the dims is a valid layout request (channels_last is [0, 2, 3, 1]). Every
+    // tensor of this runtime is laid out in its identity dim order, and a layout changes no value, so
+    // the copy is the same; only a list that is not a permutation is an error.
     Span<const int64_t> order = *dim_order;
-    bool identity = order.size() == static_cast<size_t>(self.dim());
-    for (size_t i = 0; i < order.size() && identity; ++i) identity = order[i] == static_cast<int64_t>(i);
-    if (!identity) {
-      return ctx.fail(ErrorCode::NotSupported, "dim_order must be None or the identity (contiguous) for rank %d",
+    bool seen[kMaxDims] = {};
+    bool valid = order.size() == static_cast<size_t>(self.dim());
+    for (size_t i = 0; i < order.size() && valid; ++i) {
+      valid = order[i] >= 0 && order[i] < self.dim() && !seen[order[i]];
+      if (valid) seen[order[i]] = true;
+    }
+    if (!valid) {
+      return ctx.fail(ErrorCode::InvalidArgument, "dim_order must be None or a permutation of the %d dims of self",
                       self.dim());
     }
   }
