@@ -32,7 +32,8 @@ func.func @linear_dynamic_batch(%x: !torch.vtensor<[1,?,64],f32>, %w: !torch.vte
 
 // -----
 
-// A Tensor[] result: split.Tensor becomes split_with_sizes, and the unpack reads its elements.
+// A Tensor[] result: split.Tensor becomes split_with_sizes, and the unpack reads its elements (PyTorch
+// decomposes it, so it does not stay as edge.split_copy_tensor although the edge dialect declares that).
 // CHECK-LABEL: func.func @split
 // CHECK: torch.aten.split_with_sizes
 // CHECK-NOT: torch.aten.split.Tensor
@@ -54,4 +55,23 @@ func.func @split(%x: !torch.vtensor<[4,6],f32>) -> (!torch.vtensor<[4,3],f32>, !
 func.func @already_core(%x: !torch.vtensor<[3],f32>) -> !torch.vtensor<[3],f32> {
   %0 = torch.aten.relu %x : !torch.vtensor<[3],f32> -> !torch.vtensor<[3],f32>
   return %0 : !torch.vtensor<[3],f32>
+}
+
+// -----
+
+// Overloads the edge dialect declares are Core ATen here: a *_copy op called directly (view_copy),
+// and a non-core view whose copy variant it declares (unfold -> edge.unfold_copy).
+// CHECK-LABEL: func.func @edge_declared
+// CHECK: %[[V:.*]] = torch.aten.view_copy %arg0
+// CHECK-NEXT: %[[U:.*]] = torch.aten.unfold %[[V]]
+// CHECK-NEXT: return %[[U]]
+func.func @edge_declared(%x: !torch.vtensor<[2,6],f32>) -> !torch.vtensor<[4,3],f32> {
+  %int0 = torch.constant.int 0
+  %int1 = torch.constant.int 1
+  %int3 = torch.constant.int 3
+  %int12 = torch.constant.int 12
+  %size = torch.prim.ListConstruct %int12 : (!torch.int) -> !torch.list<int>
+  %0 = torch.aten.view_copy %x, %size : !torch.vtensor<[2,6],f32>, !torch.list<int> -> !torch.vtensor<[12],f32>
+  %1 = torch.aten.unfold %0, %int0, %int3, %int3 : !torch.vtensor<[12],f32>, !torch.int, !torch.int, !torch.int -> !torch.vtensor<[4,3],f32>
+  return %1 : !torch.vtensor<[4,3],f32>
 }

@@ -47,6 +47,51 @@ func.func @views() -> !torch.vtensor<[6],f32> {
 
 // -----
 
+// Integer literals get the edge's signless types. A signed dense_resource keeps its attribute (same
+// blob, nothing copied) under a signless result type; a small dense literal is rebuilt signless.
+// CHECK-LABEL: func.func @integer_literals
+// CHECK: %[[I:.*]] = "edge.constant"() {etmlir.param = "lifted_tensor_0", value = dense_resource<lifted_tensor_0> : tensor<2xsi64>} : () -> tensor<2xi64>
+// CHECK: %[[S:.*]] = "edge.constant"() {value = dense<3> : tensor<1xi16>} : () -> tensor<1xi16>
+// CHECK: %[[M:.*]] = "edge.constant"() {value = dense_resource<mask> : tensor<2xi1>} : () -> tensor<2xi1>
+// CHECK: "edge.index_tensor"(%arg0, %[[I]]) {indices_present = array<i1: true>} : (tensor<4x3xf32>, tensor<2xi64>) -> tensor<2x3xf32>
+// CHECK: "edge.mul_tensor"(%{{.*}}, %[[S]]) : (tensor<2x3xf32>, tensor<1xi16>) -> tensor<2x3xf32>
+// CHECK: lifted_tensor_0: "0x0800000000000000000000000200000000000000"
+func.func @integer_literals(%x: !torch.vtensor<[4,3],f32>) -> (!torch.vtensor<[2,3],f32>, !torch.vtensor<[2],i1>) {
+  %idx = torch.vtensor.literal(dense_resource<lifted_tensor_0> : tensor<2xsi64>) {etmlir.param = "lifted_tensor_0"} : !torch.vtensor<[2],si64>
+  %three = torch.vtensor.literal(dense<3> : tensor<1xsi16>) : !torch.vtensor<[1],si16>
+  %mask = torch.vtensor.literal(dense_resource<mask> : tensor<2xi1>) : !torch.vtensor<[2],i1>
+  %list = torch.prim.ListConstruct %idx : (!torch.vtensor<[2],si64>) -> !torch.list<optional<vtensor>>
+  %0 = torch.aten.index.Tensor %x, %list : !torch.vtensor<[4,3],f32>, !torch.list<optional<vtensor>> -> !torch.vtensor<[2,3],f32>
+  %1 = torch.aten.mul.Tensor %0, %three : !torch.vtensor<[2,3],f32>, !torch.vtensor<[1],si16> -> !torch.vtensor<[2,3],f32>
+  return %1, %mask : !torch.vtensor<[2,3],f32>, !torch.vtensor<[2],i1>
+}
+{-#
+  dialect_resources: {
+    builtin: {
+      lifted_tensor_0: "0x0800000000000000000000000200000000000000",
+      mask: "0x010000000100"
+    }
+  }
+#-}
+
+// -----
+
+// A *_copy op called directly is its edge op; a non-core view becomes its declared copy variant.
+// CHECK-LABEL: func.func @copy_variants
+// CHECK: %[[V:.*]] = "edge.view_copy"(%arg0) {size = array<i64: 12>} : (tensor<2x6xf32>) -> tensor<12xf32>
+// CHECK: "edge.unfold_copy"(%[[V]]) {dimension = 0 : i64, size = 3 : i64, step = 3 : i64} : (tensor<12xf32>) -> tensor<4x3xf32>
+func.func @copy_variants(%x: !torch.vtensor<[2,6],f32>) -> !torch.vtensor<[4,3],f32> {
+  %int0 = torch.constant.int 0
+  %int3 = torch.constant.int 3
+  %int12 = torch.constant.int 12
+  %size = torch.prim.ListConstruct %int12 : (!torch.int) -> !torch.list<int>
+  %0 = torch.aten.view_copy %x, %size : !torch.vtensor<[2,6],f32>, !torch.list<int> -> !torch.vtensor<[12],f32>
+  %1 = torch.aten.unfold %0, %int0, %int3, %int3 : !torch.vtensor<[12],f32>, !torch.int, !torch.int, !torch.int -> !torch.vtensor<[4,3],f32>
+  return %1 : !torch.vtensor<[4,3],f32>
+}
+
+// -----
+
 // Multiple results stay multiple results; a Tensor[] result becomes variadic results. IRDL
 // gives a variadic group one type, so results of different shapes are cast to their own types.
 // CHECK-LABEL: func.func @multi

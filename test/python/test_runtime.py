@@ -102,6 +102,27 @@ def test_a_failing_kernel_reports_the_source_line_of_its_op(zoo):
         method(np.array([1, 9], np.int64))
 
 
+class _PickRows(torch.nn.Module):
+    """Indexes with a constant tensor: torch.export lifts it to a `dense_resource` literal of `dtype`."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.dtype = dtype
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[torch.tensor([0, 2, 2], dtype=self.dtype)] * torch.tensor([1, 2, 3], dtype=torch.int16)[:, None]
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_constant_integer_index_tensor_runs_and_matches_eager(dtype):
+    """Signed-integer tensor literals (si64/si32/si16) become edge constants over the same blob; exact match."""
+    model, x = _PickRows(dtype), torch.randn(4, 3)
+    edge = etmlir.to_edge(etmlir.export(model, (x,)))
+    assert "dense_resource<lifted_tensor_0>" in edge.mlir(large_elements_limit=None)
+    (actual,) = rt.load(edge.to_executorch().buffer).method()(x.numpy())
+    np.testing.assert_array_equal(actual, _eager(model, (x,)))
+
+
 def test_corrupt_bytes_give_an_error_not_a_crash(pte_zoo):
     data = bytearray(pte_zoo["seed_cnn"].buffer)
     with pytest.raises(rt.Error, match="truncated"):

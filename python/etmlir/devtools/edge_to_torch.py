@@ -136,8 +136,8 @@ def _torch_literal(attr: ir.Attribute, target: ir.Type) -> ir.Attribute:
     """The literal's attribute with torch's signed integer element types."""
     text = str(target)
     element = text[text.rindex(",") + 1:-1]
-    if element not in ("si64", "si32", "si16", "si8"):
-        return attr
+    if element not in ("si64", "si32", "si16", "si8") or str(ir.ShapedType(attr.type).element_type) == element:
+        return attr  # a signed dense_resource keeps its attribute at the edge level (et-to-edge)
     tensor = ir.RankedTensorType(attr.type)
     builtin = ir.RankedTensorType.get(tensor.shape, ir.Type.parse(element))
     return ir.DenseElementsAttr.get(np.array(ir.DenseElementsAttr(attr)), type=builtin.element_type,

@@ -124,14 +124,31 @@ def edge_ops() -> dict[str, EdgeOp]:
 
 @functools.cache
 def edge_ops_by_aten() -> dict[str, EdgeOp]:
-    """Edge ops by the overload they stand for (`aten.add.Tensor`, and `aten.view.default` for view_copy)."""
+    """Edge ops by the overload they stand for: `aten.add.Tensor`, and for a `*_copy` op both its
+    own overload and the view it copies (`aten.view.default` and `aten.view_copy.default` ->
+    view_copy; `aten.unfold.default` -> unfold_copy, whose view is not core)."""
     table = {}
     for op in edge_ops().values():
         table[op.overload_name] = op
         if op.stands_for:
             stands = op.stands_for.replace("::", ".")
             table[stands if stands.count(".") == 2 else stands + ".default"] = op
+    for op in edge_ops().values():
+        namespace, packet, overload = op.overload_name.split(".")
+        view = f"{namespace}.{packet.removesuffix('_copy')}.{overload}"
+        if namespace == "aten" and packet.endswith("_copy") and view not in table and _is_view(view):
+            table[view] = op
     return table
+
+
+def _is_view(overload_name: str) -> bool:
+    """`aten.unfold.default` returns an alias of its input (`-> Tensor(a)`)."""
+    import torch
+
+    _, packet, overload = overload_name.split(".")
+    packet_ops = getattr(torch.ops.aten, packet, None)
+    op = getattr(packet_ops, overload, None) if packet_ops is not None else None
+    return op is not None and any(r.alias_info is not None for r in op._schema.returns)
 
 
 def edge_op_of(op: ir.Operation | ir.OpView) -> EdgeOp | None:

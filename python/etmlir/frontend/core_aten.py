@@ -4,6 +4,12 @@ An op is Core ATen when it is
   * a PyTorch operator tagged `torch.Tag.core` (read from the installed
     PyTorch, so the set always matches the pinned version: 193 overloads in
     torch 2.13.0), or one a backend asked to keep (`keep=`);
+  * an ATen overload the edge dialect declares (`aten.view_copy.default`,
+    the `*_copy` variants of non-core views such as `aten.unfold_copy.default`)
+    or a view whose `*_copy` variant it declares (`aten.unfold.default`,
+    `aten.unbind.int`, `aten.narrow.default`) that PyTorch has no
+    decomposition for: et-to-edge converts these as they are (a view to its
+    copy variant);
   * one of the size queries PyTorch's own core decomposition leaves in an
     exported graph; torch-mlir imports `aten.sym_size.int` as
     `torch.aten.size.int`, so the alias table maps it back;
@@ -25,6 +31,7 @@ import operator
 import torch
 from torch_mlir import ir
 
+from etmlir.dialects.edge import edge_ops_by_aten
 from etmlir.frontend.aten_ops import canonical_op_name, is_tensor_type, op_overload_name
 
 STRUCTURAL_OPS = frozenset({
@@ -72,6 +79,21 @@ def core_aten_overloads() -> frozenset[str]:
     return frozenset(names)
 
 
+@functools.cache
+def edge_declared_overloads() -> frozenset[str]:
+    """ATen overloads with an edge op beyond the core ones: the edge dialect's `aten` names and
+    the views whose `*_copy` variant it declares (`aten.unfold.default` -> `edge.unfold_copy`).
+
+    Those PyTorch's core decomposition table decomposes (`split.Tensor` -> `split_with_sizes`)
+    keep decomposing, so programs keep the core spelling delegates and the reference path know.
+    """
+    decomposed = set()
+    for op in torch.export.default_decompositions():
+        name = str(op)
+        decomposed.add(name if "." in name.split("aten.", 1)[-1] else f"{name}.default")
+    return frozenset(name for name in edge_ops_by_aten() if name.startswith("aten.") and name not in decomposed)
+
+
 def normalize_keep(keep: list[str] | tuple[str, ...]) -> frozenset[str]:
     return frozenset(canonical_op_name(k) for k in keep)
 
@@ -95,6 +117,6 @@ def is_core_aten(op: ir.Operation, keep: frozenset[str] = frozenset()) -> bool:
     if overload in keep or is_custom_op(overload):
         return True
     overload = SIZE_QUERY_ALIASES.get(overload, overload)
-    if overload in core_aten_overloads():
+    if overload in core_aten_overloads() or overload in edge_declared_overloads():
         return True
     return op.name.startswith("torch.aten.") and is_scalar_only(op)

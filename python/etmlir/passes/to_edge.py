@@ -571,12 +571,12 @@ def _convert_ops(module: ir.Operation, converter: _EdgeTypeConverter) -> None:
 
     def convert_literal(op: Any, adaptor: Any, tconv: Any, rewriter: Any) -> None:
         op = op.operation
-        value = _retyped_elements(op.attributes["value"], edge_tensor_type(op.results[0].type))
-        attributes = {"value": value}
+        result_type = edge_tensor_type(op.results[0].type)
+        attributes = {"value": _retyped_elements(op.attributes["value"], result_type)}
         if "etmlir.param" in op.attributes:
             attributes["etmlir.param"] = op.attributes["etmlir.param"]
         with rewriter.ip, op.location:
-            new = ir.Operation.create("edge.constant", results=[value.type], attributes=attributes)
+            new = ir.Operation.create("edge.constant", results=[result_type], attributes=attributes)
         rewriter.replace_op(op, new)
 
     def convert_static_cast(op: Any, adaptor: Any, tconv: Any, rewriter: Any) -> None:
@@ -628,22 +628,30 @@ def _scalar_constant(value: Any) -> ir.Value:
 
 
 def _retyped_elements(attr: ir.Attribute, target: ir.RankedTensorType) -> ir.Attribute:
-    """A literal's attribute with the edge element type (`si64` -> `i64`); the payload is not copied.
+    """A literal's value for an `edge.constant` of type `target`; a `dense_resource` payload is not copied.
 
-    Float payloads already match. Signed-integer dense constants are small
-    (indices, shapes) and are rebuilt from their raw bytes; a signed-integer
-    `dense_resource` keeps its blob under the edge type.
+    Float, `ui8` and `i1` literals already have their edge type. Signed
+    integers (`si64` -> `i64`) differ only in signedness, which changes no
+    byte: a `dense_resource` keeps its attribute (the bindings can neither
+    retype a blob nor reach its bytes, and re-parsing the attribute would
+    make a new, empty blob), so the `edge.constant` result carries the edge
+    type and readers take the element type from it. Dense constants
+    (scalars and splats) are rebuilt under the edge type.
     """
     if attr.type == target:
+        return attr
+    source = ir.RankedTensorType(attr.type)
+    element = source.element_type
+    if (list(source.shape) != list(target.shape) or not isinstance(element, ir.IntegerType)
+            or ir.IntegerType(element).width != ir.IntegerType(target.element_type).width):
+        raise ConversionError(f"literal {str(attr)[:60]} has an unsupported element type (edge type {target})")
+    if str(attr).startswith("dense_resource<"):  # the bindings do not downcast this attribute
         return attr
     if isinstance(attr, ir.DenseElementsAttr):
         import numpy as np
         array = np.array(attr)
         return ir.DenseElementsAttr.get(np.ascontiguousarray(array), type=target.element_type,
                                         shape=list(target.shape))
-    if isinstance(attr, ir.DenseResourceElementsAttr):
-        text = str(attr)
-        return ir.Attribute.parse(text[: text.rindex(":")] + f": {target}")
     raise ConversionError(f"literal {str(attr)[:60]} has an unsupported element type")
 
 
