@@ -406,10 +406,13 @@ def render(results: dict[str, Any]) -> str:
     capped = sum(int(s["reason"]) for s in results["samples"] if s["status"] == "capped")
     total = collections.Counter(s["status"] for s in results["samples"])
     with_kernel = sum(1 for r in rows.values() if r["entry"] and r["entry"].get("fn"))
+    prim = sum(1 for r in rows.values() if r["kernel"] and r["kernel"].startswith("etmlir_prim::"))
     reached = total["passed"] + total["failed"]
     rate = 100.0 * total["passed"] / reached if reached else 0.0
     lines += [
-        f"**{with_kernel} of {len(rows)} edge ops have a portable kernel.** OpInfo samples: "
+        f"**{with_kernel} of {len(rows)} edge ops have a portable kernel, {prim} more run on the runtime's own "
+        f"`etmlir_prim::` kernels, {len(rows) - with_kernel - prim} have none (the reason is in their row).** "
+        "OpInfo samples: "
         f"{total['passed']} of {reached} that reached the runtime passed ({rate:.2f}%); "
         f"{total['compiler']} not taken by our compiler, {total['export']} not by torch.export or eager, "
         f"{total['dtype']} refused at compile time for a dtype the kernel table leaves out; "
