@@ -7,7 +7,8 @@
 #   make bench-portable each portable kernel family on a representative shape vs torch eager, 1 thread
 #   make op-coverage    sweep PyTorch's OpInfo samples through the runtime and rewrite docs/op_coverage.md
 #   make generate   regenerate the kernel registration (runtime/kernels/portable/*.yaml), dialects/edge/* from
-#                   PyTorch's schemas and the kernel table, and python/etmlir/schema from program.fbs
+#                   PyTorch's schemas and the kernel table, python/etmlir/schema from program.fbs and
+#                   python/etmlir/payload_schema from payload.fbs
 # The virtual environment lives in .venv (override with VENV=...).
 
 VENV ?= .venv
@@ -23,10 +24,12 @@ export OMP_NUM_THREADS ?= 1
 setup: $(STAMP)
 
 # Any native source change reruns the (incremental) editable install, which rebuilds the extension and tools.
+# Backends: every runtime/backends/<id>/ folder (its CMakeLists.txt, sources, headers, payload C sources).
 NATIVE_SOURCES := $(wildcard tools/*.cpp tools/*.h cmake/*.cmake lib/*.cpp lib/*.h include/etmlir/runtime/*.h \
-	runtime/kernels/portable/*.cpp runtime/kernels/portable/*.h runtime/kernels/portable/generated/* runtime/backends/CMakeLists.txt \
-	runtime/backends/nested/*.cpp runtime/backends/nested/*.h runtime/backends/cpu/*.cpp runtime/backends/cpu/*.h \
-	runtime/python/*.cpp runtime/schema/program.fbs)
+	runtime/kernels/portable/*.cpp runtime/kernels/portable/*.h runtime/kernels/portable/generated/* \
+	runtime/backends/CMakeLists.txt runtime/backends/*/CMakeLists.txt runtime/backends/*/*.cpp \
+	runtime/backends/*/*.h runtime/backends/*/*/*.c runtime/backends/*/*/*.h \
+	runtime/python/*.cpp runtime/schema/*.fbs)
 $(STAMP): pyproject.toml CMakeLists.txt scripts/setup.sh $(NATIVE_SOURCES)
 	bash scripts/setup.sh $(VENV)
 	touch $(STAMP)
@@ -39,7 +42,7 @@ test: setup
 
 # Generated files must match what their generators make: the kernel registration
 # (from the kernel table), the edge dialect (from the pinned PyTorch and the kernel
-# table) and the schema's Python code (from flatc 2.0.8). docs/op_coverage.md is
+# table) and the schemas' Python code (from flatc 2.0.8). docs/op_coverage.md is
 # checked by test/python/test_opinfo.py, which runs the sweep it is made from.
 check-generated:
 	$(PY) scripts/gen_kernels.py --check

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/cpu_ukernels.py [--march x86-64-v3] [--filter pointwise]
 
-Builds python/etmlir/backends/cpu/payload_c/*.c for the host (or --march), calls each microkernel
+Builds runtime/backends/cpu/payload_c/*.c for the host (or --march), calls each microkernel
 through ctypes on memref descriptors over numpy arrays, and prints ms, GFLOP/s and the ratio
 torch_ms / ours_ms (> 1: ours is faster). Weights are laid out as the compiler hands them over:
 a linear layer's B is the transposed [N, K] weight (strides [1, K]).

@@ -1,6 +1,7 @@
 // Method loading (value table, kernels, delegates) and execution.
 #include "etmlir/runtime/method.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -123,6 +124,53 @@ const char* describe_given(ScalarType dtype, Span<const int64_t> sizes, char* bu
 
 size_t MethodMeta::method_allocator_bytes() const {
   return method_bytes(*static_cast<const schema::Method*>(method_));
+}
+
+size_t MethodMeta::num_delegates() const { return count(static_cast<const schema::Method*>(method_)->delegates()); }
+
+Result<size_t> MethodMeta::method_allocator_bytes(const BackendRegistry* backends, const KernelRegistry* kernels) const {
+  // Compile specs are passed as load_method passes them, from a stack array here (no allocator yet).
+  constexpr size_t kMaxSpecs = 64;
+  const schema::Method& m = *static_cast<const schema::Method*>(method_);
+  const char* method_name = m.name()->c_str();
+  size_t total = method_bytes(m);
+  for (size_t i = 0; i < count(m.delegates()); ++i) {
+    const schema::Delegate* d = m.delegates()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    const char* id = d->backend()->c_str();
+    Backend* backend = backends ? backends->find(id) : nullptr;
+    if (backend == nullptr)
+      return Error::make(ErrorCode::NotFound, "method '%s' delegate %zu needs backend '%s', which is not registered",
+                         method_name, i, id);
+    if (!backend->is_available())
+      return Error::make(ErrorCode::NotSupported, "method '%s' delegate %zu: backend '%s' is not available here",
+                         method_name, i, id);
+    size_t num_specs = count(d->compile_specs());
+    if (num_specs > kMaxSpecs)
+      return Error::make(ErrorCode::NotSupported,
+                         "method '%s' delegate %zu has %zu compile specs; method_allocator_bytes reads at most %zu",
+                         method_name, i, num_specs, kMaxSpecs);
+    CompileSpec specs[kMaxSpecs];
+    for (size_t k = 0; k < num_specs; ++k) {
+      const schema::CompileSpec* spec = d->compile_specs()->Get(static_cast<flatbuffers::uoffset_t>(k));
+      specs[k] = CompileSpec{spec->key()->c_str(), spec->value() ? spec->value()->data() : nullptr, count(spec->value())};
+    }
+    Result<FreeableBuffer> payload =
+        program_->load_segment(d->payload()->segment(), d->payload()->offset(), d->payload()->size());
+    if (!payload.ok()) return payload.error();
+    BackendInitContext context{nullptr, method_name, static_cast<uint32_t>(i), kernels, backends};
+    Result<size_t> bytes = backend->method_allocator_bytes(
+        context, Span<const uint8_t>(payload->bytes(), payload->size()), Span<const CompileSpec>(specs, num_specs));
+    if (!bytes.ok()) {
+      Error error = bytes.error();
+      error.prefix("method '%s' delegate %zu (backend '%s'): init failed", method_name, i, id);
+      return error;
+    }
+    if (bytes.get() > SIZE_MAX - total)
+      return Error::make(ErrorCode::OutOfMemory, "method '%s' delegate %zu (backend '%s') needs %zu bytes: too many",
+                         method_name, i, id, bytes.get());
+    total += bytes.get();
+  }
+  return total;
 }
 
 // ---- Loading ------------------------------------------------------------------

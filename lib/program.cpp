@@ -158,7 +158,7 @@ Result<MethodMeta> Program::method_meta(const char* name) const {
     }
     return Error::make(ErrorCode::NotFound, "no method '%s' in the program (it has %s)", name, names);
   }
-  return MethodMeta(fb(program_).methods()->Get(static_cast<flatbuffers::uoffset_t>(i)));
+  return MethodMeta(fb(program_).methods()->Get(static_cast<flatbuffers::uoffset_t>(i)), this);
 }
 
 Result<FreeableBuffer> Program::load_segment(uint32_t segment, uint64_t offset, uint64_t size) const {

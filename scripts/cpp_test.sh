@@ -22,7 +22,7 @@ step() { printf '[cpp-test] %s (%ds)\n' "$*" $(($(date +%s) - begin)); }
 
 # --- Fixtures --------------------------------------------------------------------
 stamp=$fixtures/.stamp
-if [ -f "$stamp" ] && [ -z "$(find test/cpp/make_fixtures.py python/etmlir runtime/schema/program.fbs \
+if [ -f "$stamp" ] && [ -z "$(find test/cpp/make_fixtures.py python/etmlir runtime/schema \
                                    -newer "$stamp" \( -name '*.py' -o -name '*.fbs' \) -print -quit)" ]; then
   step "fixtures in $fixtures are up to date"
 else

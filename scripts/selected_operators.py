@@ -10,7 +10,7 @@
 Every method's operator table is read with etmlir.executable.pte.read, so the
 runtime's own etmlir_prim:: size kernels are listed when a program uses them,
 and so are the operators inside "nested" delegates (whose payloads are
-programs run on the same kernels).
+programs run on the same kernels, behind the shared payload header).
 The header is the one cmake/et_run.cmake generates: compile the portable
 kernels with -DETMLIR_SELECTIVE_BUILD and that header on the include path
 and only these kernels are registered (include/etmlir/runtime/selective_build.h).
@@ -34,6 +34,7 @@ def _text(value: bytes | str | None) -> str:
 
 def operators(data: bytes) -> set[str]:
     """Registry names ("aten::add.out", "etmlir_prim::sym_numel") of every operator a program's methods call."""
+    from etmlir.backends.payload_header import read_payload
     from etmlir.executable import pte
 
     names = set()
@@ -46,7 +47,12 @@ def operators(data: bytes) -> set[str]:
             # A "nested" delegate's payload is a program run on the same kernels: select its operators too.
             if _text(delegate.backend) == "nested":
                 segment = program.segment(delegate.payload.segment)
-                names |= operators(segment[delegate.payload.offset:delegate.payload.offset + delegate.payload.size])
+                payload = segment[delegate.payload.offset:delegate.payload.offset + delegate.payload.size]
+                try:
+                    _, body = read_payload(payload, backend_id="nested")
+                except ValueError as error:
+                    raise pte.PteError(f"nested delegate payload: {error}") from None
+                names |= operators(body)
     return names
 
 

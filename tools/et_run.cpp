@@ -3,10 +3,13 @@
 //
 //   et-run model.pte [--inputs inputs.npz] [--iterations N] [--warmup N] [--method NAME]
 //                    [--temp-bytes N] [--loader mmap|file] [--seed N] [--int-bound N]
-//                    [--cpu-threads N]
+//                    [--backend-threads N]   (--cpu-threads N: the same)
 //
-// Like an embedded application would, it gives the runtime all of its
-// memory up front: the method allocator (MethodMeta::method_allocator_bytes),
+// Delegates run on every backend the build compiles in (etmlir::register_backends,
+// the CMake list ETMLIR_BACKENDS). Like an embedded application would, it gives
+// the runtime all of its memory up front: the method allocator
+// (MethodMeta::method_allocator_bytes(backends): the method's tables and its
+// delegates' state),
 // one buffer per planned arena, the kernels' temp allocator and buffers for
 // unplanned outputs are allocated before the first execute(); execute()
 // itself allocates nothing. This file is setup code: it uses the heap and
@@ -26,14 +29,13 @@
 #include <string>
 #include <vector>
 
+#include "etmlir/register_backends.h"
 #include "etmlir/runtime/backend.h"
 #include "etmlir/runtime/data_loader.h"
 #include "etmlir/runtime/kernel.h"
 #include "etmlir/runtime/method.h"
 #include "etmlir/runtime/platform.h"
 #include "etmlir/runtime/program.h"
-#include "cpu_backend.h"
-#include "nested_backend.h"
 #include "npz.h"
 #include "portable_kernels.h"
 
@@ -49,7 +51,7 @@ const char kUsage[] =
     "usage: et-run MODEL.pte [options]\n"
     "\n"
     "Loads MODEL.pte, runs one method on the etmlir C++ runtime (portable kernels\n"
-    "on one thread; delegates on the \"nested\" and \"cpu\" backends), prints its\n"
+    "on one thread; delegates on the backends this build compiles in), prints its\n"
     "outputs (dtype, shape, first values) and the latency of execute() over the\n"
     "timed iterations.\n"
     "\n"
@@ -74,8 +76,10 @@ const char kUsage[] =
     "                      reseeded before every run, so each run draws the same\n"
     "                      numbers (default 0)\n"
     "  --int-bound N       integer pseudo-random inputs lie in [0, N) (default 2)\n"
-    "  --cpu-threads N     threads each \"cpu\" delegate runs on, the calling\n"
-    "                      thread included (1 to 256, default 1)\n"
+    "  --backend-threads N threads a delegate call may run on, the calling thread\n"
+    "                      included (1 to 256, default 1; backends that run on one\n"
+    "                      thread ignore it)\n"
+    "  --cpu-threads N     the same as --backend-threads N\n"
     "  -h, --help          this text\n"
     "\n"
     "exit status: 0 ok, 1 error (bad file, input mismatch, kernel failure),\n"
@@ -91,7 +95,7 @@ struct Options {
   bool mmap = true;
   uint64_t seed = 0;
   uint64_t int_bound = 2;
-  uint64_t cpu_threads = 1;
+  uint64_t backend_threads = 1;
 };
 
 int usage_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -159,7 +163,8 @@ int parse_options(int argc, char** argv, Options* o) {
       name.resize(eq);
     }
     static const char* const kKnown[] = {"--inputs", "--iterations", "--warmup", "--method", "--temp-bytes",
-                                         "--loader", "--seed",       "--int-bound",  "--cpu-threads"};
+                                         "--loader", "--seed",       "--int-bound",  "--cpu-threads",
+                                         "--backend-threads"};
     bool known = false;
     for (const char* k : kKnown) known = known || name == k;
     if (!known) return usage_error("unknown option '%s'", name.c_str());
@@ -183,11 +188,11 @@ int parse_options(int argc, char** argv, Options* o) {
       if (!parse_count(value, true, &o->temp_bytes))
         return usage_error("--temp-bytes takes a byte count (like 1048576 or 64M), not '%s'", value);
     } else {
-      uint64_t* target = name == "--iterations"    ? &o->iterations
-                         : name == "--warmup"      ? &o->warmup
-                         : name == "--seed"        ? &o->seed
-                         : name == "--cpu-threads" ? &o->cpu_threads
-                                                   : &o->int_bound;
+      uint64_t* target = name == "--iterations"                                ? &o->iterations
+                         : name == "--warmup"                                  ? &o->warmup
+                         : name == "--seed"                                    ? &o->seed
+                         : name == "--cpu-threads" || name == "--backend-threads" ? &o->backend_threads
+                                                                               : &o->int_bound;
       if (!parse_count(value, false, target))
         return usage_error("%s takes a non-negative integer, not '%s'", name.c_str(), value);
     }
@@ -195,8 +200,9 @@ int parse_options(int argc, char** argv, Options* o) {
   if (o->model == nullptr) return usage_error("no model given");
   if (o->iterations == 0) return usage_error("--iterations must be at least 1");
   if (o->int_bound == 0) return usage_error("--int-bound must be at least 1");
-  if (o->cpu_threads < 1 || o->cpu_threads > static_cast<uint64_t>(kCpuMaxThreads))
-    return usage_error("--cpu-threads must be 1 to %d, not %" PRIu64, kCpuMaxThreads, o->cpu_threads);
+  if (o->backend_threads < 1 || o->backend_threads > static_cast<uint64_t>(kMaxBackendThreads))
+    return usage_error("--backend-threads (--cpu-threads) must be 1 to %d, not %" PRIu64, kMaxBackendThreads,
+                       o->backend_threads);
   return 0;
 }
 
@@ -464,9 +470,9 @@ int run(const Options& o) {
   std::printf("kernels: %zu registered (all portable kernels)\n", kernels->size());
 #endif
   BackendRegistry backends;
-  if (Error e = register_nested_backend(backends)) return fail("registering backends: %s", e.message());
-  if (Error e = register_cpu_backend(backends, CpuBackendOptions{static_cast<int>(o.cpu_threads)}))
-    return fail("registering backends: %s", e.message());
+  BackendOptions backend_options;
+  backend_options.threads = static_cast<int>(o.backend_threads);
+  if (Error e = register_backends(backends, backend_options)) return fail("%s", e.message());
 
   // ---- Inputs (read and checked before any memory is planned) ----
   std::vector<Input> inputs;
@@ -513,7 +519,10 @@ int run(const Options& o) {
   }
 
   // ---- Memory: everything the method will use, allocated now ----
-  size_t method_bytes = meta->method_allocator_bytes();
+  // The method's tables plus what its delegates' backends keep (their state, arenas).
+  Result<size_t> method_allocator_bytes = meta->method_allocator_bytes(&backends, kernels.get());
+  if (!method_allocator_bytes.ok()) return fail("%s", method_allocator_bytes.error().message());
+  size_t method_bytes = method_allocator_bytes.get();
   Buffer method_buffer = allocate_aligned(method_bytes);
   Buffer temp_buffer = allocate_aligned(static_cast<size_t>(o.temp_bytes));
   if (!method_buffer || !temp_buffer) return fail("out of memory for the method allocator or the temp allocator");
@@ -585,7 +594,11 @@ int run(const Options& o) {
   double median_ns = n % 2 ? static_cast<double>(times[n / 2])
                            : (static_cast<double>(times[n / 2 - 1]) + static_cast<double>(times[n / 2])) / 2.0;
   std::printf("iterations: %zu (after %" PRIu64 " warmup)\n", n, o.warmup);
-  std::printf("threads: 1 (portable kernels); cpu delegates: %" PRIu64 "\n", o.cpu_threads);
+  std::string compiled;
+  for (size_t i = 0; i < num_compiled_backends(); ++i)
+    compiled += std::string(i ? ", " : "") + compiled_backend_id(i);
+  std::printf("threads: 1 (portable kernels), %" PRIu64 " per delegate call (backends: %s)\n", o.backend_threads,
+              compiled.c_str());
   std::printf("latency (ms): min %.4f  median %.4f  max %.4f\n", static_cast<double>(times.front()) / 1e6,
               median_ns / 1e6, static_cast<double>(times.back()) / 1e6);
   return 0;

@@ -9,10 +9,38 @@
     et.save("model.pte")
 """
 
-from etmlir.backends.lowering import LoweredBackendModule, to_backend
-from etmlir.edge_program import EdgeCompileConfig, EdgeProgram, TensorSpec, to_edge
-from etmlir.executorch_program import ExecutorchConfig, ExecutorchProgram, serialize, to_executorch
-from etmlir.frontend import AtenProgram, DynamicDim, export
+from __future__ import annotations
 
-__all__ = ["AtenProgram", "LoweredBackendModule", "to_backend", "DynamicDim", "EdgeCompileConfig", "EdgeProgram", "ExecutorchConfig", "ExecutorchProgram",
-           "TensorSpec", "export", "serialize", "to_edge", "to_executorch"]
+import importlib
+from typing import Any
+
+# Public name -> the module that defines it. Imported on first use (PEP 562), so that
+# `import etmlir.passes` or `et-opt --list-passes` do not pay for torch and every backend.
+_EXPORTS = {
+    "AtenProgram": "etmlir.frontend.aten_program", "DynamicDim": "etmlir.frontend.aten_program",
+    "export": "etmlir.frontend.export",
+    "EdgeCompileConfig": "etmlir.edge_program", "EdgeProgram": "etmlir.edge_program",
+    "TensorSpec": "etmlir.edge_program", "to_edge": "etmlir.edge_program",
+    "ExecutorchConfig": "etmlir.executorch_program", "ExecutorchProgram": "etmlir.executorch_program",
+    "serialize": "etmlir.executorch_program", "to_executorch": "etmlir.executorch_program",
+    "LoweredBackendModule": "etmlir.backends.lowering", "to_backend": "etmlir.backends.lowering",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    # Subpackages (etmlir.backends, etmlir.runtime, ...) as attributes, as after an explicit import.
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as error:
+        if error.name != f"{__name__}.{name}":
+            raise
+    raise AttributeError(f"module 'etmlir' has no attribute '{name}'")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

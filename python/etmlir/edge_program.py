@@ -19,15 +19,16 @@ from typing import TYPE_CHECKING
 
 from torch_mlir import ir
 
+from etmlir.backends.lowering import to_backend_partitioned
 from etmlir.dialects.edge import DYNAMIC
+from etmlir.executorch_program import ExecutorchConfig, ExecutorchProgram, to_executorch
 from etmlir.frontend.aten_program import AtenProgram
 from etmlir.passes.pipeline import PipelineElement, run_pipeline
 from etmlir.passes.to_edge import recorded_upper_bounds
 from etmlir.program import Program, clone_module
 
 if TYPE_CHECKING:
-    from etmlir.backends.partitioner import Partitioner
-    from etmlir.executorch_program import ExecutorchConfig, ExecutorchProgram
+    from etmlir.delegation.partitioner import Partitioner
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,12 +60,10 @@ class EdgeProgram(Program):
 
             edge = edge.to_backend(etmlir.backends.partitioner("nested", skip_ops=["edge.embedding"]))
         """
-        from etmlir.backends.lowering import to_backend_partitioned
         return to_backend_partitioned(self, partitioner)
 
     def to_executorch(self, config: "ExecutorchConfig | None" = None) -> "ExecutorchProgram":
         """Out variants, memory planning and serialization: the `.pte` (see `etmlir.executorch_program`)."""
-        from etmlir.executorch_program import to_executorch
         return to_executorch(self, config)
 
     @property

@@ -14,10 +14,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-import torch
 from torch_mlir import ir
 
+from etmlir.lazy import lazy_module
 from etmlir.passes.pipeline import PipelineElement, run_pipeline
+
+torch = lazy_module("torch")
 
 # A user pass: a function over the module operation (in place).
 UserPass = Callable[[ir.Operation], None]

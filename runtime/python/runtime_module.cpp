@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "etmlir/register_backends.h"
 #include "etmlir/runtime/backend.h"
 #include "etmlir/runtime/data_loader.h"
 #include "etmlir/runtime/generator.h"
@@ -36,8 +37,6 @@
 #include "etmlir/runtime/method.h"
 #include "etmlir/runtime/platform.h"
 #include "etmlir/runtime/program.h"
-#include "cpu_backend.h"
-#include "nested_backend.h"
 #include "portable_kernels.h"
 
 namespace nb = nanobind;
@@ -62,23 +61,31 @@ KernelRegistry& kernel_registry() {
   return *registry;
 }
 
-// Threads of the "cpu" delegates of methods loaded from now on (set_cpu_threads).
-int g_cpu_threads = 1;
+// BackendOptions::threads of the backends methods loaded from now on get (set_backend_threads).
+int g_backend_threads = 1;
 
-// The backends a .pte's delegates may name: "nested" (runtime/backends/nested)
-// and "cpu" (runtime/backends/cpu) with g_cpu_threads threads. One registry
-// per thread count, made on first use and kept for good: a loaded method
-// keeps the registry it was loaded with.
+// The backends a .pte's delegates may name: every backend this build compiles
+// in (etmlir::register_backends, the CMake list ETMLIR_BACKENDS), registered
+// with g_backend_threads. One registry per thread count, made on first use and
+// kept for good: a loaded method keeps the registry it was loaded with.
 BackendRegistry& backend_registry() {
   static auto* registries = new std::map<int, std::unique_ptr<BackendRegistry>>();
-  std::unique_ptr<BackendRegistry>& slot = (*registries)[g_cpu_threads];
+  std::unique_ptr<BackendRegistry>& slot = (*registries)[g_backend_threads];
   if (!slot) {
     auto r = std::make_unique<BackendRegistry>();
-    if (Error e = register_nested_backend(*r)) raise(e);
-    if (Error e = register_cpu_backend(*r, CpuBackendOptions{g_cpu_threads})) raise(e);
+    BackendOptions options;
+    options.threads = g_backend_threads;
+    if (Error e = register_backends(*r, options)) raise(e);
     slot = std::move(r);
   }
   return *slot;
+}
+
+void set_backend_threads(int n, const char* function) {
+  if (n < 1 || n > kMaxBackendThreads)
+    throw RuntimeFailure(std::string(function) + ": the thread count must be 1 to " +
+                         std::to_string(kMaxBackendThreads) + ", got " + std::to_string(n));
+  g_backend_threads = n;
 }
 
 struct AlignedBuffer {
@@ -238,7 +245,9 @@ class PyProgram {
     for (size_t i = 0; i < meta->num_operators(); ++i) ops.append(std::string(meta->operator_name(i, buffer, 256)));
     d["operators"] = ops;
     d["num_instructions"] = meta->num_instructions();
+    // The method's own tables; its delegates' state comes on top (PyMethod sizes both).
     d["method_allocator_bytes"] = meta->method_allocator_bytes();
+    d["num_delegates"] = meta->num_delegates();
     return d;
   }
 
@@ -266,7 +275,11 @@ class PyMethod {
       : program_(std::move(program)) {
     Result<MethodMeta> meta = program_->program().method_meta(name.c_str());
     if (!meta.ok()) raise(meta.error());
-    method_buffer_ = std::make_unique<AlignedBuffer>(meta->method_allocator_bytes());
+    BackendRegistry& backends = backend_registry();
+    // The method's tables and what its delegates' backends keep (their state, arenas).
+    Result<size_t> method_bytes = meta->method_allocator_bytes(&backends, &kernel_registry());
+    if (!method_bytes.ok()) raise(method_bytes.error());
+    method_buffer_ = std::make_unique<AlignedBuffer>(method_bytes.get());
     method_allocator_ = MemoryAllocator(method_buffer_->data, method_buffer_->size);
     temp_buffer_ = std::make_unique<AlignedBuffer>(temp_bytes);
     temp_allocator_ = MemoryAllocator(temp_buffer_->data, temp_buffer_->size);
@@ -278,7 +291,7 @@ class PyMethod {
     memory_.planned_arenas = Span<Span<uint8_t>>(arena_spans_.data(), arena_spans_.size());
     memory_.temp_allocator = &temp_allocator_;
     Result<Method> method =
-        program_->program().load_method(name.c_str(), &memory_, &kernel_registry(), &backend_registry());
+        program_->program().load_method(name.c_str(), &memory_, &kernel_registry(), &backends);
     if (!method.ok()) raise(method.error());
     method_ = std::make_unique<Method>(static_cast<Method&&>(method.get()));
     // Unplanned outputs get a buffer here, at their planned (upper-bound) size.
@@ -574,17 +587,26 @@ NB_MODULE(_runtime, m) {
       .def("profile", &PyMethod::profile)
       .def("temp_peak", &PyMethod::temp_peak);
 
+  // Backends: generic over every compiled-in backend (set_cpu_threads / cpu_threads are
+  // the historical names of the thread setting; the "cpu" backend is what reads it).
+  m.def("set_backend_threads", [](int n) { set_backend_threads(n, "set_backend_threads"); }, nb::arg("n"));
+  m.def("backend_threads", [] { return g_backend_threads; });
+  m.def("set_cpu_threads", [](int n) { set_backend_threads(n, "set_cpu_threads"); }, nb::arg("n"));
+  m.def("cpu_threads", [] { return g_backend_threads; });
+  m.def("compiled_backends", [] {
+    std::vector<std::string> ids;
+    for (size_t i = 0; i < num_compiled_backends(); ++i) ids.emplace_back(compiled_backend_id(i));
+    return ids;
+  });
   m.def(
-      "set_cpu_threads",
-      [](int n) {
-        if (n < 1 || n > kCpuMaxThreads)
-          throw RuntimeFailure("set_cpu_threads: the thread count must be 1 to " + std::to_string(kCpuMaxThreads) +
-                               ", got " + std::to_string(n));
-        g_cpu_threads = n;
+      "backend_counter",
+      [](const std::string& backend, const std::string& name) {
+        const Backend* b = backend_registry().find(backend.c_str());
+        if (b == nullptr) throw RuntimeFailure("backend_counter: no backend '" + backend + "' in this runtime");
+        return b->counter(name.c_str());
       },
-      nb::arg("n"));
-  m.def("cpu_threads", [] { return g_cpu_threads; });
-  m.def("cpu_heap_fallbacks", [] { return cpu_backend_heap_fallbacks(); });
+      nb::arg("backend"), nb::arg("name"));
+  m.def("max_backend_threads", [] { return kMaxBackendThreads; });
   m.def("run_kernel", &run_kernel, nb::arg("name"), nb::arg("args"), nb::arg("temp_bytes") = size_t{64} << 20,
         nb::arg("seed") = nb::none());
   m.def("default_seed", [] { return Generator::kDefaultSeed; });

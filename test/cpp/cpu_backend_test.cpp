@@ -1,9 +1,10 @@
 // The "cpu" backend (runtime/backends/cpu): real payloads built here, the
-// shared objects of fixtures/cpu_payload_fixture.c wrapped in a PAYLOAD.md
-// header by test::write_cpu_payload. Results (static and dynamic outputs, one
+// shared objects of fixtures/cpu_payload_fixture.c behind the shared payload
+// header (test::write_cpu_payload). Results (static and dynamic outputs, one
 // and two threads, through a Method and called directly), every refusal at
-// init with its message, argument checks at execute, and the lifecycle (each
-// delegate its own copy of the library and its own arena).
+// init with its message, argument checks at execute, the method allocator
+// (sized by method_allocator_bytes, which init never exceeds), and the
+// lifecycle (each delegate its own copy of the library and its own arena).
 #include <elf.h>
 #include <gtest/gtest.h>
 #include <linux/filter.h>
@@ -27,6 +28,7 @@
 
 #include "cpu_backend.h"
 #include "etmlir/runtime/backend.h"
+#include "etmlir/runtime/payload_header.h"
 #include "etmlir/runtime/data_loader.h"
 #include "etmlir/runtime/method.h"
 #include "etmlir/runtime/program.h"
@@ -110,19 +112,31 @@ class CpuBackendTest : public ::testing::Test {
     auto& registry = registries_[num_threads];
     if (!registry) {
       registry = std::make_unique<BackendRegistry>();
-      Error e = register_cpu_backend(*registry, CpuBackendOptions{num_threads});
+      Error e = register_cpu_backend(*registry, BackendOptions{num_threads});
       EXPECT_FALSE(e) << e.message();
     }
     return registry->find("cpu");
   }
 
-  // init() on `payload` (copied, so that nothing reads the caller's vector after init).
+  // init() on `payload` (copied, so that nothing reads the caller's vector after init), with a
+  // method allocator of what method_allocator_bytes() asks for (1 MiB when it refuses the
+  // payload), which init() must not exceed.
   Result<DelegateHandle> init(const std::vector<uint8_t>& payload, int num_threads = 1, uint32_t index = 0) {
     payloads_.push_back(std::make_unique<test::AlignedBuffer>(payload.size()));
     if (!payload.empty()) std::memcpy(payloads_.back()->data(), payload.data(), payload.size());
-    BackendInitContext context{&allocator_, "forward", index, nullptr, nullptr};
-    return backend(num_threads)->init(context, Span<const uint8_t>(payloads_.back()->data(), payload.size()),
-                                      Span<const CompileSpec>());
+    Span<const uint8_t> bytes(payloads_.back()->data(), payload.size());
+    BackendInitContext sizing{nullptr, "forward", index, nullptr, nullptr};
+    Result<size_t> needed = backend(num_threads)->method_allocator_bytes(sizing, bytes, Span<const CompileSpec>());
+    size_t size = needed.ok() ? needed.get() : size_t{1} << 20;
+    memory_.push_back(std::make_unique<test::AlignedBuffer>(size));
+    allocators_.push_back(std::make_unique<MemoryAllocator>(memory_.back()->data(), size));
+    BackendInitContext context{allocators_.back().get(), "forward", index, nullptr, nullptr};
+    Result<DelegateHandle> handle = backend(num_threads)->init(context, bytes, Span<const CompileSpec>());
+    if (handle.ok()) {
+      EXPECT_TRUE(needed.ok()) << "init accepts what method_allocator_bytes refuses: " << needed.error().message();
+      EXPECT_LE(allocators_.back()->used(), size) << "method_allocator_bytes() is not an upper bound";
+    }
+    return handle;
   }
 
   // The message init() fails with (and its code in *code).
@@ -142,9 +156,10 @@ class CpuBackendTest : public ::testing::Test {
   }
 
   std::vector<uint8_t> so_;
-  MemoryAllocator allocator_;
   std::map<int, std::unique_ptr<BackendRegistry>> registries_;
   std::vector<std::unique_ptr<test::AlignedBuffer>> payloads_;
+  std::vector<std::unique_ptr<test::AlignedBuffer>> memory_;
+  std::vector<std::unique_ptr<MemoryAllocator>> allocators_;
 };
 
 // A delegate handle destroyed by its backend at the end of the scope.
@@ -167,11 +182,11 @@ TEST(CpuRegistration, RegistersUnderCpuOncePerRegistry) {
   Backend* backend = registry.find("cpu");
   ASSERT_NE(backend, nullptr);
   EXPECT_TRUE(backend->is_available());
-  Error again = register_cpu_backend(registry, CpuBackendOptions{2});
+  Error again = register_cpu_backend(registry, BackendOptions{2});
   EXPECT_EQ(again.code(), ErrorCode::InvalidArgument);
   EXPECT_STREQ(again.message(), "backend 'cpu' is already registered");
   BackendRegistry other;
-  Error zero = register_cpu_backend(other, CpuBackendOptions{0});
+  Error zero = register_cpu_backend(other, BackendOptions{0});
   EXPECT_EQ(zero.code(), ErrorCode::InvalidArgument);
   EXPECT_STREQ(zero.message(), "cpu backend: num_threads must be 1 to 256, got 0");
   EXPECT_EQ(other.find("cpu"), nullptr);
@@ -186,6 +201,14 @@ TEST(CpuRegistration, KnowsThisMachine) {
   EXPECT_EQ(cpu_backend_supported_features(), 0u);
 #endif
   EXPECT_EQ(cpu_backend_supported_features() >> 10, 0u);
+  EXPECT_EQ(cpu_backend_supported_features(), host_cpu_features());
+}
+
+TEST(CpuRegistration, CountsHeapFallbacksAsAGenericCounter) {
+  BackendRegistry registry;
+  ASSERT_FALSE(register_cpu_backend(registry));
+  EXPECT_EQ(registry.find("cpu")->counter("heap_fallbacks"), cpu_backend_heap_fallbacks());
+  EXPECT_EQ(registry.find("cpu")->counter("no_such_counter"), 0u);
 }
 
 // ---- Runs -------------------------------------------------------------------------------------
@@ -291,6 +314,7 @@ TEST_F(CpuBackendTest, ArenaTooSmallFallsBackToTheHeapAndCounts) {
   EXPECT_EQ(stats.heap_fallbacks, 2u);
   EXPECT_EQ(stats.arena_bytes, 0u);
   EXPECT_EQ(cpu_backend_heap_fallbacks() - before, 2u);
+  EXPECT_EQ(backend()->counter("heap_fallbacks") - before, 2u);
 }
 
 // ---- Through a Method (a hand-built .pte with one "cpu" delegate) --------------------------
@@ -302,7 +326,7 @@ TEST_F(CpuBackendTest, RunsAsAMethodsDelegate) {
   h.outputs = {{ScalarType::Float, {4, 4}}};
   std::vector<uint8_t> pte = test::one_delegate_program("cpu", test::write_cpu_payload(h, so_), {4, 4});
   BackendRegistry backends;
-  ASSERT_FALSE(register_cpu_backend(backends, CpuBackendOptions{2}));
+  ASSERT_FALSE(register_cpu_backend(backends, BackendOptions{2}));
   test::LoadedMethod loaded;
   Error loaded_program = test::load_forward(pte, &backends, &loaded);
   ASSERT_FALSE(loaded_program) << loaded_program.message();
@@ -343,64 +367,71 @@ TEST_F(CpuBackendTest, AMethodWithABadPayloadFailsToLoadNamingTheDelegate) {
 
 // ---- Refusals at init: the header is checked before the shared object is touched -----------
 
-void set_u32(std::vector<uint8_t>& p, size_t at, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[at + i] = static_cast<uint8_t>(v >> (8 * i));
+// The fixture shared object with `edit` applied (a payload written around it has a good checksum).
+std::vector<uint8_t> edited_so(std::vector<uint8_t> so, void (*edit)(std::vector<uint8_t>&)) {
+  edit(so);
+  return so;
 }
 
-// The payload with `edit` applied, then (when `rehash`) the shared object's checksum recomputed.
-std::vector<uint8_t> edited(std::vector<uint8_t> payload, void (*edit)(std::vector<uint8_t>&, size_t so_at),
-                            bool rehash = false) {
-  size_t so_at = payload[test::kCpuHeaderBytesOffset] | payload[test::kCpuHeaderBytesOffset + 1] << 8;
-  edit(payload, so_at);
-  if (rehash) {
-    uint64_t hash = test::crc32(payload.data() + so_at, payload.size() - so_at);
-    for (int i = 0; i < 8; ++i) payload[test::kCpuSoCrc32Offset + i] = static_cast<uint8_t>(hash >> (8 * i));
-  }
-  return payload;
-}
-
-TEST_F(CpuBackendTest, SizeChecks) {
+TEST_F(CpuBackendTest, ThePayloadsFraming) {
   std::vector<uint8_t> good = test::write_cpu_payload(add_header(), so_);
-  size_t header_bytes = good[8] | good[9] << 8;
-  ASSERT_EQ(header_bytes, 320u);  // 208, 3 specs of 24 bytes, 2 debug handles: 288, padded to 320
+  size_t body_at = test::payload_body_offset(good);
+  ASSERT_EQ(body_at % 64, 0u);
   ErrorCode code = ErrorCode::Ok;
-  EXPECT_EQ(init_error(std::vector<uint8_t>(good.begin(), good.begin() + 100), &code, 3),
-            "cpu delegate 3: payload is 100 bytes, shorter than the 208-byte header");
+  EXPECT_EQ(init_error(std::vector<uint8_t>(good.begin(), good.begin() + 10), &code, 3),
+            "cpu delegate 3: not an etmlir payload header (a payload from before format 1?): rebuild the .pte (the "
+            "payload is only 10 bytes)");
   EXPECT_EQ(code, ErrorCode::InvalidProgram);
-  EXPECT_EQ(init_error(std::vector<uint8_t>()), "cpu delegate 0: payload is 0 bytes, shorter than the 208-byte header");
+  EXPECT_CONTAINS(init_error(std::vector<uint8_t>()), "cpu delegate 0: not an etmlir payload header");
   char expected[256];
   std::snprintf(expected, sizeof(expected),
-                "cpu delegate 0: so_bytes %zu does not match the %zu bytes after the header (payload %zu bytes, "
-                "header_bytes 320): the payload is truncated or padded",
-                so_.size(), so_.size() - 1, good.size() - 1);
+                "cpu delegate 0: payload body_offset %zu + body_size %zu does not match the payload's %zu bytes: it "
+                "is truncated or padded",
+                body_at, so_.size(), good.size() - 1);
   EXPECT_EQ(init_error(std::vector<uint8_t>(good.begin(), good.end() - 1)), expected);
   std::vector<uint8_t> padded = good;
   padded.push_back(0);
-  EXPECT_CONTAINS(init_error(padded), "does not match the");
-  EXPECT_EQ(init_error(edited(good, [](std::vector<uint8_t>& p, size_t) { set_u32(p, 8, 324); })),
-            "cpu delegate 0: header_bytes 324 is not a multiple of 64");
-  EXPECT_EQ(init_error(edited(good, [](std::vector<uint8_t>& p, size_t) { set_u32(p, 8, 128); })),
-            "cpu delegate 0: header_bytes 128 is smaller than the 208-byte fixed header");
-  std::snprintf(expected, sizeof(expected), "cpu delegate 0: header_bytes %u is beyond the payload's %zu bytes",
-                0x100000u, good.size());
-  EXPECT_EQ(init_error(edited(good, [](std::vector<uint8_t>& p, size_t) { set_u32(p, 8, 0x100000); })), expected);
+  EXPECT_CONTAINS(init_error(padded), "it is truncated or padded");
+  test::PayloadFields f = test::cpu_payload_fields(add_header());
+  f.body_offset_override = 100;
+  EXPECT_EQ(init_error(test::write_payload(f, so_)), "cpu delegate 0: payload body_offset 100 is not a multiple of 64");
 }
 
-TEST_F(CpuBackendTest, MagicVersionsAndArch) {
-  std::vector<uint8_t> good = test::write_cpu_payload(add_header(), so_);
+TEST_F(CpuBackendTest, APayloadFromBeforeTheSharedHeaderSaysRebuild) {
+  // The format-1 cpu header ("ETMLCPU1", then header_bytes, format_version, arch, ...) and its shared object.
+  std::vector<uint8_t> old(320, 0);
+  std::memcpy(old.data(), "ETMLCPU1", 8);
+  old[8] = 0x40;
+  old[9] = 0x01;
+  old[12] = 1;
+  std::memcpy(&old[16], "x86_64", 6);
+  old.insert(old.end(), so_.begin(), so_.end());
   ErrorCode code = ErrorCode::Ok;
-  EXPECT_EQ(init_error(edited(good, [](std::vector<uint8_t>& p, size_t) { p[4] = 'G'; }), &code),
-            "cpu delegate 0: payload does not start with the magic \"ETMLCPU1\" (got \"ETMLGPU1\")");
-  EXPECT_EQ(code, ErrorCode::InvalidProgram);
-  EXPECT_EQ(init_error(edited(good, [](std::vector<uint8_t>& p, size_t) { p[0] = 0x7f; p[1] = 0; })),
-            "cpu delegate 0: payload does not start with the magic \"ETMLCPU1\" (got \"\\x7f\\x00MLCPU1\")");
-  EXPECT_EQ(init_error(edited(good, [](std::vector<uint8_t>& p, size_t) { p[12] = 2; }), &code),
-            "cpu delegate 0: payload format_version 2 is not supported (this runtime reads version 1)");
+  EXPECT_EQ(init_error(old, &code, 3),
+            "cpu delegate 3: a cpu payload in the format from before the shared payload header (magic "
+            "\"ETMLCPU1\"): rebuild the .pte with this etmlir");
   EXPECT_EQ(code, ErrorCode::NotSupported);
+}
+
+TEST_F(CpuBackendTest, VersionsFormatBackendAndArch) {
+  ErrorCode code = ErrorCode::Ok;
+  test::PayloadFields f = test::cpu_payload_fields(add_header());
+  f.format_version = 2;
+  EXPECT_EQ(init_error(test::write_payload(f, so_), &code),
+            "cpu delegate 0: payload header format_version 2 is not supported (this runtime reads version 1)");
+  EXPECT_EQ(code, ErrorCode::NotSupported);
+  f = test::cpu_payload_fields(add_header());
+  f.backend_id = "nested";
+  EXPECT_EQ(init_error(test::write_payload(f, so_), &code), "cpu delegate 0: payload is for backend 'nested', not 'cpu'");
+  EXPECT_EQ(code, ErrorCode::InvalidProgram);
+  f = test::cpu_payload_fields(add_header());
+  f.body_format = "pte";
+  EXPECT_EQ(init_error(test::write_payload(f, so_)),
+            "cpu delegate 0: payload body_format is 'pte', not 'elf-shared-object'");
   CpuPayloadHeader h = add_header();
   h.abi_version = 2;
   EXPECT_EQ(init_error(test::write_cpu_payload(h, so_), &code),
-            "cpu delegate 0: payload abi_version 2 is not supported (this runtime calls abi_version 1)");
+            "cpu delegate 0: payload body_version 2 is not supported (this runtime calls abi_version 1)");
   EXPECT_EQ(code, ErrorCode::NotSupported);
 
   std::string here = cpu_backend_arch();
@@ -412,10 +443,10 @@ TEST_F(CpuBackendTest, MagicVersionsAndArch) {
   h.arch = here + "_v2";
   EXPECT_EQ(init_error(test::write_cpu_payload(h, so_)),
             "cpu delegate 0: payload built for " + h.arch + ", this runtime runs on " + here);
-  h.arch = "";  // the writer's default is this machine: the field is zeroed below
-  std::vector<uint8_t> no_arch =
-      edited(test::write_cpu_payload(h, so_), [](std::vector<uint8_t>& p, size_t) { std::memset(&p[16], 0, 16); });
-  EXPECT_EQ(init_error(no_arch, &code), "cpu delegate 0: payload names no arch (this runtime runs on " + here + ")");
+  f = test::cpu_payload_fields(add_header());
+  f.arch = "";  // a payload of native code must name its machine
+  EXPECT_EQ(init_error(test::write_payload(f, so_), &code),
+            "cpu delegate 0: payload names no arch (this runtime runs on " + here + ")");
   EXPECT_EQ(code, ErrorCode::InvalidProgram);
 }
 
@@ -433,12 +464,13 @@ TEST_F(CpuBackendTest, UnknownFeatureBitsAreRefused) {
 }
 
 TEST_F(CpuBackendTest, MissingFeaturesAreNamed) {
+  // The names runtime/schema/payload.fbs gives the CpuFeature bits, as GCC spells them.
   static const char* const kNames[] = {"sse4.2", "avx",      "avx2",     "fma",      "f16c",
                                        "avx512f", "avx512dq", "avx512bw", "avx512vl", "bmi2"};
   uint64_t missing = ~cpu_backend_supported_features() & ((uint64_t{1} << 10) - 1);
   if (missing == 0)
-    GTEST_SKIP() << "this CPU has all ten features PAYLOAD.md names, so no payload can need one it lacks "
-                    "(the arch mismatch is tested in MagicVersionsAndArch)";
+    GTEST_SKIP() << "this CPU has all ten features the payload schema names, so no payload can need one it lacks "
+                    "(the arch mismatch is tested in VersionsFormatBackendAndArch)";
   std::string names;
   int count = 0;
   for (int bit = 0; bit < 10; ++bit) {
@@ -456,50 +488,46 @@ TEST_F(CpuBackendTest, MissingFeaturesAreNamed) {
 
 TEST_F(CpuBackendTest, ACorruptSharedObjectFailsTheChecksum) {
   std::vector<uint8_t> good = test::write_cpu_payload(add_header(), so_);
+  size_t body_at = test::payload_body_offset(good);
+  std::vector<uint8_t> flipped = good;
+  flipped[body_at + so_.size() / 2] ^= 0x20;
   ErrorCode code = ErrorCode::Ok;
-  std::string message = init_error(
-      edited(good, [](std::vector<uint8_t>& p, size_t so_at) { p[so_at + (p.size() - so_at) / 2] ^= 0x20; }), &code);
-  EXPECT_EQ(message.rfind("cpu delegate 0: payload checksum mismatch: the shared object is corrupt (CRC-32 of its ",
-                          0),
-            0u)
+  std::string message = init_error(flipped, &code);
+  EXPECT_EQ(message.rfind("cpu delegate 0: payload checksum mismatch: the body is corrupt (CRC-32 of its ", 0), 0u)
       << message;
   EXPECT_EQ(code, ErrorCode::InvalidProgram);
-  std::string header =
-      init_error(edited(good, [](std::vector<uint8_t>& p, size_t) { p[test::kCpuSoCrc32Offset] ^= 1; }));
-  EXPECT_CONTAINS(header, "payload checksum mismatch: the shared object is corrupt");
-  // The high 32 bits of the field are zero.
-  std::string high =
-      init_error(edited(good, [](std::vector<uint8_t>& p, size_t) { p[test::kCpuSoCrc32Offset + 4] = 1; }));
-  EXPECT_CONTAINS(high, "payload checksum mismatch: the shared object is corrupt");
-  // The writer's CRC-32 is zlib's (the compiler writes zlib.crc32).
-  const char* check = "123456789";
-  EXPECT_EQ(test::crc32(reinterpret_cast<const uint8_t*>(check), 9), 0xCBF43926u);
+  test::PayloadFields f = test::cpu_payload_fields(add_header());
+  f.body_crc32_override = static_cast<int64_t>(test::crc32(so_.data(), so_.size()) ^ 1);
+  EXPECT_CONTAINS(init_error(test::write_payload(f, so_)), "payload checksum mismatch: the body is corrupt");
 }
 
 TEST_F(CpuBackendTest, ACorruptElfWithAGoodChecksumIsRefusedWithoutACrash) {
-  std::vector<uint8_t> good = test::write_cpu_payload(add_header(), so_);
   ErrorCode code = ErrorCode::Ok;
-  EXPECT_EQ(init_error(edited(good, [](std::vector<uint8_t>& p, size_t so_at) { p[so_at + 1] = 'X'; }, true), &code),
+  auto payload_of = [this](void (*edit)(std::vector<uint8_t>&)) {
+    return test::write_cpu_payload(add_header(), edited_so(so_, edit));
+  };
+  EXPECT_EQ(init_error(payload_of([](std::vector<uint8_t>& so) { so[1] = 'X'; }), &code),
             "cpu delegate 0: the shared object is not an ELF file (it starts with \"\\x7fXLF\")");
   EXPECT_EQ(code, ErrorCode::InvalidProgram);
-  EXPECT_EQ(init_error(edited(good, [](std::vector<uint8_t>& p, size_t so_at) { p[so_at + 4] = 1; }, true)),
+  EXPECT_EQ(init_error(payload_of([](std::vector<uint8_t>& so) { so[4] = 1; })),
             "cpu delegate 0: the shared object is ELF class 1, not 64-bit (2)");
-  std::string machine = init_error(
-      edited(good, [](std::vector<uint8_t>& p, size_t so_at) { p[so_at + 18] = 40; p[so_at + 19] = 0; }, true), &code);
+  std::string machine = init_error(payload_of([](std::vector<uint8_t>& so) {
+                                     so[18] = 40;
+                                     so[19] = 0;
+                                   }),
+                                   &code);
   EXPECT_EQ(machine, std::string("cpu delegate 0: the shared object is for ELF machine 40, this runtime runs on ") +
                          cpu_backend_arch() + (std::string(cpu_backend_arch()) == "x86_64" ? " (machine 62)"
                                                                                              : " (machine 183)"));
   EXPECT_EQ(code, ErrorCode::NotSupported);
-  EXPECT_EQ(init_error(edited(good, [](std::vector<uint8_t>& p, size_t so_at) { p[so_at + 16] = 2; }, true)),
+  EXPECT_EQ(init_error(payload_of([](std::vector<uint8_t>& so) { so[16] = 2; })),
             "cpu delegate 0: the ELF file is not a shared object (e_type 2, expected ET_DYN 3)");
   // Program headers that point past the end, and the shared object cut short (the header's
   // sizes and checksum say so): glibc's dlopen would map past the end of the file and fault.
-  std::string phoff = init_error(edited(
-      good,
-      [](std::vector<uint8_t>& p, size_t so_at) {
-        for (int i = 0; i < 7; ++i) p[so_at + 32 + i] = 0x7f;  // e_phoff
-      },
-      true), &code);
+  std::string phoff = init_error(payload_of([](std::vector<uint8_t>& so) {
+                                   for (int i = 0; i < 7; ++i) so[32 + i] = 0x7f;  // e_phoff
+                                 }),
+                                 &code);
   EXPECT_EQ(phoff.rfind("cpu delegate 0: the shared object's program headers (", 0), 0u) << phoff;
   EXPECT_CONTAINS(phoff, "lie outside its");
   EXPECT_EQ(code, ErrorCode::InvalidProgram);
@@ -519,38 +547,74 @@ TEST_F(CpuBackendTest, ACorruptElfWithAGoodChecksumIsRefusedWithoutACrash) {
   EXPECT_CONTAINS(truncated, "it is truncated or corrupt");
   EXPECT_EQ(code, ErrorCode::InvalidProgram);
   // What the checks here let through, dlopen refuses: its message is passed on.
-  std::string version = init_error(
-      edited(good, [](std::vector<uint8_t>& p, size_t so_at) { p[so_at + 6] = 0; }, true), &code);  // EI_VERSION
+  std::string version = init_error(payload_of([](std::vector<uint8_t>& so) { so[6] = 0; }), &code);  // EI_VERSION
   EXPECT_EQ(version.rfind("cpu delegate 0: cannot load the shared object: ", 0), 0u) << version;
   EXPECT_CONTAINS(version, "ELF file version");
   EXPECT_EQ(code, ErrorCode::InvalidProgram);
 }
 
-TEST_F(CpuBackendTest, SpecsMustFitTheHeader) {
-  std::vector<uint8_t> good = test::write_cpu_payload(add_header(), so_);
-  // 200 inputs: the output's record is read as input 2, the debug handles {7, 8} as input 3 of
-  // dtype 7 (float64) and rank 8, which runs past header_bytes.
-  EXPECT_EQ(init_error(edited(good, [](std::vector<uint8_t>& p, size_t) { set_u32(p, 64, 200); })),
-            "cpu delegate 0: tensor spec of input 3 does not fit in header_bytes 320");
-  EXPECT_EQ(init_error(edited(good, [](std::vector<uint8_t>& p, size_t) { set_u32(p, 72, 20); })),
-            "cpu delegate 0: 20 debug handles do not fit in header_bytes 320");
-  EXPECT_EQ(init_error(edited(good, [](std::vector<uint8_t>& p, size_t) { set_u32(p, 208, 9); })),
-            "cpu delegate 0: tensor spec of input 0 has unknown dtype 9");
-  EXPECT_EQ(init_error(edited(good, [](std::vector<uint8_t>& p, size_t) { set_u32(p, 212, 17); })),
-            "cpu delegate 0: tensor spec of input 0 has rank 17 (0 to 16)");
-  EXPECT_EQ(init_error(edited(good,
-                              [](std::vector<uint8_t>& p, size_t) {
-                                set_u32(p, 216, 0xfffffffe);  // size -2
-                                set_u32(p, 220, 0xffffffff);
-                              })),
+TEST_F(CpuBackendTest, SpecsAndEntryPoints) {
+  CpuPayloadHeader h = add_header();
+  h.inputs[0].dtype = static_cast<ScalarType>(9);
+  EXPECT_EQ(init_error(test::write_cpu_payload(h, so_)), "cpu delegate 0: tensor spec of input 0 has unknown dtype 9");
+  h = add_header();
+  h.inputs[1].sizes.assign(17, 1);
+  EXPECT_EQ(init_error(test::write_cpu_payload(h, so_)), "cpu delegate 0: tensor spec of input 1 has rank 17 (0 to 16)");
+  h = add_header();
+  h.inputs[0].sizes = {-2, 3};
+  EXPECT_EQ(init_error(test::write_cpu_payload(h, so_)),
             "cpu delegate 0: tensor spec of input 0 has size -2 for dim 0 (-1: dynamic)");
-  CpuPayloadHeader h = scale_header();
+  h = scale_header();
   h.shapes_entry = "";
   EXPECT_EQ(init_error(test::write_cpu_payload(h, so_)),
-            "cpu delegate 0: an output has dynamic dims (-1) but the header names no shapes_entry");
+            "cpu delegate 0: an output has dynamic dims (-1) but the header names no 'shapes' entry point");
   h = add_header();
   h.entry = "";
-  EXPECT_EQ(init_error(test::write_cpu_payload(h, so_)), "cpu delegate 0: the header names no entry point");
+  EXPECT_EQ(init_error(test::write_cpu_payload(h, so_)), "cpu delegate 0: the header names no entry point 'forward'");
+}
+
+// ---- The method allocator ----------------------------------------------------------------------
+
+TEST_F(CpuBackendTest, StateArenaAndPoolComeFromTheMethodAllocator) {
+  std::vector<uint8_t> payload = test::write_cpu_payload(add_header(), so_);
+  BackendInitContext sizing{nullptr, "forward", 0, nullptr, nullptr};
+  for (int threads : {1, 3}) {
+    Result<size_t> bytes = backend(threads)->method_allocator_bytes(
+        sizing, Span<const uint8_t>(payload.data(), payload.size()), Span<const CompileSpec>());
+    ASSERT_TRUE(bytes.ok()) << bytes.error().message();
+    EXPECT_GE(bytes.get(), 4096u + 64u) << "the 4096-byte arena and the delegate state";
+    test::AlignedBuffer memory(bytes.get());
+    MemoryAllocator allocator(memory.data(), memory.size());
+    BackendInitContext context{&allocator, "forward", 0, nullptr, nullptr};
+    Result<DelegateHandle> handle = backend(threads)->init(
+        context, Span<const uint8_t>(payload.data(), payload.size()), Span<const CompileSpec>());
+    ASSERT_TRUE(handle.ok()) << handle.error().message();
+    EXPECT_LE(allocator.used(), bytes.get());
+    EXPECT_GE(allocator.used(), 4096u);
+    // The handle (the delegate state) lies in the method allocator's buffer.
+    uint8_t* state = static_cast<uint8_t*>(handle.get());
+    EXPECT_TRUE(state >= memory.data() && state < memory.data() + memory.size());
+    OwnedTensor a(ScalarType::Float, {2, 3}, 6), b(ScalarType::Float, {2, 3}, 6), out(ScalarType::Float, {2, 3}, 6);
+    a.at<float>()[2] = 1.f;
+    ASSERT_FALSE(execute(handle.get(), {&a.value, &b.value, &out.value}, threads));
+    EXPECT_EQ(out.at<float>()[2], 1.f);
+    backend(threads)->destroy(handle.get());
+  }
+}
+
+TEST_F(CpuBackendTest, ATooSmallMethodAllocatorIsOutOfMemory) {
+  std::vector<uint8_t> payload = test::write_cpu_payload(add_header(), so_);
+  test::AlignedBuffer memory(1024);  // the delegate state fits, the 4096-byte arena does not
+  MemoryAllocator allocator(memory.data(), memory.size());
+  BackendInitContext context{&allocator, "forward", 1, nullptr, nullptr};
+  Result<DelegateHandle> handle =
+      backend()->init(context, Span<const uint8_t>(payload.data(), payload.size()), Span<const CompileSpec>());
+  ASSERT_FALSE(handle.ok());
+  EXPECT_EQ(handle.error().code(), ErrorCode::OutOfMemory);
+  std::string message = handle.error().message();
+  EXPECT_EQ(message.rfind("cpu delegate 1: the method allocator has ", 0), 0u) << message;
+  EXPECT_CONTAINS(message, "of its 1024 bytes left; the payload's arena needs 4096 (size it with "
+                           "MethodMeta::method_allocator_bytes(backends))");
 }
 
 TEST_F(CpuBackendTest, MissingSymbolsAreNamed) {

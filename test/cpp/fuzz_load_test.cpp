@@ -584,7 +584,14 @@ Outcome run_method(const Program& program, size_t method_index, const KernelRegi
     return kMethodFailed;
   }
   exercise_meta(*meta);
-  uint64_t total = meta->method_allocator_bytes();
+  // The method's tables and its delegates' state (a nested delegate's inner method and arenas).
+  // When sizing refuses a delegate's payload, load_method must refuse it too: it runs anyway,
+  // with the method's own bytes, to check that.
+  Result<size_t> sized = meta->method_allocator_bytes(&backends, &kernels);
+  if (!sized.ok() && !error_is_well_formed(sized.error())) ++stats->errors_without_message;
+  size_t method_bytes = sized.ok() ? sized.get() : meta->method_allocator_bytes();
+  if (method_bytes > 2 * kMaxArenaBytes) return kSkippedLarge;
+  uint64_t total = method_bytes;
   for (size_t i = 0; i < meta->num_arenas(); ++i) {
     if (meta->arena_size(i) > kMaxArenaBytes) return kSkippedLarge;
     total += meta->arena_size(i);
@@ -597,7 +604,7 @@ Outcome run_method(const Program& program, size_t method_index, const KernelRegi
     buffers.push_back(std::make_unique<AlignedBuffer>(static_cast<size_t>(meta->arena_size(i))));
     arenas.emplace_back(buffers.back()->data(), static_cast<size_t>(meta->arena_size(i)));
   }
-  AlignedBuffer method_buffer(meta->method_allocator_bytes());
+  AlignedBuffer method_buffer(method_bytes);
   MemoryAllocator method_allocator(method_buffer.data(), method_buffer.size());
   temp->reset();
   MemoryManager memory;
@@ -611,7 +618,9 @@ Outcome run_method(const Program& program, size_t method_index, const KernelRegi
     stats->last_error = method.error();
     return kMethodFailed;
   }
-  EXPECT_LE(method_allocator.used(), meta->method_allocator_bytes()) << "method_allocator_bytes() is not an upper bound";
+  EXPECT_TRUE(sized.ok()) << "load_method accepts what method_allocator_bytes(backends) refuses: "
+                          << sized.error().message();
+  EXPECT_LE(method_allocator.used(), method_bytes) << "method_allocator_bytes(backends) is not an upper bound";
 
   // Inputs at their planned sizes (dynamic dims at the bound), unplanned outputs get buffers.
   MethodMeta::TensorInfo info;

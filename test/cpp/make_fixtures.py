@@ -14,7 +14,8 @@
     OUTDIR/lookup.pte                 int64[3] -> embedding(64 x 8 table) * 2: fails at run time on an
                                       index >= 64; lookup.where.txt holds the embedding's source line
     OUTDIR/nested_<inner>.pte         an outer program whose one DelegateCall (backend "nested") has the
-                                      whole <inner>.pte as its payload: nested_mlp, nested_mlp_unplanned_io,
+                                      whole <inner>.pte as its payload (behind the shared payload header,
+                                      etmlir.backends.payload_header): nested_mlp, nested_mlp_unplanned_io,
                                       nested_dynamic, nested_lookup (payload debug_info: the inner ops'
                                       source lines), nested_nested_lookup (nested_lookup.pte nested again)
     OUTDIR/nested_lookup_no_debug.pte nested lookup without the payload's debug_info; the call itself has
@@ -33,6 +34,7 @@ from pathlib import Path
 import etmlir
 import torch
 from etmlir import models
+from etmlir.backends.payload_header import PayloadHeader, write_payload
 from etmlir.dialects import new_context
 from etmlir.executable import pte
 from torch import nn
@@ -141,9 +143,11 @@ def _tensor_decl(t) -> tuple[str, str, int]:
 def nested_module(inner: bytes, *, payload_debug_info: bool = True, call_handle: int = 0,
                   pass_live_outs: bool = True) -> str:
     """An etx module whose method hands its inputs to one `etx.delegate_call` of backend "nested"
-    (payload: the `inner` .pte) and returns the live-outs, typed like the inner method's signature."""
+    (payload: the shared payload header around the `inner` .pte) and returns the live-outs, typed like the
+    inner method's signature."""
     program = pte.read(inner).program
     method = next(m for m in program.methods if m.name == b"forward")
+    payload = write_payload(PayloadHeader("nested", "pte", 1, entry_points=(("forward", "forward"),)), inner)
     entries = []
     offset = 0
     lines = []
@@ -171,7 +175,7 @@ def nested_module(inner: bytes, *, payload_debug_info: bool = True, call_handle:
     body = "\n".join(lines)
     return f'''
 module {{
-  "etx.payload"() {{sym_name = "inner", backend = "nested", data = dense_resource<inner_pte> : tensor<{len(inner)}xui8>, compile_specs = {{method = "forward"}}{debug_info}}} : () -> ()
+  "etx.payload"() {{sym_name = "inner", backend = "nested", data = dense_resource<inner_pte> : tensor<{len(payload)}xui8>, compile_specs = {{method = "forward"}}{debug_info}}} : () -> ()
   func.func @main() attributes {{etx.method = "forward", etx.arenas = [{{name = "planned", size = {max(offset, 16)} : i64}}]}} {{
 {body}
     return
@@ -181,7 +185,7 @@ module {{
 {{-#
   dialect_resources: {{
     builtin: {{
-      inner_pte: "0x40000000{inner.hex()}"
+      inner_pte: "0x40000000{payload.hex()}"
     }}
   }}
 #-}}

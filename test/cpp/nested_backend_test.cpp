@@ -251,22 +251,90 @@ TEST(NestedFailure, ACallWithoutItsLiveOutIsRefusedNamingTheCounts) {
 
 // ---- Errors at init --------------------------------------------------------------------------
 
-TEST(NestedInit, APayloadThatIsNoProgramFailsTheLoadNamingTheBackend) {
+// The shared payload header a nested payload starts with, around `body` (a .pte, or not).
+std::vector<uint8_t> nested_payload(const std::vector<uint8_t>& body) {
+  test::PayloadFields header;
+  header.backend_id = "nested";
+  header.body_format = "pte";
+  header.entry_points = {{"forward", "forward"}};
+  return test::write_payload(header, body);
+}
+
+// The error loading `pte`'s "forward" with the nested backend gives.
+std::string load_error(const std::vector<uint8_t>& pte, ErrorCode* code = nullptr) {
+  test::LoadedMethod loaded;
+  Error e = test::load_forward(pte, &nested_only(), &loaded);
+  if (e) return std::string("(the outer program does not load: ") + e.message() + ")";
+  if (loaded.method) return "(the method loaded)";
+  if (code != nullptr) *code = loaded.error.code();
+  return loaded.error.message();
+}
+
+TEST(NestedInit, APayloadWithoutTheHeaderSaysRebuild) {
   ETMLIR_REQUIRE_FIXTURES();
-  auto loaded = load("nested_junk.pte");
+  auto loaded = load("nested_junk.pte");  // payload "opaque bytes"
   ASSERT_TRUE(loaded);
   ASSERT_FALSE(loaded->method);
   EXPECT_EQ(loaded->error.code(), ErrorCode::InvalidProgram);
   EXPECT_STREQ(loaded->error.message(),
-               "method 'forward' delegate 0 (backend 'nested'): init failed: payload is not a valid program: invalid "
-               "program: 12 bytes is too short for the 64-byte header");
+               "method 'forward' delegate 0 (backend 'nested'): init failed: not an etmlir payload header (a payload "
+               "from before format 1?): rebuild the .pte (bytes 8 to 12 are \"ytes\", not \"ETPH\")");
+  // A bare .pte: the nested payload from before the shared header.
+  std::vector<uint8_t> mlp = test::read_file(test::fixture_path("mlp.pte"));
+  ASSERT_FALSE(mlp.empty());
+  ErrorCode code = ErrorCode::Ok;
+  EXPECT_EQ(load_error(test::one_delegate_program("nested", mlp, {8, 784}), &code),
+            "method 'forward' delegate 0 (backend 'nested'): init failed: a bare .pte, a nested payload from before "
+            "the shared payload header: rebuild the .pte with this etmlir");
+  EXPECT_EQ(code, ErrorCode::NotSupported);
 }
 
-TEST(NestedInit, ACorruptPayloadFailsTheLoadNamingTheBackend) {
+TEST(NestedInit, ABodyThatIsNoProgramFailsTheLoadNamingTheBackend) {
+  std::string junk = "opaque bytes";
+  ErrorCode code = ErrorCode::Ok;
+  EXPECT_EQ(load_error(test::one_delegate_program("nested", nested_payload({junk.begin(), junk.end()}), {2, 2}), &code),
+            "method 'forward' delegate 0 (backend 'nested'): init failed: payload is not a valid program: invalid "
+            "program: 12 bytes is too short for the 64-byte header");
+  EXPECT_EQ(code, ErrorCode::InvalidProgram);
+  ETMLIR_REQUIRE_FIXTURES();
+  // A .pte body with a broken FlatBuffer identifier (at 64 + 4) and a checksum that matches it.
+  std::vector<uint8_t> mlp = test::read_file(test::fixture_path("mlp.pte"));
+  ASSERT_FALSE(mlp.empty());
+  ASSERT_EQ(std::memcmp(&mlp[64 + 4], "ETX1", 4), 0);
+  mlp[64 + 4] = 'X';
+  EXPECT_EQ(load_error(test::one_delegate_program("nested", nested_payload(mlp), {8, 784})),
+            "method 'forward' delegate 0 (backend 'nested'): init failed: payload is not a valid program: invalid "
+            "program: FlatBuffer identifier is not \"ETX1\"");
+}
+
+TEST(NestedInit, HeaderChecks) {
+  ETMLIR_REQUIRE_FIXTURES();
+  std::vector<uint8_t> mlp = test::read_file(test::fixture_path("mlp.pte"));
+  ASSERT_FALSE(mlp.empty());
+  test::PayloadFields header;
+  header.backend_id = "cpu";
+  header.body_format = "pte";
+  EXPECT_EQ(load_error(test::one_delegate_program("nested", test::write_payload(header, mlp), {8, 784})),
+            "method 'forward' delegate 0 (backend 'nested'): init failed: payload is for backend 'cpu', not 'nested'");
+  header.backend_id = "nested";
+  header.body_format = "elf-shared-object";
+  EXPECT_EQ(load_error(test::one_delegate_program("nested", test::write_payload(header, mlp), {8, 784})),
+            "method 'forward' delegate 0 (backend 'nested'): init failed: payload body_format is 'elf-shared-object', "
+            "not 'pte'");
+  header.body_format = "pte";
+  header.body_version = 2;
+  ErrorCode code = ErrorCode::Ok;
+  EXPECT_EQ(load_error(test::one_delegate_program("nested", test::write_payload(header, mlp), {8, 784}), &code),
+            "method 'forward' delegate 0 (backend 'nested'): init failed: payload body_version 2 is not supported "
+            "(this runtime reads 1)");
+  EXPECT_EQ(code, ErrorCode::NotSupported);
+}
+
+TEST(NestedInit, ACorruptPayloadFailsItsChecksum) {
   ETMLIR_REQUIRE_FIXTURES();
   std::vector<uint8_t> bytes = test::read_file(test::fixture_path("nested_mlp.pte"));
   ASSERT_FALSE(bytes.empty());
-  // The payload is the second .pte in the file: break its FlatBuffer identifier (at 64 + 4).
+  // The payload's body is the second .pte in the file: break its FlatBuffer identifier (at 64 + 4).
   size_t inner = std::string(bytes.begin() + 1, bytes.end()).find("ETXH");
   ASSERT_NE(inner, std::string::npos);
   inner += 1;
@@ -279,13 +347,16 @@ TEST(NestedInit, ACorruptPayloadFailsTheLoadNamingTheBackend) {
   ASSERT_TRUE(program.ok()) << program.error().message();  // the outer program is intact
   Result<MethodMeta> meta = program->method_meta("forward");
   ASSERT_TRUE(meta.ok());
-  MethodMemory memory(*meta, 0);
+  MethodMemory memory(*meta, 0, &nested_only());
   Result<Method> method = program->load_method("forward", &memory.manager, &test::all_kernels(), &nested_only());
   ASSERT_FALSE(method.ok());
   EXPECT_EQ(method.error().code(), ErrorCode::InvalidProgram);
-  EXPECT_STREQ(method.error().message(),
-               "method 'forward' delegate 0 (backend 'nested'): init failed: payload is not a valid program: invalid "
-               "program: FlatBuffer identifier is not \"ETX1\"");
+  std::string message = method.error().message();
+  EXPECT_EQ(message.rfind("method 'forward' delegate 0 (backend 'nested'): init failed: payload checksum mismatch: "
+                          "the body is corrupt (CRC-32 of its ",
+                          0),
+            0u)
+      << message;
 }
 
 TEST(NestedInit, MissingInnerKernelIsReportedThroughTheDelegate) {
@@ -294,7 +365,7 @@ TEST(NestedInit, MissingInnerKernelIsReportedThroughTheDelegate) {
   ASSERT_FALSE(test::load_program(test::fixture_path("nested_lookup.pte"), LoaderKind::Buffer, loaded.get()));
   Result<MethodMeta> meta = loaded->program->method_meta("forward");
   ASSERT_TRUE(meta.ok());
-  MethodMemory memory(*meta, 0);
+  MethodMemory memory(*meta, 0, &nested_only());
   KernelRegistry empty;
   Result<Method> method = loaded->program->load_method("forward", &memory.manager, &empty, &nested_only());
   ASSERT_FALSE(method.ok());
@@ -302,6 +373,46 @@ TEST(NestedInit, MissingInnerKernelIsReportedThroughTheDelegate) {
   EXPECT_CONTAINS(method.error().message(),
                   "method 'forward' delegate 0 (backend 'nested'): init failed: loading the payload: no kernel for "
                   "aten::embedding.out (needed by method 'forward', instruction 0 at ");
+}
+
+// ---- Memory: the inner method's, from the outer method allocator --------------------------
+
+TEST(NestedMemory, MethodAllocatorBytesCoversTheInnerMethodAndNothingIsLeftOut) {
+  ETMLIR_REQUIRE_FIXTURES();
+  for (const char* file : {"nested_mlp.pte", "nested_dynamic.pte", "nested_nested_lookup.pte"}) {
+    auto loaded = std::make_unique<LoadedProgram>();
+    ASSERT_FALSE(test::load_program(test::fixture_path(file), LoaderKind::Mmap, loaded.get()));
+    Result<MethodMeta> meta = loaded->program->method_meta("forward");
+    ASSERT_TRUE(meta.ok());
+    Result<size_t> bytes = meta->method_allocator_bytes(&nested_only());
+    ASSERT_TRUE(bytes.ok()) << file << ": " << bytes.error().message();
+    // The inner method's 4 MiB temp allocator (the default temp_bytes) and its arenas are in there.
+    EXPECT_GT(bytes.get(), meta->method_allocator_bytes() + (size_t{4} << 20)) << file;
+    MethodMemory memory(*meta, 0, &nested_only());
+    Result<Method> method = loaded->program->load_method("forward", &memory.manager, &test::all_kernels(),
+                                                         &nested_only());
+    ASSERT_TRUE(method.ok()) << file << ": " << method.error().message();
+    EXPECT_LE(memory.method_allocator.used(), bytes.get()) << file;
+    EXPECT_GT(memory.method_allocator.used(), size_t{4} << 20) << file;
+  }
+}
+
+TEST(NestedMemory, ATooSmallMethodAllocatorIsOutOfMemoryNamingWhat) {
+  ETMLIR_REQUIRE_FIXTURES();
+  auto loaded = std::make_unique<LoadedProgram>();
+  ASSERT_FALSE(test::load_program(test::fixture_path("nested_mlp.pte"), LoaderKind::Buffer, loaded.get()));
+  Result<MethodMeta> meta = loaded->program->method_meta("forward");
+  ASSERT_TRUE(meta.ok());
+  MethodMemory memory(*meta, 0, &nested_only());
+  // The outer method's own bytes only: no room for the delegate's inner method.
+  memory.method_allocator = MemoryAllocator(memory.method_buffer->data(), meta->method_allocator_bytes());
+  Result<Method> method =
+      loaded->program->load_method("forward", &memory.manager, &test::all_kernels(), &nested_only());
+  ASSERT_FALSE(method.ok());
+  EXPECT_EQ(method.error().code(), ErrorCode::OutOfMemory);
+  EXPECT_CONTAINS(method.error().message(), "method 'forward' delegate 0 (backend 'nested'): init failed: the method "
+                                            "allocator has ");
+  EXPECT_CONTAINS(method.error().message(), "(size it with MethodMeta::method_allocator_bytes(backends))");
 }
 
 // ---- Lifecycle -------------------------------------------------------------------------------
@@ -330,6 +441,10 @@ class CountingBackend : public Backend {
   void destroy(DelegateHandle handle) override {
     ++destroys;
     inner_->destroy(handle);
+  }
+  Result<size_t> method_allocator_bytes(const BackendInitContext& context, Span<const uint8_t> payload,
+                                        Span<const CompileSpec> specs) const override {
+    return inner_->method_allocator_bytes(context, payload, specs);
   }
 
  private:
@@ -400,15 +515,19 @@ class DirectCall : public ::testing::Test {
     if (test::fixture_dir().empty()) GTEST_SKIP() << "ETMLIR_TEST_PTE_DIR is not set";
     backend_ = nested_only().find("nested");
     ASSERT_NE(backend_, nullptr);
-    bytes_ = test::read_file(test::fixture_path("mlp.pte"));
-    ASSERT_FALSE(bytes_.empty());
+    std::vector<uint8_t> mlp = test::read_file(test::fixture_path("mlp.pte"));
+    ASSERT_FALSE(mlp.empty());
+    bytes_ = nested_payload(mlp);
   }
+  // A method allocator with room for everything init takes (the inner mlp method, its 4 MiB
+  // temp allocator, its arena and a copy of the payload).
   BackendInitContext context() {
     return BackendInitContext{&allocator_, "outer", 3, &test::all_kernels(), &nested_only()};
   }
   Backend* backend_ = nullptr;
   std::vector<uint8_t> bytes_;
-  MemoryAllocator allocator_;
+  AlignedBuffer memory_{size_t{16} << 20};
+  MemoryAllocator allocator_{memory_.data(), memory_.size()};
 };
 
 TEST_F(DirectCall, AMisalignedPayloadIsCopiedAndRuns) {
@@ -418,9 +537,16 @@ TEST_F(DirectCall, AMisalignedPayloadIsCopiedAndRuns) {
   std::memcpy(buffer.data() + 8, bytes_.data(), bytes_.size());  // 8-byte aligned only
   BackendInitContext init = context();
   CompileSpec spec{"method", reinterpret_cast<const uint8_t*>("forward"), 7};
-  Result<DelegateHandle> handle = backend_->init(init, Span<const uint8_t>(buffer.data() + 8, bytes_.size()),
-                                                 Span<const CompileSpec>(&spec, 1));
+  Span<const uint8_t> misaligned(buffer.data() + 8, bytes_.size());
+  Result<DelegateHandle> handle = backend_->init(init, misaligned, Span<const CompileSpec>(&spec, 1));
   ASSERT_TRUE(handle.ok()) << handle.error().message();
+  EXPECT_GT(allocator_.used(), bytes_.size()) << "the body's copy is in the method allocator";
+  // Before init copies it, a misaligned body cannot be read to size the method allocator.
+  BackendInitContext sizing{nullptr, "outer", 3, &test::all_kernels(), &nested_only()};
+  Result<size_t> bytes = backend_->method_allocator_bytes(sizing, misaligned, Span<const CompileSpec>(&spec, 1));
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_EQ(bytes.error().code(), ErrorCode::NotSupported);
+  EXPECT_CONTAINS(bytes.error().message(), "the payload body is not 16-byte aligned in memory");
   std::vector<float> y(ref.expected.size(), -1.f);
   OwnedTensor in(ScalarType::Float, ref.input_shape, ref.input.data(), ref.input.size() * sizeof(float));
   OwnedTensor out(ScalarType::Float, ref.expected_shape, y.data(), y.size() * sizeof(float));

@@ -299,8 +299,9 @@ TEST(NoHeap, AFailureInsideANestedDelegateAllocatesNothing) {
   EXPECT_EQ(allocations, 0u);
 }
 
-// "cpu" delegates (runtime/backends/cpu) allocate everything at init: the
-// descriptors, the shape buffer, the payload's arena and the thread pool.
+// "cpu" delegates (runtime/backends/cpu) take everything at init, from the
+// method allocator: the descriptors, the shape buffer, the payload's arena and
+// the thread pool's tables (its threads start at init too).
 // Called directly (a static and a dynamic payload, one and two threads) and
 // through a Method.
 struct Float2d {
@@ -335,10 +336,11 @@ TEST(NoHeap, CpuDelegatesAllocateNothing) {
   std::vector<uint8_t> scale_payload = test::write_cpu_payload(scale, so);
   for (int threads : {1, 2}) {
     BackendRegistry backends;
-    ASSERT_FALSE(register_cpu_backend(backends, CpuBackendOptions{threads}));
+    ASSERT_FALSE(register_cpu_backend(backends, BackendOptions{threads}));
     Backend* backend = backends.find("cpu");
-    MemoryAllocator unused;
-    BackendInitContext init{&unused, "forward", 0, nullptr, nullptr};
+    test::AlignedBuffer memory(size_t{1} << 20);  // the delegates' state, descriptors and arenas
+    MemoryAllocator method_allocator(memory.data(), memory.size());
+    BackendInitContext init{&method_allocator, "forward", 0, nullptr, nullptr};
     Result<DelegateHandle> add_handle =
         backend->init(init, Span<const uint8_t>(add_payload.data(), add_payload.size()), Span<const CompileSpec>());
     Result<DelegateHandle> scale_handle = backend->init(
@@ -381,7 +383,7 @@ TEST(NoHeap, AMethodWithACpuDelegateAllocatesNothing) {
   h.outputs = {{ScalarType::Float, {4, 4}}};
   std::vector<uint8_t> pte = test::one_delegate_program("cpu", test::write_cpu_payload(h, so), {4, 4});
   BackendRegistry backends;
-  ASSERT_FALSE(register_cpu_backend(backends, CpuBackendOptions{2}));
+  ASSERT_FALSE(register_cpu_backend(backends, BackendOptions{2}));
   test::LoadedMethod loaded;
   Error loaded_program = test::load_forward(pte, &backends, &loaded);
   ASSERT_FALSE(loaded_program) << loaded_program.message();

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "etmlir/schema/payload_generated.h"
 #include "etmlir/schema/program_generated.h"
 #include "portable_kernels.h"
 
@@ -51,8 +52,10 @@ const KernelRegistry& all_kernels() {
   return *registry;
 }
 
-MethodMemory::MethodMemory(const MethodMeta& meta, size_t temp_bytes) {
-  method_buffer = std::make_unique<AlignedBuffer>(meta.method_allocator_bytes());
+MethodMemory::MethodMemory(const MethodMeta& meta, size_t temp_bytes, const BackendRegistry* backends) {
+  Result<size_t> bytes = meta.method_allocator_bytes(backends, &all_kernels());
+  method_buffer = std::make_unique<AlignedBuffer>(bytes.ok() ? bytes.get()
+                                                             : meta.method_allocator_bytes() + kSpareMethodBytes);
   temp_buffer = std::make_unique<AlignedBuffer>(temp_bytes);
   for (size_t i = 0; i < meta.num_arenas(); ++i) {
     arena_buffers.push_back(std::make_unique<AlignedBuffer>(static_cast<size_t>(meta.arena_size(i))));
@@ -80,7 +83,7 @@ namespace {
 Error load_forward_method(const BackendRegistry* backends, LoadedMethod* out) {
   Result<MethodMeta> meta = out->program->program->method_meta("forward");
   if (!meta.ok()) return meta.error();
-  out->memory = std::make_unique<MethodMemory>(*meta, kDefaultTempBytes);
+  out->memory = std::make_unique<MethodMemory>(*meta, kDefaultTempBytes, backends);
   Result<Method> method =
       out->program->program->load_method("forward", &out->memory->manager, &all_kernels(), backends);
   if (method.ok()) {
@@ -259,7 +262,7 @@ std::vector<uint8_t> one_delegate_program(const char* backend, const std::vector
 }
 
 uint64_t crc32(const uint8_t* data, size_t size) {
-  // Bit by bit (the backend uses tables): zlib's crc32.
+  // Bit by bit (the runtime uses tables): zlib's crc32.
   uint32_t c = 0xFFFFFFFFu;
   for (size_t i = 0; i < size; ++i) {
     c ^= data[i];
@@ -268,26 +271,49 @@ uint64_t crc32(const uint8_t* data, size_t size) {
   return c ^ 0xFFFFFFFFu;
 }
 
-std::vector<uint8_t> write_cpu_payload(const CpuPayloadHeader& h, const std::vector<uint8_t>& so) {
-  std::vector<uint8_t> header(208, 0);
-  auto append_u32 = [&header](uint32_t v) {
-    header.resize(header.size() + 4);
-    put_u32(&header[header.size() - 4], v);
-  };
-  auto append_u64 = [&header](uint64_t v) {
-    header.resize(header.size() + 8);
-    put_u64(&header[header.size() - 8], v);
-  };
-  for (const std::vector<CpuTensorSpec>* group : {&h.inputs, &h.outputs}) {
-    for (const CpuTensorSpec& spec : *group) {
-      append_u32(static_cast<uint32_t>(static_cast<int32_t>(spec.dtype)));
-      append_u32(static_cast<uint32_t>(spec.sizes.size()));
-      for (int64_t s : spec.sizes) append_u64(static_cast<uint64_t>(s));
+std::vector<uint8_t> write_payload(const PayloadFields& h, const std::vector<uint8_t>& body) {
+  namespace ps = etmlir::payload_schema;
+  // The FlatBuffer's size does not depend on a nonzero body_offset's value: build it once with
+  // a placeholder (64) to learn the size, then again with the real offset.
+  auto build = [&](uint64_t body_offset) {
+    flatbuffers::FlatBufferBuilder b;
+    std::vector<flatbuffers::Offset<ps::TensorSpec>> in, out;
+    for (const PayloadTensorSpec& spec : h.inputs)
+      in.push_back(ps::CreateTensorSpecDirect(b, static_cast<int8_t>(spec.dtype), &spec.sizes));
+    for (const PayloadTensorSpec& spec : h.outputs)
+      out.push_back(ps::CreateTensorSpecDirect(b, static_cast<int8_t>(spec.dtype), &spec.sizes));
+    std::vector<flatbuffers::Offset<ps::EntryPoint>> e;
+    for (const auto& entry : h.entry_points)
+      e.push_back(ps::CreateEntryPointDirect(b, entry.first.c_str(), entry.second.c_str()));
+    std::vector<flatbuffers::Offset<ps::DebugHandles>> m;
+    for (uint32_t handle : h.debug_handles) {
+      std::vector<uint32_t> covered = {handle};
+      m.push_back(ps::CreateDebugHandlesDirect(b, handle, &covered));
     }
-  }
-  for (uint32_t handle : h.debug_handles) append_u32(handle);
-  header.resize((header.size() + 63) / 64 * 64, 0);
+    uint64_t size = h.body_size_override >= 0 ? static_cast<uint64_t>(h.body_size_override) : body.size();
+    uint32_t crc = h.body_crc32_override >= 0 ? static_cast<uint32_t>(h.body_crc32_override)
+                                              : static_cast<uint32_t>(crc32(body.data(), body.size()));
+    auto root = ps::CreatePayloadHeaderDirect(
+        b, h.format_version, h.backend_id.c_str(), h.body_format.c_str(), h.body_version, h.arch.c_str(),
+        h.cpu_features, &in, &out, &e, &m, h.scratch_bytes, body_offset, size, crc);
+    ps::FinishSizePrefixedPayloadHeaderBuffer(b, root);
+    return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+  };
+  size_t header_size = build(64).size();
+  size_t body_offset = (header_size + 63) / 64 * 64;
+  std::vector<uint8_t> header =
+      build(h.body_offset_override >= 0 ? static_cast<uint64_t>(h.body_offset_override) : body_offset);
+  std::vector<uint8_t> out(body_offset + body.size(), 0);
+  std::memcpy(out.data(), header.data(), header.size());
+  if (!body.empty()) std::memcpy(out.data() + body_offset, body.data(), body.size());
+  return out;
+}
 
+size_t payload_body_offset(const std::vector<uint8_t>& payload) {
+  return static_cast<size_t>(etmlir::payload_schema::GetSizePrefixedPayloadHeader(payload.data())->body_offset());
+}
+
+PayloadFields cpu_payload_fields(const CpuPayloadHeader& h) {
 #if defined(__x86_64__)
   const char* machine = "x86_64";
 #elif defined(__aarch64__)
@@ -295,31 +321,35 @@ std::vector<uint8_t> write_cpu_payload(const CpuPayloadHeader& h, const std::vec
 #else
   const char* machine = "unknown";
 #endif
-  std::string arch = h.arch.empty() ? machine : h.arch;
-  std::memcpy(&header[0], "ETMLCPU1", 8);
-  put_u32(&header[8], static_cast<uint32_t>(header.size()));
-  put_u32(&header[12], h.format_version);
-  std::memcpy(&header[16], arch.data(), arch.size() < 16 ? arch.size() : 16);
-  put_u64(&header[32], h.cpu_features);
-  put_u64(&header[40], so.size());
-  put_u64(&header[48], crc32(so.data(), so.size()));
-  put_u64(&header[56], h.arena_bytes);
-  put_u32(&header[64], static_cast<uint32_t>(h.inputs.size()));
-  put_u32(&header[68], static_cast<uint32_t>(h.outputs.size()));
-  put_u32(&header[72], static_cast<uint32_t>(h.debug_handles.size()));
-  put_u32(&header[76], h.abi_version);
-  std::memcpy(&header[80], h.entry.data(), h.entry.size() < 64 ? h.entry.size() : 64);
-  std::memcpy(&header[144], h.shapes_entry.data(), h.shapes_entry.size() < 64 ? h.shapes_entry.size() : 64);
-  header.insert(header.end(), so.begin(), so.end());
-  return header;
+  PayloadFields f;
+  f.backend_id = "cpu";
+  f.body_format = "elf-shared-object";
+  f.body_version = h.abi_version;
+  f.arch = h.arch.empty() ? machine : h.arch;
+  f.cpu_features = h.cpu_features;
+  f.inputs = h.inputs;
+  f.outputs = h.outputs;
+  if (!h.entry.empty()) f.entry_points.emplace_back("forward", h.entry);
+  if (!h.shapes_entry.empty()) f.entry_points.emplace_back("shapes", h.shapes_entry);
+  f.debug_handles = h.debug_handles;
+  f.scratch_bytes = h.arena_bytes;
+  return f;
+}
+
+std::vector<uint8_t> write_cpu_payload(const CpuPayloadHeader& h, const std::vector<uint8_t>& so) {
+  return write_payload(cpu_payload_fields(h), so);
 }
 
 std::vector<uint8_t> cpu_fixture_bytes(CpuFixture which) {
+#ifdef ETMLIR_CPU_FIXTURE
   switch (which) {
     case CpuFixture::Plain: return read_file(ETMLIR_CPU_FIXTURE);
     case CpuFixture::Abi2: return read_file(ETMLIR_CPU_FIXTURE_ABI2);
     case CpuFixture::NoHeapFallbacks: return read_file(ETMLIR_CPU_FIXTURE_NO_HEAP_FALLBACKS);
   }
+#else
+  (void)which;  // a build without the "cpu" backend has no fixtures
+#endif
   return {};
 }
 

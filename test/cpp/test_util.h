@@ -1,13 +1,15 @@
 // Helpers shared by the C++ tests: fixture files, aligned buffers, the full
-// kernel registry, memory for a method sized from its MethodMeta, a writer
-// for hand-made .pte files (FlatBuffer + 64-byte header + segments), and
-// `cpu` delegate payloads around the test build's fixture shared objects.
+// kernel registry, memory for a method sized from its MethodMeta (and its
+// delegates' backends), a writer for hand-made .pte files (FlatBuffer + 64-byte
+// header + segments), and delegate payloads (the shared payload header; `cpu`
+// payloads around the test build's fixture shared objects).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "etmlir/runtime/backend.h"
@@ -57,10 +59,13 @@ class AlignedBuffer {
 // The prim kernels and every portable kernel, registered once.
 const KernelRegistry& all_kernels();
 
-// Memory for one method: method allocator (MethodMeta::method_allocator_bytes),
-// one 64-byte-aligned buffer per arena, a temp allocator.
+// Memory for one method: method allocator (MethodMeta::method_allocator_bytes(backends):
+// the method's tables and its delegates' state; when that fails, the method's own
+// bytes + kSpareMethodBytes, so that load_method reports the payload's error rather
+// than running out of memory), one 64-byte-aligned buffer per arena, a temp allocator.
+constexpr size_t kSpareMethodBytes = size_t{16} << 20;
 struct MethodMemory {
-  MethodMemory(const MethodMeta& meta, size_t temp_bytes);
+  MethodMemory(const MethodMeta& meta, size_t temp_bytes, const BackendRegistry* backends = nullptr);
   std::unique_ptr<AlignedBuffer> method_buffer;
   std::unique_ptr<AlignedBuffer> temp_buffer;
   std::vector<std::unique_ptr<AlignedBuffer>> arena_buffers;
@@ -124,34 +129,61 @@ std::vector<uint8_t> pack_pte(const uint8_t* flatbuffer, size_t flatbuffer_size,
 std::vector<uint8_t> one_delegate_program(const char* backend, const std::vector<uint8_t>& payload,
                                           const std::vector<int64_t>& sizes);
 
-// ---- `cpu` delegate payloads (runtime/backends/cpu/PAYLOAD.md) ------------------------
+// ---- Delegate payloads: the shared header (runtime/schema/payload.fbs) + a body ----------
 
-struct CpuTensorSpec {
+struct PayloadTensorSpec {
   ScalarType dtype;
   std::vector<int64_t> sizes;  // -1: dynamic
 };
 
-// The header's fields; write_cpu_payload computes header_bytes, so_bytes and so_crc32.
+// The header's fields. write_payload computes body_offset, body_size and body_crc32 unless
+// the *_override fields say otherwise (to make corrupt payloads).
+struct PayloadFields {
+  uint32_t format_version = 1;
+  std::string backend_id;
+  std::string body_format;
+  uint32_t body_version = 1;
+  std::string arch;
+  uint64_t cpu_features = 0;
+  std::vector<PayloadTensorSpec> inputs;
+  std::vector<PayloadTensorSpec> outputs;
+  std::vector<std::pair<std::string, std::string>> entry_points;  // name -> symbol
+  std::vector<uint32_t> debug_handles;                           // the map: id h covers {h}
+  uint64_t scratch_bytes = 0;
+  int64_t body_offset_override = -1;
+  int64_t body_size_override = -1;
+  int64_t body_crc32_override = -1;
+};
+
+// u32 size prefix + the PayloadHeader FlatBuffer ("ETPH"), zeros to a 64-byte boundary, `body`.
+std::vector<uint8_t> write_payload(const PayloadFields& header, const std::vector<uint8_t>& body);
+// Where a payload's body starts (its header's body_offset).
+size_t payload_body_offset(const std::vector<uint8_t>& payload);
+
+// CRC-32 as zlib.crc32 computes it (PayloadHeader.body_crc32), bit by bit.
+uint64_t crc32(const uint8_t* data, size_t size);
+
+// ---- `cpu` delegate payloads (runtime/backends/cpu/PAYLOAD.md) ------------------------
+
+using CpuTensorSpec = PayloadTensorSpec;
+
+// A cpu payload's header fields; write_cpu_payload turns them into PayloadFields
+// (backend "cpu", body_format "elf-shared-object", entry points "forward" and "shapes").
 struct CpuPayloadHeader {
   std::string arch;  // default: the machine the tests run on ("x86_64", "aarch64")
   uint64_t cpu_features = 0;
   uint64_t arena_bytes = 4096;
-  uint32_t format_version = 1;
-  uint32_t abi_version = 1;
-  std::string entry;
-  std::string shapes_entry;
+  uint32_t abi_version = 1;  // body_version
+  std::string entry;         // "forward"; none when empty
+  std::string shapes_entry;  // "shapes"; none when empty
   std::vector<CpuTensorSpec> inputs;
   std::vector<CpuTensorSpec> outputs;
   std::vector<uint32_t> debug_handles;
 };
 
-// CRC-32 as zlib.crc32 computes it (what PAYLOAD.md's so_crc32 holds, in the low 32 bits).
-uint64_t crc32(const uint8_t* data, size_t size);
-// header (padded to a multiple of 64) + `so`.
+PayloadFields cpu_payload_fields(const CpuPayloadHeader& header);
+// The shared header + `so`.
 std::vector<uint8_t> write_cpu_payload(const CpuPayloadHeader& header, const std::vector<uint8_t>& so);
-// Byte offsets of header fields the tests rewrite.
-constexpr size_t kCpuHeaderBytesOffset = 8;
-constexpr size_t kCpuSoCrc32Offset = 48;
 
 // The shared objects test/cpp/fixtures/cpu_payload_fixture.c builds (CMakeLists.txt).
 enum class CpuFixture {

@@ -12,10 +12,10 @@ atol 2e-3 / rtol 1e-3 (53 layers; logits of magnitude ~10), nanoGPT atol
 from __future__ import annotations
 
 import collections
+import dataclasses
 import struct
 import subprocess
 import sys
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +26,12 @@ from torch import nn
 import etmlir
 import etmlir.runtime as rt
 from etmlir import backends, models
+from etmlir.backends import payload_header
 from etmlir.backends.cpu import payload as cpu_payload
 from etmlir.backends.cpu.target import FEATURE_BITS, host
-from etmlir.backends.partitioner import is_delegate_call
+from etmlir.delegation.partitioner import is_delegate_call
 from etmlir.devtools import delegation_info
+from etmlir.executable import pte as pte_file
 
 TOLERANCES = {  # name -> (atol, rtol)
     "seed_cnn": (1e-4, 1e-4),
@@ -91,7 +93,7 @@ def test_cpu_delegate_thread_pool_gives_the_same_results(zoo, cpu_zoo, threads):
     assert rt.cpu_heap_fallbacks() == fallbacks  # the compile-time measured arena held every allocation
 
 
-def test_report_shows_the_hot_ops_delegated(cpu_zoo):
+def test_report_shows_the_hot_ops_delegated(zoo, cpu_zoo):
     mobilenet = delegation_info(cpu_zoo["mobilenet_v2"][0])
     assert mobilenet.num_non_delegated_ops == 0, mobilenet.why_not_delegated()
     text = mobilenet.table()
@@ -104,88 +106,101 @@ def test_report_shows_the_hot_ops_delegated(cpu_zoo):
     assert "edge.embedding" in refused  # stays on portable kernels, with its reason
     assert {subgraph.backend for subgraph in gpt.subgraphs} == {"cpu"}
     delegated = sum((collections.Counter(subgraph.op_counts) for subgraph in gpt.subgraphs), collections.Counter())
-    assert delegated["edge.addmm"] == 24 and delegated["edge.bmm"] == 12 and delegated["edge.softmax"] == 6
+    n_layer = zoo["nanogpt"][0].cfg.n_layer
+    # 4 biased linears per block (lm_head has no bias: mm); each block's attention is 2 bmm and 1 softmax.
+    assert delegated["edge.addmm"] == 4 * n_layer and delegated["edge.bmm"] == 2 * n_layer
+    assert delegated["edge.softmax"] == n_layer
 
 
-def _payloads(pte: bytes) -> list[int]:
-    """Offsets of every cpu payload inside a .pte (its segments are 64-byte aligned)."""
-    found, at = [], pte.find(cpu_payload.MAGIC)
-    while at >= 0:
-        found.append(at)
-        at = pte.find(cpu_payload.MAGIC, at + 1)
-    return found
+def _cpu_payloads(pte_bytes: bytes) -> list[tuple[int, bytes]]:
+    """(delegate's segment index, payload bytes) of every cpu delegate of a .pte's first method."""
+    f = pte_file.read(pte_bytes)
+    return [(d.payload.segment, f.segment(d.payload.segment)[d.payload.offset:d.payload.offset + d.payload.size])
+            for d in f.program.methods[0].delegates or () if d.backend == b"cpu"]
 
 
 def test_payload_header_says_what_the_code_needs(cpu_zoo):
-    pte = cpu_zoo["nanogpt"][1]
-    offsets = _payloads(pte)
-    assert offsets
-    header_bytes, = struct.unpack_from("<I", pte, offsets[0] + 8)
-    so_bytes, = struct.unpack_from("<Q", pte, offsets[0] + 40)
-    info, so = cpu_payload.read_payload(pte[offsets[0]:offsets[0] + header_bytes + so_bytes])
+    payloads = _cpu_payloads(cpu_zoo["nanogpt"][1])
+    assert payloads
+    blob = payloads[0][1]
+    assert blob[8:12] == payload_header.FILE_IDENTIFIER  # the shared header every backend's payload starts with
+    info, so = cpu_payload.read_payload(blob)
     assert info.arch == host().arch and info.cpu_features == host().feature_mask
-    assert so[:4] == b"\x7fELF"
+    assert so[:4] == b"\x7fELF" and payload_header.body_offset(blob) % 64 == 0
     assert info.entry and info.shapes_entry  # the sequence length is dynamic
     assert any(-1 in spec.sizes for spec in info.inputs)
     assert info.debug_handles and info.arena_bytes > 0
+    header, _ = payload_header.read_payload(blob, backend_id="cpu")
+    assert header.body_format == "elf-shared-object" and header.body_version == cpu_payload.ABI_VERSION
+    assert header.debug_handle_map == tuple((h, (h,)) for h in info.debug_handles)
 
 
-def _patched(pte: bytes, edit) -> bytes:
-    data = bytearray(pte)
-    at = _payloads(pte)[0]
-    edit(data, at)
-    return bytes(data)
+def _with_payload(pte_bytes: bytes, edit) -> bytes:
+    """The .pte with its first cpu payload replaced by `edit(payload bytes)` (re-packed: sizes may change)."""
+    f = pte_file.read(pte_bytes)
+    segment = _cpu_payloads(pte_bytes)[0][0]
+    segments = [f.segment(i) for i in range(len(f.program.segments))]
+    segments[segment] = edit(segments[segment])
+    for method in f.program.methods:
+        for delegate in method.delegates or ():
+            if delegate.payload.segment == segment:
+                delegate.payload.size = len(segments[segment])
+    return pte_file.pack(f.program, segments, f.header.segment_alignment)
 
 
-def _load_error(pte: bytes) -> str:
+def _rewritten(edit_info):
+    """An edit that rewrites a cpu payload's header: edit_info(PayloadInfo) -> PayloadInfo, same shared object."""
+    def edit(blob: bytes) -> bytes:
+        info, so = cpu_payload.read_payload(blob)
+        return cpu_payload.write_payload(edit_info(info), so)
+    return edit
+
+
+def _load_error(pte_bytes: bytes) -> str:
     with pytest.raises(Exception) as error:
-        rt.load(pte).method("forward")
+        rt.load(pte_bytes).method("forward")
     return str(error.value)
 
 
 def test_corrupt_payload_fails_at_init_with_a_clear_error(cpu_zoo):
-    pte = cpu_zoo["mlp"][1]
+    def flip_code_byte(blob: bytes) -> bytes:
+        data = bytearray(blob)
+        data[payload_header.body_offset(blob) + 4096] ^= 0xFF
+        return bytes(data)
 
-    def flip_code_byte(data: bytearray, at: int) -> None:
-        header_bytes, = struct.unpack_from("<I", data, at + 8)
-        data[at + header_bytes + 4096] ^= 0xFF
-
-    message = _load_error(_patched(pte, flip_code_byte))
+    message = _load_error(_with_payload(cpu_zoo["mlp"][1], flip_code_byte))
     assert "cpu delegate 0" in message and "checksum" in message and "corrupt" in message
 
 
 def test_payload_for_another_architecture_is_refused(cpu_zoo):
-    pte = cpu_zoo["mlp"][1]
-
-    def aarch64(data: bytearray, at: int) -> None:
-        data[at + 16:at + 32] = b"aarch64".ljust(16, b"\0")
-
-    message = _load_error(_patched(pte, aarch64))
-    assert "aarch64" in message and host().arch in message
+    other = "aarch64" if host().arch != "aarch64" else "x86_64"
+    message = _load_error(_with_payload(cpu_zoo["mlp"][1], _rewritten(
+        lambda info: dataclasses.replace(info, arch=other))))
+    assert f"payload built for {other}, this runtime runs on {host().arch}" in message
 
 
 def test_payload_needing_a_missing_cpu_feature_is_refused(cpu_zoo):
     missing = [i for i, (name, _) in enumerate(FEATURE_BITS) if name not in host().features]
     if not missing:
-        pytest.skip("this CPU has every feature the payload format names")
-    pte = cpu_zoo["mlp"][1]
-
-    def needs_more(data: bytearray, at: int) -> None:
-        mask, = struct.unpack_from("<Q", data, at + 32)
-        struct.pack_into("<Q", data, at + 32, mask | (1 << missing[0]))
-
-    message = _load_error(_patched(pte, needs_more))
-    assert FEATURE_BITS[missing[0]][0] in message
+        pytest.skip("this CPU has every feature the payload schema names")
+    message = _load_error(_with_payload(cpu_zoo["mlp"][1], _rewritten(
+        lambda info: dataclasses.replace(info, cpu_features=info.cpu_features | 1 << missing[0]))))
+    assert FEATURE_BITS[missing[0]][0] in message and "this CPU lacks" in message
 
 
-def test_truncated_payload_header_is_refused(cpu_zoo):
-    pte = cpu_zoo["mlp"][1]
+def test_truncated_payload_is_refused(cpu_zoo):
+    message = _load_error(_with_payload(cpu_zoo["mlp"][1], lambda blob: blob[:-1]))
+    assert "cpu delegate 0" in message and "truncated or padded" in message
 
-    def bad_sizes(data: bytearray, at: int) -> None:
-        so_bytes, = struct.unpack_from("<Q", data, at + 40)
-        struct.pack_into("<Q", data, at + 40, so_bytes + 1)
 
-    assert "cpu delegate 0" in _load_error(_patched(pte, bad_sizes))
+def test_payload_from_before_the_shared_header_asks_for_a_rebuild(cpu_zoo):
+    def old_format(blob: bytes) -> bytes:  # the format-1 cpu header: magic "ETMLCPU1", ...
+        info, so = cpu_payload.read_payload(blob)
+        header = struct.pack("<8sII16s", b"ETMLCPU1", 320, 1, info.arch.encode()).ljust(320, b"\0")
+        return header + so
+
+    message = _load_error(_with_payload(cpu_zoo["mlp"][1], old_format))
+    assert "ETMLCPU1" in message and "rebuild the .pte" in message
 
 
 def test_python_payload_reader_checks_the_checksum():
@@ -198,7 +213,20 @@ def test_python_payload_reader_checks_the_checksum():
     corrupt[-1] ^= 1
     with pytest.raises(ValueError, match="checksum"):
         cpu_payload.read_payload(bytes(corrupt))
-    assert zlib.crc32(b"\x7fELF" + bytes(60)) == struct.unpack_from("<Q", blob, 48)[0]
+    header, _ = payload_header.read_payload(blob)
+    assert header.backend_id == "cpu" and header.scratch_bytes == 0
+    with pytest.raises(ValueError, match="payload is for backend 'cpu', not 'nested'"):
+        payload_header.read_payload(blob, backend_id="nested")
+    with pytest.raises(ValueError, match="rebuild the .pte"):
+        cpu_payload.read_payload(b"ETMLCPU1" + bytes(300))
+
+
+def test_feature_names_come_from_the_payload_schema():
+    # The schema's CpuFeature enum (runtime/schema/payload.fbs) is the one list: target.py derives
+    # (GCC name, /proc/cpuinfo flag) pairs from it; bit i is the enum's value i.
+    assert FEATURE_BITS[0] == ("sse4.2", "sse4_2")
+    assert [flag for _, flag in FEATURE_BITS] == list(payload_header.CPU_FEATURES)
+    assert host().feature_mask >> len(FEATURE_BITS) == 0
 
 
 class _SharedWeight(nn.Module):
@@ -249,4 +277,4 @@ def test_et_run_runs_a_cpu_delegated_program(zoo, cpu_zoo, tmp_path, threads):
     result = subprocess.run([str(et_run), str(pte), "--inputs", str(inputs), "--iterations", "3", "--cpu-threads",
                              threads], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert f"cpu delegates: {threads}" in result.stdout
+    assert f"{threads} per delegate call (backends: " in result.stdout

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from torch_mlir import ir
 
+from etmlir.dialects import attrs
 import etmlir
 from etmlir import models
 from etmlir.dialects import new_context
@@ -85,8 +86,8 @@ def _constant_params(program: etmlir.ExecutorchProgram) -> set[str]:
     params = set()
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "etx.constant" and "etmlir.param" in op.attributes:
-            params.add(ir.StringAttr(op.attributes["etmlir.param"]).value)
+        if op.name == "etx.constant" and attrs.PARAM in op.attributes:
+            params.add(ir.StringAttr(op.attributes[attrs.PARAM]).value)
         return ir.WalkResult.ADVANCE
 
     program.module.operation.walk(visit)

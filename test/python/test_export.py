@@ -10,6 +10,7 @@ from conftest import export_zoo
 from torch_mlir import ir
 
 from etmlir import models
+from etmlir.dialects import attrs
 from etmlir.frontend.locations import file_locations
 
 ZOO = list(models.ZOO)
@@ -40,8 +41,8 @@ def test_parameter_names_are_fully_qualified_and_on_the_literals(zoo):
     model = zoo["mobilenet_v2"][0]
     assert set(program.param_names) == set(model.state_dict()) - {
         k for k in model.state_dict() if k.endswith("num_batches_tracked")}
-    tagged = {ir.StringAttr(op.attributes["etmlir.param"]).value
-              for op in _all_ops(program) if op.name == "torch.vtensor.literal" and "etmlir.param" in op.attributes}
+    tagged = {ir.StringAttr(op.attributes[attrs.PARAM]).value
+              for op in _all_ops(program) if op.name == "torch.vtensor.literal" and attrs.PARAM in op.attributes}
     assert "features.0.0.weight" in tagged and "classifier.1.bias" in tagged
 
 

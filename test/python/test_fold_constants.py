@@ -16,19 +16,17 @@ import pytest
 import torch
 from torch_mlir import ir
 
+from etmlir.dialects import attrs
 import etmlir
 import etmlir.runtime as rt
 from etmlir.dialects import new_context
 from etmlir.executable import pte
-from etmlir.passes.fold_constants import fold
+from etmlir.passes.fold_constants import DEFAULT_MAX_BYTES, fold
 from etmlir.passes.pipeline import run_pipeline
 from etmlir.program import clone_module
 from etmlir.schema.Value import Value
 
 TOLERANCES = {"mlp": (1e-5, 1e-4), "mobilenet_v2": (2e-3, 1e-3), "nanogpt": (1e-3, 1e-3)}
-# What folds in each zoo model: the weight transposes of its linear layers.
-FOLDED = {"mlp": {"edge.permute_copy": 3}, "mobilenet_v2": {"edge.permute_copy": 1},
-          "nanogpt": {"edge.permute_copy": 25}, "seed_cnn": {}}
 NO_FOLD = etmlir.ExecutorchConfig(fold_constants=False)
 
 
@@ -37,17 +35,24 @@ def _eager(model, args) -> np.ndarray:
         return model(*args).numpy()
 
 
-@pytest.mark.parametrize("name", list(FOLDED))
-def test_zoo_folds_its_weight_transposes(edge_zoo, name):
+def _folded(model: torch.nn.Module, max_bytes: int = DEFAULT_MAX_BYTES) -> int:
+    """What folds in a zoo model: the weight transpose of each nn.Linear whose weight is at most max_bytes."""
+    return sum(isinstance(m, torch.nn.Linear) and m.weight.numel() * m.weight.element_size() <= max_bytes
+               for m in model.modules())
+
+
+@pytest.mark.parametrize("name", list(etmlir.models.ZOO))
+def test_zoo_folds_its_weight_transposes(zoo, edge_zoo, name):
     module = clone_module(edge_zoo[name].module)
-    assert collections.Counter(fold(module.operation)) == FOLDED[name]
+    folded = _folded(zoo[name][0])
+    assert collections.Counter(fold(module.operation)) == ({"edge.permute_copy": folded} if folded else {})
 
 
 @pytest.mark.parametrize("name", list(TOLERANCES))
 def test_folded_program_has_fewer_permutes_and_matches_eager(zoo, edge_zoo, pte_zoo, name):
     model, args, _ = zoo[name]
     folded, unfolded = pte_zoo[name].kernel_histogram(), edge_zoo[name].to_executorch(NO_FOLD).kernel_histogram()
-    removed = FOLDED[name]["edge.permute_copy"]
+    removed = _folded(model)
     assert unfolded["aten::permute_copy.out"] - folded.get("aten::permute_copy.out", 0) == removed
     assert {k: v for k, v in folded.items() if k != "aten::permute_copy.out"} == \
         {k: v for k, v in unfolded.items() if k != "aten::permute_copy.out"}
@@ -58,9 +63,10 @@ def test_folded_program_has_fewer_permutes_and_matches_eager(zoo, edge_zoo, pte_
 
 def test_mlp_runs_without_permute_calls_and_fold_constants_false_keeps_them(zoo, edge_zoo, pte_zoo):
     model, args, _ = zoo["mlp"]
-    assert pte_zoo["mlp"].kernel_histogram() == {"aten::addmm.out": 3, "aten::relu.out": 2}
+    linears, relus = (sum(isinstance(m, kind) for m in model.modules()) for kind in (torch.nn.Linear, torch.nn.ReLU))
+    assert pte_zoo["mlp"].kernel_histogram() == {"aten::addmm.out": linears, "aten::relu.out": relus}
     unfolded = edge_zoo["mlp"].to_executorch(NO_FOLD)
-    assert unfolded.kernel_histogram()["aten::permute_copy.out"] == 3
+    assert unfolded.kernel_histogram()["aten::permute_copy.out"] == linears  # one weight transpose per linear
     (actual,) = rt.load(unfolded.buffer).method()(*args)
     np.testing.assert_allclose(actual.numpy(), _eager(model, args), atol=1e-5, rtol=1e-4)
 
@@ -73,17 +79,19 @@ def test_folded_weights_are_stored_byte_for_byte(zoo, pte_zoo):
               for t in (v.value for v in f.program.methods[0].values if v.valueType == Value.Tensor)
               if t.constant is not None}
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    assert len(linears) == 3
+    assert linears  # the loop below checks every one
     for layer in linears:
         weight = layer.weight.detach()
         assert weight.T.contiguous().numpy().tobytes() in stored
         assert weight.numpy().tobytes() not in stored  # only the transpose is needed
 
 
-def test_small_max_bytes_keeps_large_folds_at_run_time(edge_zoo):
+def test_small_max_bytes_keeps_large_folds_at_run_time(zoo, edge_zoo):
     et = edge_zoo["mlp"].to_executorch(etmlir.ExecutorchConfig(fold_max_bytes=1 << 16))
-    # fc3's 10x256 weight (10,240 bytes) folds; the two larger ones do not.
-    assert et.kernel_histogram()["aten::permute_copy.out"] == 2
+    # fc3's 10x256 weight (10,240 bytes) folds; the two larger ones (over 64 KiB) do not.
+    model = zoo["mlp"][0]
+    assert 0 < _folded(model, 1 << 16) < _folded(model)
+    assert et.kernel_histogram()["aten::permute_copy.out"] == _folded(model) - _folded(model, 1 << 16)
 
 
 def test_to_executorch_with_folding_leaves_the_edge_program_unchanged(edge_zoo):
@@ -123,8 +131,8 @@ def test_folding_keeps_a_constant_another_op_uses():
         module = ir.Module.parse(text)
         assert fold(module.operation) == ["edge.permute_copy"]
         constants = [op for op in module.body.operations[0].regions[0].blocks[0].operations
-                     if op.operation.name == "edge.constant" and "etmlir.param" in op.operation.attributes]
-        assert sorted(ir.StringAttr(op.attributes["etmlir.param"]).value for op in constants) == \
+                     if op.operation.name == "edge.constant" and attrs.PARAM in op.operation.attributes]
+        assert sorted(ir.StringAttr(op.attributes[attrs.PARAM]).value for op in constants) == \
             ["w", "w.permute_copy"]
         run_pipeline(module, "et-to-out-variants,et-plan-memory")
         data = etmlir.serialize(module)

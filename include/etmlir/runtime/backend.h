@@ -5,9 +5,20 @@
 //   static MyBackend backend;                       // user-owned, outlives methods
 //   backends.add("mine", &backend);                 // explicit registration
 //
+// The backends a build compiles in (runtime/backends/<id>/, the CMake list
+// ETMLIR_BACKENDS) are registered together by etmlir::register_backends
+// (generated "etmlir/register_backends.h"), each through its
+// register_<id>_backend(registry, BackendOptions).
+//
 // Lifecycle per delegate of a loaded method: is_available() → init() at
 // Method load (a missing or unavailable backend fails the load, naming it) →
 // execute() at every DelegateCall → destroy() when the Method goes away.
+//
+// Memory: init() takes what the delegate keeps (its state, descriptors,
+// arenas, payload copies) from BackendInitContext::method_allocator, which
+// lives as long as the method; method_allocator_bytes() says how much, so that
+// MethodMeta::method_allocator_bytes(backends) can size that allocator before
+// the load. destroy() releases what is not in it (threads, loaded code).
 #pragma once
 
 #include <cstddef>
@@ -29,12 +40,25 @@ struct CompileSpec {
 class BackendRegistry;
 class KernelRegistry;
 
+// Generic knobs a host (et-run, the Python extension, an application) hands
+// every backend it registers (register_backends, register_<id>_backend). A
+// backend reads those that apply to it and ignores the rest.
+struct BackendOptions {
+  // Threads one delegate call may run on, the calling thread included
+  // (1 to kMaxBackendThreads). The "cpu" backend gives each delegate a pool
+  // of threads - 1 workers; backends that run on one thread ignore it.
+  int threads = 1;
+};
+
+constexpr int kMaxBackendThreads = 256;
+
 // What init() may use: the method allocator (memory that lives as long as
-// the method), the delegate's place in the program for messages, and the
-// registries the outer method was loaded with, so that a backend that runs
-// a program of its own (runtime/backends/nested) loads it with the same
-// kernels and backends. The registries outlive the method (nullptr when the
-// method was loaded without backends).
+// the method: the delegate's state belongs there), the delegate's place in
+// the program for messages, and the registries the outer method was loaded
+// with, so that a backend that runs a program of its own
+// (runtime/backends/nested) loads it with the same kernels and backends. The
+// registries outlive the method (nullptr when the method was loaded without
+// backends). For Backend::method_allocator_bytes, method_allocator is nullptr.
 struct BackendInitContext {
   MemoryAllocator* method_allocator;
   const char* method_name;
@@ -64,7 +88,30 @@ class Backend {
                                       Span<const CompileSpec> compile_specs) = 0;
   // `args`: the delegate's live-ins, then its live-outs (resize those).
   virtual Error execute(BackendExecuteContext& context, DelegateHandle handle, Span<EValue*> args) = 0;
+  // Frees what init() did not take from the method allocator (that memory is
+  // the caller's and is not touched).
   virtual void destroy(DelegateHandle handle) = 0;
+
+  // An upper bound on the bytes init() takes from context.method_allocator
+  // for this payload and these compile specs (the same ones init() will get).
+  // MethodMeta::method_allocator_bytes(backends) adds it to the method's own
+  // bytes; a payload init() would refuse may return its Error here already.
+  // Default: 0 (a backend that keeps nothing there).
+  virtual Result<size_t> method_allocator_bytes(const BackendInitContext& context, Span<const uint8_t> payload,
+                                                Span<const CompileSpec> compile_specs) const {
+    (void)context;
+    (void)payload;
+    (void)compile_specs;
+    return size_t{0};
+  }
+
+  // A named statistic the backend keeps, summed over its delegates in this
+  // process (each backend's README lists its names; "cpu" keeps
+  // "heap_fallbacks"). 0 for a name it does not keep.
+  virtual uint64_t counter(const char* name) const {
+    (void)name;
+    return 0;
+  }
 };
 
 class BackendRegistry {

@@ -28,6 +28,7 @@
 namespace etmlir {
 
 class Method;
+class Program;
 
 // The .pte schema version this runtime reads (Program.version).
 constexpr uint32_t kProgramVersion = 1;
@@ -57,8 +58,18 @@ class MethodMeta {
   size_t num_arenas() const;
   uint64_t arena_size(size_t mem_id) const;
   const char* arena_name(size_t mem_id) const;
-  // An upper bound on the method allocator bytes load_method will use.
+  // An upper bound on the method allocator bytes load_method uses for the
+  // method's own tables (values, tensors, instructions, delegate slots): enough
+  // for a method without delegates. Delegates keep their state in the method
+  // allocator too: size it with the overload below when the method has some.
   size_t method_allocator_bytes() const;
+  // The same plus, for each delegate, what its backend in `backends` takes at
+  // init (Backend::method_allocator_bytes on the delegate's payload and compile
+  // specs): the size to give the method allocator for load_method(...,
+  // backends). An Error when a delegate's backend is not registered or
+  // refuses its payload, worded as load_method would.
+  Result<size_t> method_allocator_bytes(const BackendRegistry* backends, const KernelRegistry* kernels = nullptr) const;
+  size_t num_delegates() const;
   size_t num_instructions() const;
   size_t num_operators() const;
   // "aten::add.out" into buffer.
@@ -66,8 +77,9 @@ class MethodMeta {
 
  private:
   friend class Program;
-  explicit MethodMeta(const void* method) : method_(method) {}
+  MethodMeta(const void* method, const Program* program) : method_(method), program_(program) {}
   const void* method_;  // etmlir::schema::Method
+  const Program* program_;  // for the delegates' payloads
 };
 
 class Program {

@@ -26,16 +26,18 @@ before debug handles are given, so handles stay unique.
 from __future__ import annotations
 
 import itertools
-import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch_mlir import ir
 
-from etmlir.backends.backend import get_backend
-from etmlir.backends.operator_support import FREE_OPS
-from etmlir.backends.partitioner import TAG_ATTR, PartitionResult, Partitioner, first_free_number
+from etmlir import runtime
+from etmlir.delegation.backend import get_backend
+from etmlir.delegation.lowered import LOWERED_NAMESPACE, add_lowered_module, lowered_module
+from etmlir.delegation.operator_support import FREE_OPS
+from etmlir.delegation.partitioner import PartitionResult, Partitioner, first_free_number
+from etmlir.dialects import attrs
 from etmlir.passes.pipeline import PipelineElement, run_pipeline
 from etmlir.passes.preprocess_delegates import delegate_modules, set_compile_specs
 from etmlir.program import clone_module
@@ -44,13 +46,13 @@ if TYPE_CHECKING:
     from etmlir.edge_program import EdgeProgram
     from etmlir.executorch_program import ExecutorchConfig, ExecutorchProgram
 
-LOWERED_NAMESPACE = "etmlir_lowered"
 
 
 def _rebuild(edge_program: "EdgeProgram", module: ir.Module) -> "EdgeProgram":
-    from etmlir.edge_program import EdgeProgram
-    return EdgeProgram(module=module, example_args=edge_program.example_args,
-                       dynamic_dims=list(edge_program.dynamic_dims), weight_buffers=edge_program.weight_buffers)
+    # The same program class with the new module (its other fields are the input's).
+    return type(edge_program)(module=module, example_args=edge_program.example_args,
+                              dynamic_dims=list(edge_program.dynamic_dims),
+                              weight_buffers=edge_program.weight_buffers)
 
 
 def _lower_tagged(module: ir.Module, tags: list[str], compile_specs: Mapping[str, str]) -> None:
@@ -87,14 +89,13 @@ def to_backend(backend_id: str, edge_program: "EdgeProgram",
         for op in function.regions[0].blocks[0].operations:
             op = op.operation
             if op.name.startswith("edge.") and op.name not in FREE_OPS:
-                op.attributes[TAG_ATTR] = ir.StringAttr.get(tag)
+                op.attributes[attrs.DELEGATION_TAG] = ir.StringAttr.get(tag)
     _lower_tagged(module, [tag], dict(compile_specs or {}))
     return LoweredBackendModule(backend_id, dict(compile_specs or {}), _rebuild(edge_program, module))
 
 
 # -- composition --------------------------------------------------------------------------------
 
-_LOWERED: "weakref.WeakValueDictionary[str, LoweredBackendModule]" = weakref.WeakValueDictionary()
 _COUNTER = itertools.count()
 _LIBRARY: torch.library.Library | None = None
 
@@ -123,7 +124,7 @@ class LoweredBackendModule(torch.nn.Module):
         self.op_name = f"m{next(_COUNTER)}"
         self._not_composable = self._composition_problem()
         if self._not_composable is None:
-            _LOWERED[self.op_name] = self
+            add_lowered_module(self.op_name, self)
             self._register_op()
 
     @property
@@ -143,7 +144,6 @@ class LoweredBackendModule(torch.nn.Module):
     def _run(self, *inputs: torch.Tensor) -> Any:
         """Eager kernel of the operator: the lowered program on etmlir's runtime."""
         if self._method is None:
-            from etmlir import runtime
             if self._executorch is None:
                 self._executorch = self.to_executorch()
             self._method = runtime.load(self._executorch.buffer).method("forward")
@@ -180,7 +180,7 @@ class LoweredBackendModule(torch.nn.Module):
 
 def _eager_kernel(op_name: str) -> Any:
     def kernel(*inputs: torch.Tensor) -> Any:
-        lowered = _LOWERED.get(op_name)
+        lowered = lowered_module(f"{LOWERED_NAMESPACE}::{op_name}")
         if lowered is None:
             raise RuntimeError(f"{LOWERED_NAMESPACE}::{op_name}: its LoweredBackendModule no longer exists")
         return lowered._run(*inputs)
@@ -188,12 +188,6 @@ def _eager_kernel(op_name: str) -> Any:
 
 
 def _torch_dtype(edge_dtype: str) -> torch.dtype:
-    from etmlir.devtools.edge_to_torch import torch_dtype
+    from etmlir.passes.edge_to_torch import torch_dtype
     with ir.Context():
         return torch_dtype(ir.Type.parse(f"tensor<{edge_dtype}>"))
-
-
-def lowered_module(qualified_name: str) -> "LoweredBackendModule | None":
-    """The live LoweredBackendModule a traced `etmlir_lowered::m<n>` call stands for."""
-    namespace, _, name = qualified_name.partition("::")
-    return _LOWERED.get(name) if namespace == LOWERED_NAMESPACE else None

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 from tabulate import tabulate
 from torch_mlir import ir
 
-from etmlir.backends.partitioner import (BACKEND_ATTR, REFUSED_ATTR, TAG_ATTR, defining_op, delegate_callee,
-                                         is_delegate_call, tag_backend)
+from etmlir.delegation.partitioner import defining_op, delegate_callee, is_delegate_call, tag_backend
+from etmlir.dialects import attrs
 from etmlir.frontend.locations import source_line
 from etmlir.passes.assign_debug_handles import debug_handle
 from etmlir.passes.preprocess_delegates import payload_size
@@ -285,11 +285,11 @@ class _Builder:
             elif is_delegate_call(op):
                 rows.append((self._call_line(op, state), ""))
                 index += 1
-            elif TAG_ATTR in op.attributes:
-                tag = ir.StringAttr(op.attributes[TAG_ATTR]).value
+            elif attrs.DELEGATION_TAG in op.attributes:
+                tag = ir.StringAttr(op.attributes[attrs.DELEGATION_TAG]).value
                 end = index
-                while end < len(ops) and TAG_ATTR in ops[end].attributes \
-                        and ir.StringAttr(ops[end].attributes[TAG_ATTR]).value == tag:
+                while end < len(ops) and attrs.DELEGATION_TAG in ops[end].attributes \
+                        and ir.StringAttr(ops[end].attributes[attrs.DELEGATION_TAG]).value == tag:
                     end += 1
                 rows.append((self._tagged_line(tag, ops[index:end], state), ""))
                 index = end
@@ -308,8 +308,8 @@ class _Builder:
                 self._outlined(op)
             elif not _counted(op):
                 continue
-            elif TAG_ATTR in op.attributes:
-                tag = ir.StringAttr(op.attributes[TAG_ATTR]).value
+            elif attrs.DELEGATION_TAG in op.attributes:
+                tag = ir.StringAttr(op.attributes[attrs.DELEGATION_TAG]).value
                 self.delegated[op.name] += 1
                 previous = self.subgraphs.get(tag)
                 counts = dict(previous.op_counts) if previous else {}
@@ -317,9 +317,9 @@ class _Builder:
                 self.subgraphs[tag] = DelegatedSubgraph(tag, tag_backend(tag), counts, outlined=False)
             else:
                 self.kept[op.name] += 1
-                if REFUSED_ATTR in op.attributes:
+                if attrs.NOT_DELEGATED in op.attributes:
                     reasons = {entry.name: ir.StringAttr(entry.attr).value if isinstance(entry.attr, ir.StringAttr)
-                               else str(entry.attr) for entry in ir.DictAttr(op.attributes[REFUSED_ATTR])}
+                               else str(entry.attr) for entry in ir.DictAttr(op.attributes[attrs.NOT_DELEGATED])}
                     self.not_delegated.append(NotDelegatedOp(op.name, debug_handle(op), source_line(op.location),
                                                              reasons))
                 else:
@@ -339,7 +339,7 @@ class _Builder:
         if name in self.subgraphs:
             return  # called again: its ops are counted once
         counts: collections.Counter[str] = collections.Counter(op.name for op in _walk(module) if _counted(op))
-        backend = ir.StringAttr(call.attributes[BACKEND_ATTR]).value
+        backend = ir.StringAttr(call.attributes[attrs.BACKEND]).value
         self.subgraphs[name] = DelegatedSubgraph(name, backend, dict(sorted(counts.items())), outlined=True,
                                                  payload_bytes=payload_size(module))
         self.delegated.update(counts)
@@ -385,8 +385,8 @@ class _Builder:
         """SSA name; a weight by its parameter name, a scalar constant by its value."""
         owner = defining_op(value)
         if owner is not None and owner.name == "edge.constant":
-            if "etmlir.param" in owner.attributes:
-                return ir.StringAttr(owner.attributes["etmlir.param"]).value
+            if attrs.PARAM in owner.attributes:
+                return ir.StringAttr(owner.attributes[attrs.PARAM]).value
             attr = owner.attributes["value"]
             if isinstance(attr, ir.DenseElementsAttr) and attr.is_splat and ir.ShapedType(attr.type).rank == 0:
                 scalar = attr.get_splat_value()

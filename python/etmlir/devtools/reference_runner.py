@@ -18,28 +18,17 @@ correctness, not speed.
 from __future__ import annotations
 
 import ctypes
+
 import numpy as np
-import torch._decomp
 from torch_mlir import ir
 from torch_mlir.execution_engine import ExecutionEngine
 from torch_mlir.passmanager import PassManager
 from torch_mlir.runtime.np_to_memref import (
     get_ranked_memref_descriptor, make_nd_memref_descriptor, ranked_memref_to_numpy)
 
-from etmlir.frontend.aten_ops import lookup_overload, op_overload_name
-from etmlir.passes.decompose_to_core_aten import decompose_ops
+from etmlir.passes.pipeline import run_pipeline
 from etmlir.program import clone_module, find_function
 
-# Core ATen ops torch-mlir's linalg lowering rejects; PyTorch's decomposition registry
-# (the Python reference implementations, not the eager kernels) rewrites them first.
-_UNLOWERABLE = ("aten._native_batch_norm_legit_no_training.default", "aten.upsample_bilinear2d.vec",
-                "aten._unsafe_index.Tensor", "aten._native_batch_norm_legit.default")
-
-TORCH_TO_LINALG = (
-    "builtin.module(func.func(torch-match-quantized-custom-ops),"
-    "torchdynamo-export-to-torch-backend-pipeline,"
-    "torch-backend-to-linalg-on-tensors-backend-pipeline)"
-)
 _TO_LLVM = (
     "builtin.module(one-shot-bufferize{bufferize-function-boundaries=1 "
     "function-boundary-type-conversion=identity-layout-map},"
@@ -61,8 +50,7 @@ class ReferenceRunner:
     def __init__(self, module: ir.Module, func_name: str = "main", opt_level: int = 2) -> None:
         with module.context:
             clone = clone_module(module)
-            decompose_unlowerable(clone)
-            PassManager.parse(TORCH_TO_LINALG).run(clone.operation)
+            run_pipeline(clone, "builtin.module(et-torch-to-linalg)")
             func = find_function(clone, func_name)
             if func is None:
                 raise ValueError(f"no function @{func_name} in the module")
@@ -89,10 +77,3 @@ class ReferenceRunner:
         self._engine.invoke(self._name, *args)
         # Copy out: the result buffer belongs to the compiled code and is never freed or reused.
         return np.array(ranked_memref_to_numpy([result]), copy=True)
-
-
-def decompose_unlowerable(module: ir.Module) -> None:
-    overloads = [lookup_overload(name) for name in _UNLOWERABLE]
-    table = {op: torch._decomp.decomposition_table[op] for op in overloads}
-    decompose_ops(module.operation, lambda op: op_overload_name(op) in _UNLOWERABLE, table,
-                  goal="ops torch-mlir can lower")

@@ -25,7 +25,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-import torch
+from etmlir.lazy import lazy_module
+
+torch = lazy_module("torch")
+
 
 
 @dataclasses.dataclass(frozen=True)

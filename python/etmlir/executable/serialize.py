@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 from torch_mlir import ir
 
+from etmlir.dialects import attrs
 from etmlir.dialects.etx import method_functions, output_owners, tensor_type, upper_bounds
 from etmlir.executable import pte
 from etmlir.executable.dtypes import element_info, nbytes
@@ -108,7 +109,7 @@ class _ConstantData:
 
     def bytes_of(self, op: ir.Operation, t: ir.RankedTensorType) -> bytes:
         expected = nbytes(list(t.shape), t.element_type)
-        param = ir.StringAttr(op.attributes["etmlir.param"]).value if "etmlir.param" in op.attributes else None
+        param = ir.StringAttr(op.attributes[attrs.PARAM]).value if attrs.PARAM in op.attributes else None
         attr = op.attributes["value"]
         if param is not None and param in self.weights:
             data = np.ascontiguousarray(self.weights[param]).tobytes()
@@ -398,8 +399,8 @@ class _MethodWriter:
             entry = DebugEntryT()
             entry.handle = handle
             entry.location = source_line(op.location)
-            entry.op = (ir.StringAttr(op.attributes["etmlir.edge_op"]).value
-                        if "etmlir.edge_op" in op.attributes else op.name)
+            entry.op = (ir.StringAttr(op.attributes[attrs.EDGE_OP]).value
+                        if attrs.EDGE_OP in op.attributes else op.name)
             self.debug_entries.append(entry)
 
 

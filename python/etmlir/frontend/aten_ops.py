@@ -15,18 +15,28 @@ import functools
 import re
 from typing import Any
 
-import torch
 from torch_mlir import ir
-from torch_mlir.extras import fx_importer
+
+from etmlir.lazy import lazy_module
+
+torch = lazy_module("torch")
+fx_importer = lazy_module("torch_mlir.extras.fx_importer")
 
 _VTENSOR_RE = re.compile(r"^!torch\.vtensor<\[([^\]]*)\],(.+)>$")
 
-MLIR_DTYPE_TO_TORCH: dict[str, torch.dtype] = {
-    asm: dtype for dtype, asm in fx_importer.TORCH_DTYPE_TO_MLIR_TYPE_ASM.items()
-}
-_INT_TO_DTYPE = {v: k for k, v in fx_importer.TORCH_DTYPE_TO_INT.items()}
-_INT_TO_MEMORY_FORMAT = {v: k for k, v in fx_importer.TORCH_MEMORY_FORMAT_TO_INT.items()}
-_INT_TO_LAYOUT = {v: k for k, v in fx_importer.TORCH_LAYOUT_TO_INT.items()}
+
+@functools.cache
+def mlir_dtype_to_torch() -> dict[str, torch.dtype]:
+    """`f32` -> torch.float32, ... (torch-mlir's own table, inverted)."""
+    return {asm: dtype for dtype, asm in fx_importer.TORCH_DTYPE_TO_MLIR_TYPE_ASM.items()}
+
+
+@functools.cache
+def _int_to_enum(kind: str) -> dict[int, Any]:
+    """torch-mlir's integer encodings of dtypes, memory formats and layouts, inverted."""
+    table = {"dtype": fx_importer.TORCH_DTYPE_TO_INT, "memory_format": fx_importer.TORCH_MEMORY_FORMAT_TO_INT,
+             "layout": fx_importer.TORCH_LAYOUT_TO_INT}[kind]
+    return {v: k for k, v in table.items()}
 
 
 def canonical_op_name(name: str) -> str:
@@ -72,7 +82,7 @@ def parse_vtensor_type(t: ir.Type) -> TensorType | None:
     if not match:
         return None
     dims, dtype_asm = match.groups()
-    dtype = MLIR_DTYPE_TO_TORCH.get(dtype_asm)
+    dtype = mlir_dtype_to_torch().get(dtype_asm)
     if dtype is None:
         return None
     sizes = tuple(None if d.strip() == "?" else int(d) for d in dims.split(",") if d.strip())
@@ -219,9 +229,9 @@ def _typed_constant(raw: Any, arg_type: torch.Type, producer: str, declared: str
     if isinstance(raw, int) and not isinstance(raw, bool):
         spelled = declared.split("[")[0].rstrip("?") if declared else str(arg_type)
         if spelled == "ScalarType":
-            return _INT_TO_DTYPE[raw]
+            return _int_to_enum("dtype")[raw]
         if spelled == "MemoryFormat":
-            return _INT_TO_MEMORY_FORMAT[raw]
+            return _int_to_enum("memory_format")[raw]
         if spelled == "Layout":
-            return _INT_TO_LAYOUT[raw]
+            return _int_to_enum("layout")[raw]
     return raw

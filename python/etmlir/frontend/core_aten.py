@@ -28,11 +28,13 @@ from __future__ import annotations
 import functools
 import operator
 
-import torch
 from torch_mlir import ir
 
 from etmlir.dialects.edge import edge_ops_by_aten
 from etmlir.frontend.aten_ops import canonical_op_name, is_tensor_type, op_overload_name
+from etmlir.lazy import lazy_module
+
+torch = lazy_module("torch")
 
 STRUCTURAL_OPS = frozenset({
     "builtin.module", "func.func", "func.return", "func.call",

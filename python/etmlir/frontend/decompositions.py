@@ -21,15 +21,12 @@ import dataclasses
 import functools
 from typing import Any
 
-import sympy
-import torch
-from torch._dynamo.source import ConstantSource
-from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.proxy_tensor import make_fx
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
 from etmlir.frontend.aten_ops import RuntimeValue
 from etmlir.frontend.core_aten import core_aten_overloads
+from etmlir.lazy import lazy_module
+
+torch = lazy_module("torch")
+sympy = lazy_module("sympy")
 
 # Size used to trace a dynamic dim, and the sizes every recorded guard must also hold for.
 _TRACE_HINT = 8
@@ -93,6 +90,11 @@ def _overload_name(op: Any) -> str:
 
 def trace_decomposition(overload_name: str, overload: torch._ops.OpOverload, args: list[Any],
                         kwargs: dict[str, Any], table: dict) -> TracedDecomposition:
+    from torch._dynamo.source import ConstantSource  # torch is imported when a decomposition is traced
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
     shape_env = ShapeEnv()
     mode = FakeTensorMode(shape_env=shape_env)
     inputs: list[RuntimeValue] = []
@@ -168,7 +170,7 @@ def _is_placeholder(value: Any) -> bool:
     return isinstance(value, (torch.Tensor, torch.SymInt))
 
 
-def _check_no_specialization(shape_env: ShapeEnv, symbols: list[sympy.Symbol]) -> None:
+def _check_no_specialization(shape_env: torch.fx.experimental.symbolic_shapes.ShapeEnv, symbols: list[sympy.Symbol]) -> None:
     if not symbols:
         return
     guards = [g.expr for g in shape_env.guards] + list(shape_env.replacements.items())

@@ -25,12 +25,11 @@ from torch_mlir import ir
 from torch_mlir.extras.fx_importer import (
     TORCH_DTYPE_TO_NPY_TYPE, FxImporter, FxImporterHooks, InputInfo, create_mlir_tensor_type)
 
+from etmlir.dialects import attrs
 from etmlir.dialects import new_context
 from etmlir.frontend.aten_program import AtenProgram, DynamicDim
 from etmlir.frontend.locations import anchor_locations
 
-PARAM_ATTR = "etmlir.param"
-DYNAMIC_DIMS_ATTR = "etmlir.dynamic_dims"
 
 
 def export(model: torch.nn.Module, example_args: Sequence[Any],
@@ -194,7 +193,7 @@ class _NumpyWeights(FxImporterHooks):
         with ir.InsertionPoint(gni._b), ir.Location.unknown():
             op = ir.Operation.create(
                 "torch.vtensor.literal", results=[gni._cc.tensor_to_vtensor_type(literal)],
-                attributes={"value": attr, PARAM_ATTR: ir.StringAttr.get(name)})
+                attributes={"value": attr, attrs.PARAM: ir.StringAttr.get(name)})
         return op.result
 
     def _unique(self, name: str) -> str:
@@ -242,5 +241,5 @@ def _record_dynamic_dims(main: ir.Operation, dims: list[DynamicDim]) -> None:
             fields["max"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim.max)
         per_arg[dim.input_index][str(dim.dim)] = ir.DictAttr.get(fields)
     main.attributes["arg_attrs"] = ir.ArrayAttr.get([
-        ir.DictAttr.get({DYNAMIC_DIMS_ATTR: ir.DictAttr.get(entries)} if entries else {})
+        ir.DictAttr.get({attrs.DYNAMIC_DIMS: ir.DictAttr.get(entries)} if entries else {})
         for entries in per_arg])

@@ -11,15 +11,24 @@ that, the line of the model's `forward`.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 
-import torch
+import functools
+
 import torch_mlir
 from torch_mlir import ir
 
 _FILE_LOC_RE = re.compile(r'"([^"]+)":(\d+):(\d+)')
-_LIBRARY_DIRS = tuple(os.path.realpath(p) + os.sep for m in (torch, torch_mlir) for p in m.__path__)
+
+
+@functools.cache
+def _library_dirs() -> tuple[str, ...]:
+    """torch's and torch-mlir's install directories (found without importing torch)."""
+    torch_spec = importlib.util.find_spec("torch")
+    torch_dirs = list(torch_spec.submodule_search_locations or ()) if torch_spec else []
+    return tuple(os.path.realpath(p) + os.sep for p in [*torch_dirs, *torch_mlir.__path__])
 
 
 def file_locations(location: ir.Location | str) -> list[tuple[str, int, int]]:
@@ -30,7 +39,7 @@ def file_locations(location: ir.Location | str) -> list[tuple[str, int, int]]:
 def is_library_file(path: str) -> bool:
     """torch and torch-mlir sources, absolute or as the relative `torch/fx/...` paths export records."""
     if os.path.isabs(path):
-        return os.path.realpath(path).startswith(_LIBRARY_DIRS)
+        return os.path.realpath(path).startswith(_library_dirs())
     return path.split("/", 1)[0] in ("torch", "torch_mlir")
 
 

@@ -18,15 +18,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-from torch._dynamo.source import ConstantSource
-from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
+from etmlir.dialects import attrs
 from etmlir.frontend.aten_ops import (
     RuntimeValue, UndecodableOperand, call_arguments, decode_arguments, lookup_overload, op_overload_name, parse_vtensor_type)
 from etmlir.frontend.core_aten import SCALAR_SIZE_OPS, SIZE_QUERY_ALIASES
 from torch_mlir import ir
+
+from etmlir.lazy import lazy_module
+
+torch = lazy_module("torch")
 
 
 
@@ -43,11 +43,11 @@ def argument_max_sizes(func: ir.Operation, index: int) -> dict[int, int]:
     """dim -> max of argument `index`'s dynamic dims that declare one (its `etmlir.dynamic_dims`)."""
     if "arg_attrs" not in func.attributes:
         return {}
-    attrs = ir.DictAttr(ir.ArrayAttr(func.attributes["arg_attrs"])[index])
-    if "etmlir.dynamic_dims" not in attrs:
+    arg_attrs = ir.DictAttr(ir.ArrayAttr(func.attributes["arg_attrs"])[index])
+    if attrs.DYNAMIC_DIMS not in arg_attrs:
         return {}
     return {int(entry.name): ir.IntegerAttr(ir.DictAttr(entry.attr)["max"]).value
-            for entry in ir.DictAttr(attrs["etmlir.dynamic_dims"]) if "max" in ir.DictAttr(entry.attr)}
+            for entry in ir.DictAttr(arg_attrs[attrs.DYNAMIC_DIMS]) if "max" in ir.DictAttr(entry.attr)}
 
 
 def dynamic_dims_of(func: ir.Operation) -> list[dict[int, dict[str, Any]]]:
@@ -55,11 +55,11 @@ def dynamic_dims_of(func: ir.Operation) -> list[dict[int, dict[str, Any]]]:
     result: list[dict[int, dict[str, Any]]] = []
     if "arg_attrs" not in func.attributes:
         return [{} for _ in func.regions[0].blocks[0].arguments]
-    for attrs in ir.ArrayAttr(func.attributes["arg_attrs"]):
+    for arg_attrs in ir.ArrayAttr(func.attributes["arg_attrs"]):
         dims: dict[int, dict[str, Any]] = {}
-        attrs = ir.DictAttr(attrs)
-        if "etmlir.dynamic_dims" in attrs:
-            for named in ir.DictAttr(attrs["etmlir.dynamic_dims"]):
+        arg_attrs = ir.DictAttr(arg_attrs)
+        if attrs.DYNAMIC_DIMS in arg_attrs:
+            for named in ir.DictAttr(arg_attrs[attrs.DYNAMIC_DIMS]):
                 info = ir.DictAttr(named.attr)
                 dims[int(named.name)] = {
                     "min": ir.IntegerAttr(info["min"]).value,
@@ -72,6 +72,10 @@ def dynamic_dims_of(func: ir.Operation) -> list[dict[int, dict[str, Any]]]:
 
 def upper_bounds(func: ir.Operation) -> dict[ir.Operation, Bounds]:
     """For every op with a dynamic tensor result: the upper bound of each result dim, per result."""
+    from torch._dynamo.source import ConstantSource  # torch is imported when bounds are computed
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
     shape_env = ShapeEnv()
     mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True)
     symbols: dict[str, torch.SymInt] = {}
@@ -114,7 +118,7 @@ def upper_bounds(func: ir.Operation) -> dict[ir.Operation, Bounds]:
     return bounds
 
 
-def _bound_sizes(shape_env: ShapeEnv, value: Any, result: ir.Value) -> list[int | None]:
+def _bound_sizes(shape_env: torch.fx.experimental.symbolic_shapes.ShapeEnv, value: Any, result: ir.Value) -> list[int | None]:
     tensor = parse_vtensor_type(result.type)
     if tensor is None:
         return []
@@ -132,7 +136,7 @@ def _bound_sizes(shape_env: ShapeEnv, value: Any, result: ir.Value) -> list[int 
     return sizes
 
 
-def _evaluate(op: ir.Operation, env: dict[ir.Value, Any], mode: FakeTensorMode) -> list[Any]:
+def _evaluate(op: ir.Operation, env: dict[ir.Value, Any], mode: torch._subclasses.fake_tensor.FakeTensorMode) -> list[Any]:
     name = op.name
     if name.startswith("torch.constant."):
         if name == "torch.constant.none":

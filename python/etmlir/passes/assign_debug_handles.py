@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
+from etmlir.dialects import attrs
 from etmlir.passes.registry import register_pass
 
-DEBUG_HANDLE_ATTR = "etmlir.debug_handle"
 _NO_HANDLE = ("edge.constant",)
 
 
@@ -34,7 +34,7 @@ def _edge_ops(module: ir.Operation) -> list[ir.Operation]:
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         if (op.name.startswith("edge.") and op.name not in _NO_HANDLE) or (
-                op.name == "func.call" and "etmlir.backend" in op.attributes):  # a delegate call
+                op.name == "func.call" and attrs.BACKEND in op.attributes):  # a delegate call
             ops.append(op)
         return ir.WalkResult.ADVANCE
 
@@ -44,7 +44,7 @@ def _edge_ops(module: ir.Operation) -> list[ir.Operation]:
 
 def debug_handle(op: ir.Operation) -> int | None:
     """The op's debug handle, or None if it has none."""
-    return ir.IntegerAttr(op.attributes[DEBUG_HANDLE_ATTR]).value if DEBUG_HANDLE_ATTR in op.attributes else None
+    return ir.IntegerAttr(op.attributes[attrs.DEBUG_HANDLE]).value if attrs.DEBUG_HANDLE in op.attributes else None
 
 
 def debug_handles(op: ir.Operation) -> list[int]:
@@ -73,6 +73,6 @@ def assign_debug_handles(module: ir.Operation) -> None:
     handle = max((debug_handle(op) or 0 for op in ops), default=0)
     i64 = ir.IntegerType.get_signless(64, module.context)
     for op in ops:
-        if DEBUG_HANDLE_ATTR not in op.attributes:
+        if attrs.DEBUG_HANDLE not in op.attributes:
             handle += 1
-            op.attributes[DEBUG_HANDLE_ATTR] = ir.IntegerAttr.get(i64, handle)
+            op.attributes[attrs.DEBUG_HANDLE] = ir.IntegerAttr.get(i64, handle)

@@ -30,16 +30,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import torch.fx
 from torch_mlir import ir
-from torch_mlir.extras.fx_importer import FxImporter
 
 from etmlir.frontend.aten_ops import (
     RuntimeValue, UndecodableOperand, call_arguments, decode_arguments, lookup_overload, op_overload_name, parse_vtensor_type)
 from etmlir.frontend.core_aten import is_core_aten, normalize_keep
 from etmlir.frontend.decompositions import (
     DecompositionError, TracedDecomposition, decomposition_table, trace_decomposition)
+from etmlir.lazy import lazy_module
 from etmlir.passes.registry import Option, PassFailure, emit_error, register_pass
+
+torch = lazy_module("torch")
+fx_importer = lazy_module("torch_mlir.extras.fx_importer")
 
 # A decomposition may produce ops that decompose further; a handful of rounds reaches a fixed point.
 _MAX_ROUNDS = 8
@@ -97,7 +99,7 @@ class _Splicer:
     """Replaces one op by its imported decomposition; traces are cached by call signature."""
 
     def __init__(self, context: ir.Context, table: dict) -> None:
-        self._importer = FxImporter(context=context)
+        self._importer = fx_importer.FxImporter(context=context)
         self._table = table
         self._cache: dict[str, torch.fx.GraphModule] = {}
         self._count = 0

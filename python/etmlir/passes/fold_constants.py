@@ -17,7 +17,7 @@ shape is static, and its result and each operand are at most `max-bytes` (so
 an `expand` does not blow up the `.pte`, nor a slice of a huge table the
 compiler). An op whose result is returned stays, so outputs are never
 constants. The op runs once with PyTorch eager
-(`devtools.edge_to_torch.run_eagerly`) and its result becomes an
+(`passes.edge_to_torch.run_eagerly`) and its result becomes an
 `edge.constant` with the op's location, named after the source parameter
 (`fc.weight.permute_copy`) and holding its data in the IR (a
 `DenseElementsAttr`: `et-emit` and `to_executorch` serialize it without the
@@ -31,14 +31,16 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import torch
 from torch_mlir import ir
 
-from etmlir.devtools.edge_to_torch import run_eagerly, torch_dtype
+from etmlir.dialects import attrs
 from etmlir.executable.dtypes import nbytes
+from etmlir.lazy import lazy_module
+from etmlir.passes.edge_to_torch import run_eagerly, torch_dtype
 from etmlir.passes.registry import Option, register_pass
 
-PARAM_ATTR = "etmlir.param"
+torch = lazy_module("torch")
+
 DEFAULT_MAX_BYTES = 64 << 20
 
 # Ops that are pure functions of their operands and attributes.
@@ -125,8 +127,8 @@ class _Folder:
         self.folded: list[str] = []
 
         def collect(op: ir.Operation) -> ir.WalkResult:
-            if op.name == "edge.constant" and PARAM_ATTR in op.attributes:
-                self.params.add(_string(op, PARAM_ATTR))
+            if op.name == "edge.constant" and attrs.PARAM in op.attributes:
+                self.params.add(_string(op, attrs.PARAM))
             return ir.WalkResult.ADVANCE
 
         module.walk(collect)
@@ -182,10 +184,10 @@ class _Folder:
             return False
         value = value.contiguous()
         attributes = {"value": _dense_attr(value, t)}
-        source = next((v.owner for v in op.operands if PARAM_ATTR in v.owner.attributes), None)
+        source = next((v.owner for v in op.operands if attrs.PARAM in v.owner.attributes), None)
         if source is not None:
-            name = self._unique(f"{_string(source, PARAM_ATTR)}.{op.name[len('edge.'):]}")
-            attributes[PARAM_ATTR] = ir.StringAttr.get(name)
+            name = self._unique(f"{_string(source, attrs.PARAM)}.{op.name[len('edge.'):]}")
+            attributes[attrs.PARAM] = ir.StringAttr.get(name)
         new = ir.Operation.create("edge.constant", results=[t], attributes=attributes, loc=op.location,
                                   ip=ir.InsertionPoint(op))
         self.values[new.result] = value

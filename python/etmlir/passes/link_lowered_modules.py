@@ -27,20 +27,17 @@ from collections import Counter
 import numpy as np
 from torch_mlir import ir
 
-from etmlir.backends.partitioner import BACKEND_ATTR, DELEGATE_CALL, first_free_number, delegate_symbol
+from etmlir.delegation.lowered import lowered_module
+from etmlir.delegation.partitioner import DELEGATE_CALL, first_free_number, delegate_symbol
+from etmlir.dialects import attrs
 from etmlir.passes.outline_delegates import declare_delegate
-from etmlir.passes.assign_debug_handles import DEBUG_HANDLE_ATTR, debug_handles, next_debug_handle
-from etmlir.passes.preprocess_delegates import (DEBUG_HANDLE_MAP_ATTR, PAYLOAD_ATTR, delegate_modules,
-                                                preprocess_module)
+from etmlir.passes.assign_debug_handles import debug_handles, next_debug_handle
+from etmlir.passes.preprocess_delegates import delegate_modules, preprocess_module
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
 
-# On a linked delegate module: the lowered module it came from (`etmlir_lowered::m0`).
-LOWERED_ATTR = "etmlir.lowered_from"
 
 
 def _link(module: ir.Operation, call: ir.Operation) -> None:
-    from etmlir.backends.lowering import lowered_module
-
     qualified = ir.StringAttr(call.attributes["op"]).value
     lowered = lowered_module(qualified)
     if lowered is None:
@@ -49,7 +46,7 @@ def _link(module: ir.Operation, call: ir.Operation) -> None:
         raise PassFailure()
     with module.context:
         for nested in delegate_modules(module):  # called before: both calls run the one delegate
-            if LOWERED_ATTR in nested.attributes and ir.StringAttr(nested.attributes[LOWERED_ATTR]).value == qualified:
+            if attrs.LOWERED_FROM in nested.attributes and ir.StringAttr(nested.attributes[attrs.LOWERED_FROM]).value == qualified:
                 _replace_call(call, nested)
                 return
         source = delegate_modules(lowered.program.module.operation)[0]
@@ -59,7 +56,7 @@ def _link(module: ir.Operation, call: ir.Operation) -> None:
         name = f"{lowered.backend_id}_{first_free_number(module, lowered.backend_id)}"
         nested = copied.clone(ip=ir.InsertionPoint(module.regions[0].blocks[0]))
         nested.attributes["sym_name"] = ir.StringAttr.get(name)
-        nested.attributes[LOWERED_ATTR] = ir.StringAttr.get(qualified)
+        nested.attributes[attrs.LOWERED_FROM] = ir.StringAttr.get(qualified)
         # Handles in this module other than the copy's (the copy is already inside it).
         everywhere, own = Counter(debug_handles(module)), Counter(debug_handles(nested))
         if any(everywhere[h] > count for h, count in own.items()):
@@ -69,16 +66,16 @@ def _link(module: ir.Operation, call: ir.Operation) -> None:
             renumbered = itertools.count(base)
 
             def visit(inner: ir.Operation) -> ir.WalkResult:
-                if DEBUG_HANDLE_ATTR in inner.attributes:
-                    inner.attributes[DEBUG_HANDLE_ATTR] = ir.IntegerAttr.get(i64, next(renumbered))
+                if attrs.DEBUG_HANDLE in inner.attributes:
+                    inner.attributes[attrs.DEBUG_HANDLE] = ir.IntegerAttr.get(i64, next(renumbered))
                 return ir.WalkResult.ADVANCE
 
             nested.walk(visit)
             _inline_weights(nested, lowered.program.weight_buffers)
-            del nested.attributes[PAYLOAD_ATTR]
-            del nested.attributes[DEBUG_HANDLE_MAP_ATTR]
+            del nested.attributes[attrs.PAYLOAD]
+            del nested.attributes[attrs.DEBUG_HANDLE_MAP]
             preprocess_module(nested)
-        declare_delegate(module, name, ir.StringAttr(nested.attributes[BACKEND_ATTR]).value,
+        declare_delegate(module, name, ir.StringAttr(nested.attributes[attrs.BACKEND]).value,
                          [v.type for v in call.operands], [r.type for r in call.results], call.location)
         _replace_call(call, nested)
 
@@ -87,8 +84,8 @@ def _inline_weights(nested: ir.Operation, weights: dict[str, np.ndarray]) -> Non
     """Give the copy's weights their data in the IR: the blobs behind its dense_resource
     attributes belong to the lowered module's program, not to this module."""
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "edge.constant" and "etmlir.param" in op.attributes:
-            param = ir.StringAttr(op.attributes["etmlir.param"]).value
+        if op.name == "edge.constant" and attrs.PARAM in op.attributes:
+            param = ir.StringAttr(op.attributes[attrs.PARAM]).value
             if param in weights and str(op.attributes["value"]).startswith("dense_resource<"):
                 t = ir.RankedTensorType(op.results[0].type)
                 op.attributes["value"] = ir.DenseElementsAttr.get(np.ascontiguousarray(weights[param]), type=t)
@@ -102,7 +99,7 @@ def _replace_call(call: ir.Operation, nested: ir.Operation) -> None:
     with call.location:
         delegate = ir.Operation.create(
             DELEGATE_CALL, results=[r.type for r in call.results], operands=list(call.operands),
-            attributes={BACKEND_ATTR: nested.attributes[BACKEND_ATTR],
+            attributes={attrs.BACKEND: nested.attributes[attrs.BACKEND],
                         "callee": ir.FlatSymbolRefAttr.get(delegate_symbol(name))},
             ip=ir.InsertionPoint(call))
     for old, new in zip(call.results, delegate.results):

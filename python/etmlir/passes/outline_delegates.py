@@ -55,17 +55,16 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import func
 
-from etmlir.backends.partitioner import (BACKEND_ATTR, DELEGATE_CALL, TAG_ATTR, OpGraph, defining_op, delegate_symbol,
-                                         tag_backend)
+from etmlir.delegation.partitioner import DELEGATE_CALL, OpGraph, defining_op, delegate_symbol, tag_backend
+from etmlir.dialects import attrs
 from etmlir.dialects.edge import DYNAMIC
 from etmlir.frontend.locations import source_line
 from etmlir.frontend.shape_bounds import argument_max_sizes
-from etmlir.passes.assign_debug_handles import DEBUG_HANDLE_ATTR, next_debug_handle
+from etmlir.passes.assign_debug_handles import next_debug_handle
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
-from etmlir.passes.to_edge import UPPER_BOUNDS_ATTR, recorded_upper_bounds
+from etmlir.passes.to_edge import recorded_upper_bounds
 
 DELEGATE_FUNCTION = "forward"
-_DYNAMIC_DIMS_ATTR = "etmlir.dynamic_dims"
 
 
 def _result_bounds(value: ir.Value, func_op: ir.Operation) -> list[int] | None:
@@ -85,7 +84,7 @@ def _dynamic_dims_attr(t: ir.RankedTensorType, bounds: list[int] | None) -> ir.D
     for d in range(t.rank):
         if t.is_dynamic_dim(d) and bounds is not None and bounds[d] != DYNAMIC:
             entries[str(d)] = ir.DictAttr.get({"max": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), bounds[d])})
-    return ir.DictAttr.get({_DYNAMIC_DIMS_ATTR: ir.DictAttr.get(entries)} if entries else {})
+    return ir.DictAttr.get({attrs.DYNAMIC_DIMS: ir.DictAttr.get(entries)} if entries else {})
 
 
 def declare_delegate(module: ir.Operation, tag: str, backend: str, in_types: list[ir.Type],
@@ -93,7 +92,7 @@ def declare_delegate(module: ir.Operation, tag: str, backend: str, in_types: lis
     """`func.func private @<tag>.forward(...)`: what a delegate call names (its body is the nested module)."""
     with ir.InsertionPoint(module.regions[0].blocks[0]), loc:
         decl = func.FuncOp(delegate_symbol(tag), ir.FunctionType.get(in_types, out_types), visibility="private")
-        decl.attributes[BACKEND_ATTR] = ir.StringAttr.get(backend)
+        decl.attributes[attrs.BACKEND] = ir.StringAttr.get(backend)
 
 
 def _shared_weight(op: ir.Operation, group: set[ir.Operation]) -> bool:
@@ -116,8 +115,8 @@ class _Outliner:
         groups: dict[str, list[ir.Operation]] = {}
         for op in self.block.operations:
             op = op.operation
-            if TAG_ATTR in op.attributes:
-                groups.setdefault(ir.StringAttr(op.attributes[TAG_ATTR]).value, []).append(op)
+            if attrs.DELEGATION_TAG in op.attributes:
+                groups.setdefault(ir.StringAttr(op.attributes[attrs.DELEGATION_TAG]).value, []).append(op)
         return groups
 
     def outline(self, tag: str, members: list[ir.Operation]) -> None:
@@ -178,7 +177,7 @@ class _Outliner:
         mapping: dict[ir.Value, ir.Value] = dict(zip(live_ins, body.arguments))
         with ir.InsertionPoint(body):
             for op in sorted(inside, key=lambda op: position[op]):
-                attributes = {name: op.attributes[name] for name in op.attributes if name != TAG_ATTR}
+                attributes = {name: op.attributes[name] for name in op.attributes if name != attrs.DELEGATION_TAG}
                 clone = ir.Operation.create(op.name, results=[r.type for r in op.results],
                                             operands=[mapping[v] for v in op.operands],
                                             attributes=attributes, loc=op.location)
@@ -189,13 +188,13 @@ class _Outliner:
         # The call replaces the group's last op; dependents in between move after it.
         last = members[-1]
         after = [graph.ops[j] for j in graph.dependents(group)]
-        call_attrs = {BACKEND_ATTR: ir.StringAttr.get(backend),
+        call_attrs = {attrs.BACKEND: ir.StringAttr.get(backend),
                       "callee": ir.FlatSymbolRefAttr.get(delegate_symbol(tag)),
-                      DEBUG_HANDLE_ATTR: ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
+                      attrs.DEBUG_HANDLE: ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
                                                             next_debug_handle(self.module))}
         bounds = [_result_bounds(v, self.func_op) for v in live_outs]
         if any(b is not None for b in bounds):
-            call_attrs[UPPER_BOUNDS_ATTR] = ir.ArrayAttr.get([
+            call_attrs[attrs.UPPER_BOUNDS] = ir.ArrayAttr.get([
                 ir.DenseI64ArrayAttr.get(b if b is not None else list(ir.RankedTensorType(v.type).shape))
                 for v, b in zip(live_outs, bounds)])
         with ir.InsertionPoint(last):
@@ -230,7 +229,7 @@ class _Outliner:
         with ir.InsertionPoint(top), self.module.location:
             nested = ir.Operation.create("builtin.module", regions=1,
                                          attributes={"sym_name": ir.StringAttr.get(tag),
-                                                     BACKEND_ATTR: ir.StringAttr.get(backend)})
+                                                     attrs.BACKEND: ir.StringAttr.get(backend)})
             nested.regions[0].blocks.append()
         return nested
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
+from etmlir.delegation.backend import partitioner as get_partitioner
 from etmlir.passes.registry import Option, PassFailure, emit_error, register_pass
 
 
@@ -30,10 +31,8 @@ from etmlir.passes.registry import Option, PassFailure, emit_error, register_pas
 def partition(module: ir.Operation, *, backend: str, ops: list[str], skip_ops: list[str],
               min_group_size: int) -> None:
     """et-partition: tag the ops a backend supports in cycle-free groups (etmlir.delegation_tag)."""
-    from etmlir import backends
-
     try:
-        partitioner = backends.partitioner(backend, ops=ops or None, skip_ops=skip_ops,
+        partitioner = get_partitioner(backend, ops=ops or None, skip_ops=skip_ops,
                                            min_group_size=min_group_size)
     except (KeyError, ValueError) as error:
         emit_error(module, f"et-partition: {error.args[0] if error.args else error}")

@@ -27,38 +27,40 @@ from collections.abc import Mapping
 import numpy as np
 from torch_mlir import ir
 
-from etmlir.backends.partitioner import BACKEND_ATTR
+from etmlir.dialects import attrs
+from etmlir.delegation.backend import BackendError, get_backend
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
 
-PAYLOAD_ATTR = "etmlir.payload"
-COMPILE_SPECS_ATTR = "etmlir.compile_specs"
-DEBUG_HANDLE_MAP_ATTR = "etmlir.debug_handle_map"
 
 
 def delegate_modules(module: ir.Operation) -> list[ir.Operation]:
     """The nested delegate modules (`module @<backend>_<n> {etmlir.backend}`) of the top module."""
     return [op.operation for op in module.regions[0].blocks[0].operations
-            if op.operation.name == "builtin.module" and BACKEND_ATTR in op.operation.attributes]
+            if op.operation.name == "builtin.module" and attrs.BACKEND in op.operation.attributes]
 
 
 def compile_specs(nested: ir.Operation) -> dict[str, str]:
-    if COMPILE_SPECS_ATTR not in nested.attributes:
+    """The delegate's compile specs (BackendError when the attribute is not a dictionary of strings)."""
+    if attrs.COMPILE_SPECS not in nested.attributes:
         return {}
-    return {e.name: ir.StringAttr(e.attr).value for e in ir.DictAttr(nested.attributes[COMPILE_SPECS_ATTR])}
+    value = nested.attributes[attrs.COMPILE_SPECS]
+    if not isinstance(value, ir.DictAttr) or not all(isinstance(e.attr, ir.StringAttr) for e in ir.DictAttr(value)):
+        raise BackendError(f"{attrs.COMPILE_SPECS} must be a dictionary of strings, not {value}")
+    return {e.name: ir.StringAttr(e.attr).value for e in ir.DictAttr(value)}
 
 
 def set_compile_specs(nested: ir.Operation, specs: Mapping[str, str]) -> None:
     with nested.context:
-        nested.attributes[COMPILE_SPECS_ATTR] = ir.DictAttr.get({k: ir.StringAttr.get(str(v))
+        nested.attributes[attrs.COMPILE_SPECS] = ir.DictAttr.get({k: ir.StringAttr.get(str(v))
                                                                  for k, v in specs.items()})
 
 
 def payload_size(nested: ir.Operation) -> int | None:
     """The bytes of a nested module's payload (None: not compiled yet, or not tensor data)."""
-    if PAYLOAD_ATTR not in nested.attributes:
+    if attrs.PAYLOAD not in nested.attributes:
         return None
     try:
-        shaped = ir.ShapedType(nested.attributes[PAYLOAD_ATTR].type)
+        shaped = ir.ShapedType(nested.attributes[attrs.PAYLOAD].type)
     except (AttributeError, ValueError):
         return None
     count = 1
@@ -69,9 +71,10 @@ def payload_size(nested: ir.Operation) -> int | None:
 
 def preprocess_module(nested: ir.Operation) -> None:
     """Run the backend's preprocess on one nested module and attach its payload (raises BackendError)."""
-    from etmlir.backends import get_backend
-
-    backend = get_backend(ir.StringAttr(nested.attributes[BACKEND_ATTR]).value)
+    backend_id = nested.attributes[attrs.BACKEND]
+    if not isinstance(backend_id, ir.StringAttr):
+        raise BackendError(f"{attrs.BACKEND} must be a string naming the backend, not {backend_id}")
+    backend = get_backend(ir.StringAttr(backend_id).value)
     specs = compile_specs(nested)
     with nested.context:
         copy = ir.Module.create(loc=nested.location)
@@ -80,22 +83,20 @@ def preprocess_module(nested: ir.Operation) -> None:
     result = backend.preprocess(copy, specs)
     data = np.frombuffer(result.payload, dtype=np.uint8)
     with nested.context, nested.location:
-        nested.attributes[PAYLOAD_ATTR] = ir.DenseElementsAttr.get(
+        nested.attributes[attrs.PAYLOAD] = ir.DenseElementsAttr.get(
             data, type=ir.RankedTensorType.get([len(data)], ir.IntegerType.get_unsigned(8)))
-        if COMPILE_SPECS_ATTR not in nested.attributes:
+        if attrs.COMPILE_SPECS not in nested.attributes:
             set_compile_specs(nested, specs)
-        nested.attributes[DEBUG_HANDLE_MAP_ATTR] = ir.DictAttr.get({
+        nested.attributes[attrs.DEBUG_HANDLE_MAP] = ir.DictAttr.get({
             str(key): ir.DenseI64ArrayAttr.get(list(handles)) for key, handles in result.debug_handle_map.items()})
 
 
 @register_pass("et-preprocess-delegates")
 def preprocess_delegates(module: ir.Operation) -> None:
     """et-preprocess-delegates: compile every outlined delegate into its backend's payload."""
-    from etmlir.backends import BackendError
-
     failed = False
     for nested in delegate_modules(module):
-        if PAYLOAD_ATTR in nested.attributes:
+        if attrs.PAYLOAD in nested.attributes:
             continue
         try:
             preprocess_module(nested)

@@ -17,10 +17,17 @@ locations (`emit_error`) and raising `PassFailure`; the driver prints them as
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import importlib.machinery
+import importlib.util
+import pkgutil
+import re
 from collections.abc import Callable
 from typing import Any
 
 from torch_mlir import ir
+
+from etmlir.delegation.backend import backend_ids, backend_module
 
 
 class PassFailure(Exception):
@@ -119,12 +126,25 @@ def register_pass(flag: str, options: dict[str, Option] | None = None) -> Callab
 
 
 def get_pass(flag: str) -> PassInfo | None:
-    _load_builtin_passes()
+    """The pass named `flag`, importing only the module that defines it (None: not an etmlir pass).
+
+    A pass lives in the file named after its flag (`et-plan-memory` in
+    `etmlir/passes/plan_memory.py`); a backend's pass `et-<id>-<name>` in
+    `etmlir/backends/<id>/passes/<name>.py`. So a pipeline imports the passes
+    it runs and no others: `et-plan-memory` never imports torch.
+    """
+    if flag not in _REGISTRY:
+        for module in _modules_for(flag):
+            if _find_spec(module) is not None:
+                importlib.import_module(module)
+                break
     return _REGISTRY.get(flag)
 
 
 def all_passes() -> list[PassInfo]:
-    _load_builtin_passes()
+    """Every pass (imports every pass module: for --list-passes and error messages)."""
+    for module in _all_pass_modules():
+        importlib.import_module(module)
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
 
 
@@ -133,6 +153,41 @@ def emit_error(op: ir.Operation | ir.OpView, message: str) -> None:
     op.location.emit_error(message)
 
 
-def _load_builtin_passes() -> None:
-    # Importing the package imports one module per pass; each registers itself.
-    import etmlir.passes  # noqa: F401
+_CORE_PACKAGE = "etmlir.passes"
+_NOT_PASSES = ("registry", "pipeline")  # the modules of this package that define no pass
+
+
+def _find_spec(name: str) -> importlib.machinery.ModuleSpec | None:
+    try:
+        return importlib.util.find_spec(name)
+    except ModuleNotFoundError:  # a parent package that does not exist
+        return None
+
+
+def _modules_for(flag: str) -> list[str]:
+    """Where the pass `flag` would be defined, by the naming rule (most specific first)."""
+    if not flag.startswith("et-") or not re.fullmatch(r"[a-z0-9-]+", flag):
+        return []
+    words = flag[len("et-"):].split("-")
+    candidates = []
+    if len(words) > 1:  # et-<backend>-<name>: a backend's pass
+        candidates.append(f"{_backend_package(words[0])}.passes.{'_'.join(words[1:])}")
+    candidates.append(f"{_CORE_PACKAGE}.{'_'.join(words)}")
+    return [c for c in candidates if _find_spec(c.rpartition(".")[0]) is not None]
+
+
+def _backend_package(backend_id: str) -> str:
+    return backend_module(backend_id) or f"etmlir.backends.{backend_id}"
+
+
+def _all_pass_modules() -> list[str]:
+    packages = [_CORE_PACKAGE] + [f"{backend_module(i)}.passes" for i in backend_ids() if backend_module(i)]
+    modules = []
+    for package in packages:
+        spec = _find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        for info in pkgutil.iter_modules(list(spec.submodule_search_locations)):
+            if not info.ispkg and not info.name.startswith("_") and info.name not in _NOT_PASSES:
+                modules.append(f"{package}.{info.name}")
+    return modules

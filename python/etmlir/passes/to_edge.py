@@ -33,36 +33,41 @@ converted ops illegal, in two steps (function signatures, then ops) joined by
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
-import torch
 from torch_mlir import ir
 from torch_mlir import rewrite as rw
 from torch_mlir.dialects import func as func_dialect
 from torch_mlir.passmanager import PassManager
 
+from etmlir.dialects import attrs
 from etmlir.dialects.edge import DYNAMIC, EDGE_ELEMENT_TYPES, EdgeOp, check_dtypes, edge_ops, edge_ops_by_aten
 from etmlir.frontend.aten_ops import (
     RuntimeValue, UndecodableOperand, declared_argument_types, decode_arguments, lookup_overload, op_overload_name, parse_vtensor_type)
 from etmlir.frontend.core_aten import SCALAR_SIZE_OPS, SIZE_QUERY_ALIASES, is_custom_op
 from etmlir.frontend.shape_bounds import upper_bounds
+from etmlir.lazy import lazy_module
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
+
+torch = lazy_module("torch")
 
 # torch-dialect structure that disappears once its users are converted.
 _DISSOLVED = ("torch.constant.", "torch.prim.ListConstruct", "torch.prim.ListUnpack", "torch.symbolic_int",
               "torch.bind_symbolic_shape", "torch.runtime.assert")
-UPPER_BOUNDS_ATTR = "etmlir.upper_bounds"
 
 
-_DIM_ORDERS = {torch.contiguous_format: None, torch.channels_last: (0, 2, 3, 1),
-               torch.channels_last_3d: (0, 2, 3, 4, 1)}
+@functools.cache
+def _dim_orders() -> dict[object, tuple[int, ...] | None]:
+    """Memory format -> the dim order it asks for (None: contiguous)."""
+    return {torch.contiguous_format: None, torch.channels_last: (0, 2, 3, 1), torch.channels_last_3d: (0, 2, 3, 4, 1)}
 
 
 def recorded_upper_bounds(op: ir.Operation | ir.OpView, index: int) -> list[int] | None:
     """The upper bounds et-to-edge recorded for result `index` of `op` (None when it recorded none)."""
-    if UPPER_BOUNDS_ATTR not in op.attributes:
+    if attrs.UPPER_BOUNDS not in op.attributes:
         return None
-    return list(ir.DenseI64ArrayAttr(ir.ArrayAttr(op.attributes[UPPER_BOUNDS_ATTR])[index]))
+    return list(ir.DenseI64ArrayAttr(ir.ArrayAttr(op.attributes[attrs.UPPER_BOUNDS])[index]))
 
 
 class ConversionError(Exception):
@@ -359,9 +364,9 @@ def _plan_to_dim_order_copy(op: ir.Operation, decoded: list[tuple[str, Any]]) ->
     memory_format = args.get("memory_format")
     rank = len(parse_vtensor_type(op.results[0].type).sizes)
     if memory_format is not None and memory_format != torch.preserve_format:
-        if memory_format not in _DIM_ORDERS:
+        if memory_format not in _dim_orders():
             raise ConversionError(f"_to_copy to memory format {memory_format} is not supported")
-        order = _DIM_ORDERS[memory_format] or tuple(range(rank))
+        order = _dim_orders()[memory_format] or tuple(range(rank))
         if len(order) != rank:
             raise ConversionError(f"memory format {memory_format} does not apply to a rank-{rank} tensor")
         attributes["dim_order"] = ir.DenseI64ArrayAttr.get(list(order))
@@ -472,9 +477,9 @@ def _record_upper_bounds(function: ir.Operation) -> None:
         if op.name == "torch.prim.ListUnpack":  # bounds of a Tensor[] result live on its producer
             producer = op.operands[0].owner
             if isinstance(producer, (ir.Operation, ir.OpView)):
-                producer.attributes[UPPER_BOUNDS_ATTR] = _bounds_attribute(bounds)
+                producer.attributes[attrs.UPPER_BOUNDS] = _bounds_attribute(bounds)
             continue
-        op.attributes[UPPER_BOUNDS_ATTR] = _bounds_attribute(bounds)
+        op.attributes[attrs.UPPER_BOUNDS] = _bounds_attribute(bounds)
 
 
 def _bounds_attribute(bounds: list[list[int | None]]) -> ir.ArrayAttr:
@@ -550,8 +555,8 @@ def _convert_ops(module: ir.Operation, converter: _EdgeTypeConverter) -> None:
         attributes = dict(plan.attributes)
         if plan.needs_segment_sizes:
             attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(sizes)
-        if UPPER_BOUNDS_ATTR in op.attributes:
-            attributes[UPPER_BOUNDS_ATTR] = op.attributes[UPPER_BOUNDS_ATTR]
+        if attrs.UPPER_BOUNDS in op.attributes:
+            attributes[attrs.UPPER_BOUNDS] = op.attributes[attrs.UPPER_BOUNDS]
         result_types = plan.result_types
         if plan.variadic_results:
             result_types = [joined_type(result_types)] * len(result_types)
@@ -573,8 +578,8 @@ def _convert_ops(module: ir.Operation, converter: _EdgeTypeConverter) -> None:
         op = op.operation
         result_type = edge_tensor_type(op.results[0].type)
         attributes = {"value": _retyped_elements(op.attributes["value"], result_type)}
-        if "etmlir.param" in op.attributes:
-            attributes["etmlir.param"] = op.attributes["etmlir.param"]
+        if attrs.PARAM in op.attributes:
+            attributes[attrs.PARAM] = op.attributes[attrs.PARAM]
         with rewriter.ip, op.location:
             new = ir.Operation.create("edge.constant", results=[result_type], attributes=attributes)
         rewriter.replace_op(op, new)

@@ -44,18 +44,18 @@ from collections.abc import Callable
 from torch_mlir import ir
 from torch_mlir.dialects import func
 
+from etmlir.dialects import attrs
 from etmlir.dialects.edge import DYNAMIC, EdgeOp, edge_op_of, named_operands
 from etmlir.dialects.etx import value_type
 from etmlir.executable.dtypes import LAYOUTS, MEMORY_FORMATS, UnsupportedElementType, element_info
 from etmlir.executable.out_variants import OutVariant, functional_schema, out_variant
-from etmlir.backends.partitioner import BACKEND_ATTR, delegate_callee, is_delegate_call
+from etmlir.delegation.partitioner import delegate_callee, is_delegate_call
 from etmlir.frontend.locations import source_line
 from etmlir.frontend.shape_bounds import argument_max_sizes
-from etmlir.passes.preprocess_delegates import COMPILE_SPECS_ATTR, PAYLOAD_ATTR, delegate_modules
+from etmlir.passes.preprocess_delegates import delegate_modules
 from etmlir.passes.registry import Option, PassFailure, emit_error, register_pass
-from etmlir.passes.to_edge import UPPER_BOUNDS_ATTR, recorded_upper_bounds
+from etmlir.passes.to_edge import recorded_upper_bounds
 
-DEBUG_HANDLE_ATTR = "etmlir.debug_handle"
 METHOD_ATTR = "etx.method"
 # Attributes of the edge function carried over to the etx function.
 _KEEP_FUNC_ATTRS = ("sym_name", "sym_visibility")
@@ -127,10 +127,10 @@ class _MethodBuilder:
             edge_const = self.constants[value]
             # The constant's own (static) type: a tensor.cast in front of a variadic operand (edge.cat's)
             # may have made `value`'s type dynamic, and a constant has no run-time size.
-            attrs = {"type": ir.TypeAttr.get(edge_const.result.type), "value": edge_const.attributes["value"]}
-            if "etmlir.param" in edge_const.attributes:
-                attrs["etmlir.param"] = edge_const.attributes["etmlir.param"]
-            op = ir.Operation.create("etx.constant", results=[value_type()], attributes=attrs,
+            fields = {"type": ir.TypeAttr.get(edge_const.result.type), "value": edge_const.attributes["value"]}
+            if attrs.PARAM in edge_const.attributes:
+                fields[attrs.PARAM] = edge_const.attributes[attrs.PARAM]
+            op = ir.Operation.create("etx.constant", results=[value_type()], attributes=fields,
                                      loc=edge_const.location)
             self.tensors[value] = op.result
             return op.result
@@ -157,15 +157,15 @@ class _MethodBuilder:
                            "Scalars as values (only constants and size queries are supported)")
 
     def alloc(self, t: ir.Type, bounds: list[int] | None, loc: ir.Location) -> ir.Value:
-        attrs: dict[str, ir.Attribute] = {"type": ir.TypeAttr.get(t)}
+        fields: dict[str, ir.Attribute] = {"type": ir.TypeAttr.get(t)}
         if isinstance(t, ir.RankedTensorType):
             element_info(t.element_type)  # raises for element types the .pte cannot hold
             if not t.has_static_shape:
                 if bounds is None:
-                    raise _Unsupported(f"result type {t} is dynamic but has no `{UPPER_BOUNDS_ATTR}` "
+                    raise _Unsupported(f"result type {t} is dynamic but has no `{attrs.UPPER_BOUNDS}` "
                                        "(run et-to-edge, which computes them)")
-                attrs["upper_bounds"] = ir.DenseI64ArrayAttr.get(bounds)
-        return ir.Operation.create("etx.alloc", results=[value_type()], attributes=attrs, loc=loc).result
+                fields["upper_bounds"] = ir.DenseI64ArrayAttr.get(bounds)
+        return ir.Operation.create("etx.alloc", results=[value_type()], attributes=fields, loc=loc).result
 
     # -- ops ------------------------------------------------------------------------------
 
@@ -173,11 +173,11 @@ class _MethodBuilder:
         for index, arg in enumerate(block.arguments):
             t = ir.RankedTensorType(arg.type)
             element_info(t.element_type)
-            attrs: dict[str, ir.Attribute] = {"index": _i64(index), "type": ir.TypeAttr.get(t)}
+            fields: dict[str, ir.Attribute] = {"index": _i64(index), "type": ir.TypeAttr.get(t)}
             bounds = _input_bounds(self.edge_func, index, t)
             if bounds is not None:
-                attrs["upper_bounds"] = ir.DenseI64ArrayAttr.get(bounds)
-            self.tensors[arg] = ir.Operation.create("etx.input", results=[value_type()], attributes=attrs,
+                fields["upper_bounds"] = ir.DenseI64ArrayAttr.get(bounds)
+            self.tensors[arg] = ir.Operation.create("etx.input", results=[value_type()], attributes=fields,
                                                     loc=arg.location).result
 
     def convert(self, op: ir.Operation) -> None:
@@ -198,8 +198,8 @@ class _MethodBuilder:
             func.ReturnOp([], loc=op.location)
             return
         self.handle += 1
-        handle = (ir.IntegerAttr(op.attributes[DEBUG_HANDLE_ATTR]).value
-                  if DEBUG_HANDLE_ATTR in op.attributes else self.handle)
+        handle = (ir.IntegerAttr(op.attributes[attrs.DEBUG_HANDLE]).value
+                  if attrs.DEBUG_HANDLE in op.attributes else self.handle)
         if name == "edge.custom_op":
             self._custom(op, handle)
             return
@@ -305,7 +305,7 @@ class _MethodBuilder:
         ir.Operation.create(
             "etx.kernel_call", operands=args + outs, loc=op.location,
             attributes={"kernel": ir.StringAttr.get(variant.kernel), "debug_handle": _i64(handle),
-                        "etmlir.edge_op": ir.StringAttr.get(op.name),
+                        attrs.EDGE_OP: ir.StringAttr.get(op.name),
                         "operandSegmentSizes": ir.DenseI32ArrayAttr.get([len(args), len(outs)])})
 
     def _delegate(self, op: ir.Operation, handle: int) -> None:
@@ -314,8 +314,8 @@ class _MethodBuilder:
         outs = self._tensor_outs(op)
         ir.Operation.create(
             "etx.delegate_call", operands=args + outs, loc=op.location,
-            attributes={"backend": op.attributes[BACKEND_ATTR], "payload": ir.StringAttr.get(callee),
-                        "debug_handle": _i64(handle), "etmlir.edge_op": ir.StringAttr.get(f"delegate {callee}"),
+            attributes={"backend": op.attributes[attrs.BACKEND], "payload": ir.StringAttr.get(callee),
+                        "debug_handle": _i64(handle), attrs.EDGE_OP: ir.StringAttr.get(f"delegate {callee}"),
                         "operandSegmentSizes": ir.DenseI32ArrayAttr.get([len(args), len(outs)])})
 
     def _custom(self, op: ir.Operation, handle: int) -> None:
@@ -404,7 +404,7 @@ def to_out_variants(module: ir.Operation, *, functions: list[str]) -> None:
             failed = True
     for op in list(module.regions[0].blocks[0].operations):  # delegate declarations: now etx.payload
         op = op.operation
-        if op.name == "func.func" and len(op.regions[0].blocks) == 0 and BACKEND_ATTR in op.attributes:
+        if op.name == "func.func" and len(op.regions[0].blocks) == 0 and attrs.BACKEND in op.attributes:
             op.erase()
     if failed:
         raise PassFailure()
@@ -413,24 +413,24 @@ def to_out_variants(module: ir.Operation, *, functions: list[str]) -> None:
 def _convert_delegate_module(nested: ir.Operation) -> None:
     """A compiled delegate (nested module with `etmlir.payload`) -> `etx.payload` with its debug info."""
     name = ir.StringAttr(nested.attributes["sym_name"]).value
-    backend = nested.attributes[BACKEND_ATTR]
-    if PAYLOAD_ATTR not in nested.attributes:
+    backend = nested.attributes[attrs.BACKEND]
+    if attrs.PAYLOAD not in nested.attributes:
         emit_error(nested, f"delegate @{name} (backend {backend}) has no payload: run et-preprocess-delegates "
                            "(edge.to_backend does) before et-to-out-variants")
         raise PassFailure()
     entries: list[ir.Attribute] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if DEBUG_HANDLE_ATTR in op.attributes:
+        if attrs.DEBUG_HANDLE in op.attributes:
             entries.append(ir.DictAttr.get({
-                "handle": op.attributes[DEBUG_HANDLE_ATTR],
+                "handle": op.attributes[attrs.DEBUG_HANDLE],
                 "location": ir.StringAttr.get(source_line(op.location)),
                 "op": ir.StringAttr.get(op.name)}))
         return ir.WalkResult.ADVANCE
 
     nested.walk(visit)
-    specs = nested.attributes[COMPILE_SPECS_ATTR] if COMPILE_SPECS_ATTR in nested.attributes else ir.DictAttr.get({})
+    specs = nested.attributes[attrs.COMPILE_SPECS] if attrs.COMPILE_SPECS in nested.attributes else ir.DictAttr.get({})
     ir.Operation.create("etx.payload", loc=nested.location, ip=ir.InsertionPoint(nested), attributes={
-        "sym_name": ir.StringAttr.get(name), "backend": backend, "data": nested.attributes[PAYLOAD_ATTR],
+        "sym_name": ir.StringAttr.get(name), "backend": backend, "data": nested.attributes[attrs.PAYLOAD],
         "compile_specs": specs, "debug_info": ir.ArrayAttr.get(entries)})
     nested.erase()

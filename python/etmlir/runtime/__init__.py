@@ -21,9 +21,12 @@ continues across calls, and `forward.set_seed(n)` restarts it:
     forward.set_seed(7)
     (b,) = forward(x)                                 # a == b
 
-Delegates run on the backends the extension registers: "nested" and "cpu"
-(ahead-of-time compiled native code). `set_cpu_threads(n)` picks how many
-threads the "cpu" delegates of methods loaded afterwards use.
+Delegates run on the backends the extension was built with (`compiled_backends()`:
+"nested" and "cpu" by default, the CMake list ETMLIR_BACKENDS).
+`set_backend_threads(n)` (alias `set_cpu_threads`) picks how many threads a
+delegate call of methods loaded afterwards may use (the "cpu" backend's thread
+pool); `backend_counter(backend, name)` reads a statistic a backend keeps
+(`cpu_heap_fallbacks()` is the "cpu" backend's "heap_fallbacks").
 """
 
 from __future__ import annotations
@@ -43,36 +46,66 @@ DEFAULT_TEMP_BYTES = 64 << 20
 # The seed of a method's random generator until set_seed (Generator::kDefaultSeed).
 DEFAULT_SEED = _runtime.default_seed()
 
-__all__ = ["DEFAULT_SEED", "Error", "Method", "Program", "TensorSpec", "cpu_heap_fallbacks", "cpu_threads", "load",
-           "set_cpu_threads"]
+__all__ = ["DEFAULT_SEED", "Error", "Method", "Program", "TensorSpec", "backend_counter", "backend_threads",
+           "compiled_backends", "cpu_heap_fallbacks", "cpu_threads", "load", "set_backend_threads", "set_cpu_threads"]
+
+
+def set_backend_threads(n: int) -> None:
+    """Threads one delegate call may run on, the calling thread included (1 to 256; default 1).
+
+    Every compiled-in backend gets it (BackendOptions::threads); the "cpu" backend gives each
+    delegate a pool of `n - 1` worker threads, backends that run on one thread ignore it. Read
+    when a method is loaded: methods loaded after this call get `n`, methods already loaded keep theirs.
+
+        etmlir.runtime.set_backend_threads(4)
+        forward = etmlir.runtime.load("model.pte").method("forward")
+    """
+    _set_threads(n, "set_backend_threads")
+
+
+def backend_threads() -> int:
+    """The thread count methods loaded now give their delegates (see `set_backend_threads`)."""
+    return _runtime.backend_threads()
 
 
 def set_cpu_threads(n: int) -> None:
-    """Threads each "cpu" delegate runs its parallel loops on, the calling thread included (1 to 256; default 1).
-
-    Read when a method is loaded: methods loaded after this call get `n` threads (each delegate
-    starts its own `n - 1` worker threads at load), methods already loaded keep theirs.
-
-        etmlir.runtime.set_cpu_threads(4)
-        forward = etmlir.runtime.load("model.pte").method("forward")
-    """
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError(f"set_cpu_threads takes an int, got {type(n).__name__}")
-    _runtime.set_cpu_threads(n)
+    """`set_backend_threads` under its older name: the "cpu" backend is what runs on those threads."""
+    _set_threads(n, "set_cpu_threads")
 
 
 def cpu_threads() -> int:
-    """The thread count methods loaded now give their "cpu" delegates (see `set_cpu_threads`)."""
-    return _runtime.cpu_threads()
+    """`backend_threads` under its older name."""
+    return _runtime.backend_threads()
+
+
+def _set_threads(n: int, name: str) -> None:
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"{name} takes an int, got {type(n).__name__}")
+    getattr(_runtime, name)(n)  # its message names the function called
+
+
+def compiled_backends() -> list[str]:
+    """The ids of the backends this runtime was built with, in registration order."""
+    return list(_runtime.compiled_backends())
+
+
+def backend_counter(backend: str, name: str) -> int:
+    """A statistic backend `backend` keeps over its delegates in this process (0 for a name it does not keep).
+
+    Each backend's README lists its counters ("cpu": "heap_fallbacks"). Raises Error when this
+    runtime was built without that backend.
+    """
+    return _runtime.backend_counter(backend, name)
 
 
 def cpu_heap_fallbacks() -> int:
     """Allocations of "cpu" delegates, in this process so far, that did not fit their payload's arena.
 
-    They went to the C heap: the results are right, but the payload's `arena_bytes` was too small
-    for the sizes it ran at (0 when every payload was sized for its inputs).
+    They went to the C heap: the results are right, but the payload's scratch_bytes (its arena) was
+    too small for the sizes it ran at (0 when every payload was sized for its inputs, or the runtime
+    has no "cpu" backend).
     """
-    return _runtime.cpu_heap_fallbacks()
+    return backend_counter("cpu", "heap_fallbacks") if "cpu" in compiled_backends() else 0
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ registration, and a test checks every registered kernel against it.
 
 from __future__ import annotations
 
-import torch
-
 from etmlir.executable import out_variants
+from etmlir.lazy import lazy_module
+
+torch = lazy_module("torch")
 
 # Schema type (str(arg.type), after stripping alias annotations) -> kind.
 _KINDS = {

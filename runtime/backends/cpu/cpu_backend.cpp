@@ -17,104 +17,32 @@
 #include <new>
 
 #include "etmlir/runtime/evalue.h"
+#include "etmlir/runtime/memory.h"
+#include "etmlir/runtime/payload_header.h"
 #include "etmlir/runtime/tensor.h"
 
 namespace etmlir {
 namespace {
 
-// ---- The payload format (PAYLOAD.md) -------------------------------------------------
+// ---- The payload (PAYLOAD.md): the shared header (payload_header.h), then an ELF shared object ----
 
-constexpr char kMagic[8] = {'E', 'T', 'M', 'L', 'C', 'P', 'U', '1'};
-constexpr uint32_t kFormatVersion = 1;
-constexpr uint32_t kAbiVersion = 1;
-constexpr size_t kFixedHeaderBytes = 208;  // up to the tensor specs
-constexpr size_t kHeaderAlignment = 64;
-constexpr size_t kArchBytes = 16;
-constexpr size_t kSymbolBytes = 64;
+constexpr uint32_t kAbiVersion = 1;  // PayloadHeader.body_version: the calling convention
+constexpr const char* kBodyFormat = "elf-shared-object";
+constexpr const char* kEntryName = "forward";
+constexpr const char* kShapesEntryName = "shapes";
 constexpr size_t kAlignment = 64;
 
-// Field offsets.
-constexpr size_t kOffHeaderBytes = 8;
-constexpr size_t kOffFormatVersion = 12;
-constexpr size_t kOffArch = 16;
-constexpr size_t kOffCpuFeatures = 32;
-constexpr size_t kOffSoBytes = 40;
-constexpr size_t kOffSoCrc32 = 48;
-constexpr size_t kOffArenaBytes = 56;
-constexpr size_t kOffNumInputs = 64;
-constexpr size_t kOffNumOutputs = 68;
-constexpr size_t kOffNumDebugHandles = 72;
-constexpr size_t kOffAbiVersion = 76;
-constexpr size_t kOffEntry = 80;
-constexpr size_t kOffShapesEntry = 144;
-
-// cpu_features bit i is kFeatureNames[i].
-constexpr const char* kFeatureNames[] = {"sse4.2", "avx",      "avx2",     "fma",      "f16c",
-                                         "avx512f", "avx512dq", "avx512bw", "avx512vl", "bmi2"};
-constexpr int kNumFeatures = sizeof(kFeatureNames) / sizeof(kFeatureNames[0]);
-
 #if defined(__x86_64__)
-constexpr const char* kArch = "x86_64";
 constexpr uint16_t kElfMachine = EM_X86_64;
 #elif defined(__aarch64__)
-constexpr const char* kArch = "aarch64";
 constexpr uint16_t kElfMachine = EM_AARCH64;
 #else
-constexpr const char* kArch = "unsupported";
 constexpr uint16_t kElfMachine = EM_NONE;
 #endif
-
-uint32_t read_u32(const uint8_t* p) {
-  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
-}
-uint64_t read_u64(const uint8_t* p) { return uint64_t{read_u32(p)} | uint64_t{read_u32(p + 4)} << 32; }
-
-// CRC-32 (IEEE 802.3, reflected 0xEDB88320; zlib's crc32), eight bytes a step.
-struct Crc32Tables {
-  uint32_t t[8][256];
-};
-
-constexpr Crc32Tables make_crc32_tables() {
-  Crc32Tables tables{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-    tables.t[0][i] = c;
-  }
-  for (uint32_t i = 0; i < 256; ++i) {
-    for (int s = 1; s < 8; ++s) tables.t[s][i] = (tables.t[s - 1][i] >> 8) ^ tables.t[0][tables.t[s - 1][i] & 0xff];
-  }
-  return tables;
-}
-
-constexpr Crc32Tables kCrc32 = make_crc32_tables();
-
-uint32_t crc32(const uint8_t* data, size_t size) {
-  uint32_t c = 0xFFFFFFFFu;
-  const auto& t = kCrc32.t;
-  while (size >= 8) {
-    uint32_t lo = c ^ read_u32(data);
-    uint32_t hi = read_u32(data + 4);
-    c = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^ t[4][lo >> 24] ^ t[3][hi & 0xff] ^
-        t[2][(hi >> 8) & 0xff] ^ t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
-    data += 8;
-    size -= 8;
-  }
-  while (size-- > 0) c = t[0][(c ^ *data++) & 0xff] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
-}
 
 size_t round_up(size_t n, size_t alignment) { return (n + alignment - 1) / alignment * alignment; }
 
 const char* plural(size_t n) { return n == 1 ? "" : "s"; }
-
-// A fixed-size text field (NUL-padded) as a C string in `out` (size >= field + 1).
-void field_text(const uint8_t* field, size_t size, char* out) {
-  size_t n = 0;
-  while (n < size && field[n] != '\0') ++n;
-  std::memcpy(out, field, n);
-  out[n] = '\0';
-}
 
 // Bytes as text for a message: printable ASCII as is, the rest as \xNN.
 const char* printable(const uint8_t* bytes, size_t size, char* out, size_t out_size) {
@@ -146,7 +74,9 @@ using SetParallelFn = void (*)(ParallelFn fn, void* ctx, int num_threads);
 // splits [0, n) into min(num_threads, n) contiguous chunks: the caller runs
 // chunk 0, worker w chunk w + 1. Workers sleep on a condition variable between
 // loops; nothing is allocated per call. A loop started while one runs (a
-// nested or concurrent call) runs serially on its caller.
+// nested or concurrent call) runs serially on its caller. The worker tables
+// come from the method allocator (bytes(num_threads) of it); the threads
+// themselves (their stacks) are the system's, created at start, joined at stop.
 class ThreadPool {
  public:
   ThreadPool() = default;
@@ -154,7 +84,12 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
   ~ThreadPool() { stop(); }
 
-  Error start(int num_threads);
+  // What start(num_threads) takes from its allocator, at most.
+  static size_t bytes(int num_threads) {
+    size_t workers = num_threads > 1 ? static_cast<size_t>(num_threads - 1) : 0;
+    return workers * sizeof(pthread_t) + alignof(pthread_t) + workers * sizeof(Worker) + alignof(Worker);
+  }
+  Error start(int num_threads, MemoryAllocator& allocator);
   void stop();
   int num_threads() const { return num_workers_ + 1; }
 
@@ -192,13 +127,18 @@ class ThreadPool {
   std::atomic<bool> busy_{false};
 };
 
-Error ThreadPool::start(int num_threads) {
+Error ThreadPool::start(int num_threads, MemoryAllocator& allocator) {
   num_workers_ = num_threads - 1;
   if (num_workers_ <= 0) return Error::ok();
-  threads_ = static_cast<pthread_t*>(std::malloc(sizeof(pthread_t) * static_cast<size_t>(num_workers_)));
-  workers_ = static_cast<Worker*>(std::malloc(sizeof(Worker) * static_cast<size_t>(num_workers_)));
+  threads_ = static_cast<pthread_t*>(
+      allocator.allocate(sizeof(pthread_t) * static_cast<size_t>(num_workers_), alignof(pthread_t)));
+  workers_ =
+      static_cast<Worker*>(allocator.allocate(sizeof(Worker) * static_cast<size_t>(num_workers_), alignof(Worker)));
   if (threads_ == nullptr || workers_ == nullptr)
-    return Error::make(ErrorCode::OutOfMemory, "cannot allocate the thread pool's %d workers", num_workers_);
+    return Error::make(ErrorCode::OutOfMemory,
+                       "the method allocator has no room for the thread pool's %d workers (size it with "
+                       "MethodMeta::method_allocator_bytes(backends))",
+                       num_workers_);
   for (int w = 0; w < num_workers_; ++w) {
     workers_[w] = Worker{this, w};
     int rc = pthread_create(&threads_[w], nullptr, &ThreadPool::worker_main, &workers_[w]);
@@ -219,9 +159,7 @@ void ThreadPool::stop() {
     for (int w = 0; w < num_started_; ++w) pthread_join(threads_[w], nullptr);
     num_started_ = 0;
   }
-  std::free(threads_);
-  std::free(workers_);
-  threads_ = nullptr;
+  threads_ = nullptr;  // method allocator memory: not ours to free
   workers_ = nullptr;
 }
 
@@ -385,7 +323,34 @@ struct ArgSpec {
   int64_t* sizes;  // rank entries, -1: dynamic
 };
 
-// Everything one delegate owns; built at init, freed at destroy.
+// What a payload's header asks of memory, known before anything is loaded:
+// method_allocator_bytes() sizes the method allocator with it, init() takes it.
+struct Layout {
+  size_t num_inputs = 0;
+  size_t num_outputs = 0;
+  size_t total_rank = 0;
+  size_t total_output_rank = 0;
+  bool any_dynamic_output = false;
+  uint64_t arena_bytes = 0;
+  const char* entry = nullptr;
+  const char* shapes_entry = nullptr;  // nullptr: the header names none
+  size_t num_args() const { return num_inputs + num_outputs; }
+  size_t shape_words() const { return total_output_rank ? total_output_rank : 1; }
+  size_t descriptor_words() const { return 3 * num_args() + 2 * total_rank; }
+  // The block behind CpuDelegate's pointers (the order init() carves it in).
+  size_t block_bytes() const {
+    size_t n = num_args();
+    return round_up(sizeof(ArgSpec) * n, 16) + round_up(sizeof(int64_t) * total_rank, 16) +
+           round_up(sizeof(int64_t*) * n, 16) + round_up(sizeof(void*) * (n + 1), 16) +
+           round_up(sizeof(void*) * (n + 1), 16) + round_up(sizeof(void*) * (num_inputs + 1), 16) +
+           round_up(sizeof(int64_t) * descriptor_words(), 16) + round_up(sizeof(int64_t) * 5, 16) +
+           round_up(sizeof(int64_t) * shape_words(), 16);
+  }
+  size_t arena_allocation() const { return arena_bytes ? round_up(static_cast<size_t>(arena_bytes), kAlignment) : 0; }
+};
+
+// Everything one delegate owns, in the method allocator: built at init, torn
+// down at destroy (which frees nothing of that memory: it is the method's).
 struct CpuDelegate {
   CpuDelegate() = default;
   CpuDelegate(const CpuDelegate&) = delete;
@@ -393,8 +358,6 @@ struct CpuDelegate {
   ~CpuDelegate() {
     pool.stop();
     if (library != nullptr) dlclose(library);
-    std::free(arena);
-    std::free(block);
   }
 
   uint32_t index = 0;  // the delegate's place in its method, for messages
@@ -409,9 +372,8 @@ struct CpuDelegate {
   int64_t* shape_descriptor = nullptr;  // rank-1 i64 memref over `shapes`
   int64_t* shapes = nullptr;             // sum of output ranks (at least 1)
   bool any_dynamic_output = false;
-  void* block = nullptr;  // all of the above, one allocation
 
-  void* library = nullptr;
+  void* library = nullptr;  // dlopen'ed: the system's memory, dlclosed at destroy
   EntryFn entry = nullptr;
   EntryFn shapes_entry = nullptr;  // nullptr when the header names none; called only when an output is dynamic
   CounterFn heap_fallbacks = nullptr;
@@ -422,11 +384,28 @@ struct CpuDelegate {
   CpuDelegateStats stats;
 };
 
+// The most init() takes from the method allocator for `layout` (every piece
+// plus its worst alignment padding).
+size_t delegate_bytes(const Layout& layout, int num_threads) {
+  return sizeof(CpuDelegate) + alignof(CpuDelegate) + layout.block_bytes() + 16 + layout.arena_allocation() +
+         kAlignment + ThreadPool::bytes(num_threads);
+}
+
 std::atomic<uint64_t> g_total_heap_fallbacks{0};
 
 // "float32[?, 4]"
 const char* describe_spec(const ArgSpec& spec, char* buffer, size_t size) {
   return format_shape(spec.dtype, spec.sizes, static_cast<size_t>(spec.rank), nullptr, buffer, size);
+}
+
+// `size` bytes at `alignment` from the method allocator into *out, or an error saying it is too small.
+Error take(MemoryAllocator& allocator, size_t size, size_t alignment, const char* what, void** out) {
+  *out = allocator.allocate(size, alignment);
+  if (*out != nullptr) return Error::ok();
+  return Error::make(ErrorCode::OutOfMemory,
+                     "the method allocator has %zu of its %zu bytes left; %s needs %zu (size it with "
+                     "MethodMeta::method_allocator_bytes(backends))",
+                     allocator.size() - allocator.used(), allocator.size(), what, size);
 }
 
 class CpuBackend : public Backend {
@@ -436,11 +415,16 @@ class CpuBackend : public Backend {
                               Span<const CompileSpec> compile_specs) override;
   Error execute(BackendExecuteContext& context, DelegateHandle handle, Span<EValue*> args) override;
   void destroy(DelegateHandle handle) override;
+  Result<size_t> method_allocator_bytes(const BackendInitContext& context, Span<const uint8_t> payload,
+                                        Span<const CompileSpec> compile_specs) const override;
+  uint64_t counter(const char* name) const override {
+    return std::strcmp(name, "heap_fallbacks") == 0 ? cpu_backend_heap_fallbacks() : 0;
+  }
 
   int num_threads = 1;
 
  private:
-  Error load(CpuDelegate& d, Span<const uint8_t> payload);
+  Error load(CpuDelegate& d, const PayloadView& view, const Layout& layout, MemoryAllocator& allocator);
 };
 
 Error check_elf(const uint8_t* so, uint64_t size) {
@@ -460,7 +444,7 @@ Error check_elf(const uint8_t* so, uint64_t size) {
   if (header.e_machine != kElfMachine)
     return Error::make(ErrorCode::NotSupported,
                        "the shared object is for ELF machine %u, this runtime runs on %s (machine %u)",
-                       header.e_machine, kArch, kElfMachine);
+                       header.e_machine, host_arch(), kElfMachine);
   if (header.e_type != ET_DYN)
     return Error::make(ErrorCode::InvalidProgram, "the ELF file is not a shared object (e_type %u, expected ET_DYN %u)",
                        header.e_type, ET_DYN);
@@ -493,199 +477,125 @@ Error check_elf(const uint8_t* so, uint64_t size) {
   return Error::ok();
 }
 
-Error CpuBackend::load(CpuDelegate& d, Span<const uint8_t> payload) {
-  const uint8_t* p = payload.data();
-  size_t size = payload.size();
 
-  // ---- The header, completely, before the shared object is touched ----
-  if (p == nullptr || size < kFixedHeaderBytes)
-    return Error::make(ErrorCode::InvalidProgram, "payload is %zu bytes, shorter than the %zu-byte header", size,
-                       kFixedHeaderBytes);
-  if (std::memcmp(p, kMagic, sizeof(kMagic)) != 0) {
-    char got[48];
-    return Error::make(ErrorCode::InvalidProgram, "payload does not start with the magic \"ETMLCPU1\" (got \"%s\")",
-                       printable(p, sizeof(kMagic), got, sizeof(got)));
-  }
-  uint32_t format_version = read_u32(p + kOffFormatVersion);
-  if (format_version != kFormatVersion)
-    return Error::make(ErrorCode::NotSupported,
-                       "payload format_version %u is not supported (this runtime reads version %u)", format_version,
-                       kFormatVersion);
-  uint32_t header_bytes = read_u32(p + kOffHeaderBytes);
-  if (header_bytes % kHeaderAlignment != 0)
-    return Error::make(ErrorCode::InvalidProgram, "header_bytes %u is not a multiple of %zu", header_bytes,
-                       kHeaderAlignment);
-  if (header_bytes < kFixedHeaderBytes)
-    return Error::make(ErrorCode::InvalidProgram, "header_bytes %u is smaller than the %zu-byte fixed header",
-                       header_bytes, kFixedHeaderBytes);
-  if (header_bytes > size)
-    return Error::make(ErrorCode::InvalidProgram, "header_bytes %u is beyond the payload's %zu bytes", header_bytes,
-                       size);
-  uint64_t so_bytes = read_u64(p + kOffSoBytes);
-  if (so_bytes != size - header_bytes)
-    return Error::make(ErrorCode::InvalidProgram,
-                       "so_bytes %llu does not match the %zu bytes after the header (payload %zu bytes, "
-                       "header_bytes %u): the payload is truncated or padded",
-                       static_cast<unsigned long long>(so_bytes), size - header_bytes, size, header_bytes);
-  uint32_t abi_version = read_u32(p + kOffAbiVersion);
-  if (abi_version != kAbiVersion)
-    return Error::make(ErrorCode::NotSupported,
-                       "payload abi_version %u is not supported (this runtime calls abi_version %u)", abi_version,
-                       kAbiVersion);
-
-  char arch[kArchBytes + 1];
-  field_text(p + kOffArch, kArchBytes, arch);
-  if (arch[0] == '\0')
-    return Error::make(ErrorCode::InvalidProgram, "payload names no arch (this runtime runs on %s)", kArch);
-  if (std::strcmp(arch, kArch) != 0) {
+// Everything about the payload that can be checked before the shared object is
+// loaded: the shared header (read_payload: framing, versions, backend id, specs,
+// checksum), this backend's body format and calling convention, the machine, the
+// entry points and the ELF header. Fills `layout`.
+Error parse(Span<const uint8_t> payload, PayloadView* view, Layout* layout) {
+  ET_CHECK_OK(read_payload(payload, "cpu", view));
+  const payload_schema::PayloadHeader& h = *view->header;
+  const char* format = h.body_format() ? h.body_format()->c_str() : "";
+  if (std::strcmp(format, kBodyFormat) != 0) {
     char shown[80];
-    return Error::make(ErrorCode::NotSupported, "payload built for %s, this runtime runs on %s",
-                       printable(reinterpret_cast<const uint8_t*>(arch), std::strlen(arch), shown, sizeof(shown)),
-                       kArch);
+    return Error::make(ErrorCode::InvalidProgram, "payload body_format is '%s', not '%s'",
+                       printable(reinterpret_cast<const uint8_t*>(format), std::strlen(format), shown, sizeof(shown)),
+                       kBodyFormat);
   }
-  uint64_t features = read_u64(p + kOffCpuFeatures);
-  uint64_t unknown = features & ~((uint64_t{1} << kNumFeatures) - 1);
-  if (unknown != 0)
-    return Error::make(ErrorCode::NotSupported, "payload needs CPU feature bits 0x%llx that this runtime does not know",
-                       static_cast<unsigned long long>(unknown));
-  uint64_t missing = features & ~cpu_backend_supported_features();
-  if (missing != 0) {
-    char names[160];
-    size_t used = 0;
-    size_t count = 0;
-    names[0] = '\0';
-    for (int bit = 0; bit < kNumFeatures; ++bit) {
-      if (!(missing >> bit & 1)) continue;
-      int n = std::snprintf(names + used, sizeof(names) - used, "%s%s", count ? ", " : "", kFeatureNames[bit]);
-      if (n > 0) used += static_cast<size_t>(n);
-      ++count;
-    }
-    return Error::make(ErrorCode::NotSupported, "payload needs CPU feature%s %s that this CPU lacks", plural(count),
-                       names);
-  }
+  if (h.body_version() != kAbiVersion)
+    return Error::make(ErrorCode::NotSupported,
+                       "payload body_version %u is not supported (this runtime calls abi_version %u)",
+                       h.body_version(), kAbiVersion);
+  if (h.arch() == nullptr || h.arch()->size() == 0)
+    return Error::make(ErrorCode::InvalidProgram, "payload names no arch (this runtime runs on %s)", host_arch());
+  ET_CHECK_OK(check_payload_target(h));
 
-  // Tensor specs and debug handles: inside header_bytes.
-  d.num_inputs = read_u32(p + kOffNumInputs);
-  d.num_outputs = read_u32(p + kOffNumOutputs);
-  size_t num_debug_handles = read_u32(p + kOffNumDebugHandles);
+  layout->num_inputs = h.inputs() ? h.inputs()->size() : 0;
+  layout->num_outputs = h.outputs() ? h.outputs()->size() : 0;
+  for (size_t i = 0; i < layout->num_args(); ++i) {
+    bool input = i < layout->num_inputs;
+    const payload_schema::TensorSpec* spec =
+        input ? h.inputs()->Get(static_cast<flatbuffers::uoffset_t>(i))
+              : h.outputs()->Get(static_cast<flatbuffers::uoffset_t>(i - layout->num_inputs));
+    size_t rank = spec->sizes() ? spec->sizes()->size() : 0;
+    layout->total_rank += rank;
+    if (!input) layout->total_output_rank += rank;
+    for (size_t k = 0; k < rank && !input; ++k) {
+      if (spec->sizes()->Get(static_cast<flatbuffers::uoffset_t>(k)) == -1) layout->any_dynamic_output = true;
+    }
+  }
+  layout->entry = payload_entry_symbol(h, kEntryName);
+  layout->shapes_entry = payload_entry_symbol(h, kShapesEntryName);
+  if (layout->entry == nullptr)
+    return Error::make(ErrorCode::InvalidProgram, "the header names no entry point '%s'", kEntryName);
+  if (layout->any_dynamic_output && layout->shapes_entry == nullptr)
+    return Error::make(ErrorCode::InvalidProgram,
+                       "an output has dynamic dims (-1) but the header names no '%s' entry point", kShapesEntryName);
+  layout->arena_bytes = h.scratch_bytes();
+  if (layout->arena_bytes > SIZE_MAX / 2)
+    return Error::make(ErrorCode::OutOfMemory, "the payload's arena of %llu bytes does not fit in memory",
+                       static_cast<unsigned long long>(layout->arena_bytes));
+  return check_elf(view->body.data(), view->body.size());
+}
+
+Error CpuBackend::load(CpuDelegate& d, const PayloadView& view, const Layout& layout, MemoryAllocator& allocator) {
+  const payload_schema::PayloadHeader& h = *view.header;
+  d.num_inputs = layout.num_inputs;
+  d.num_outputs = layout.num_outputs;
+  d.any_dynamic_output = layout.any_dynamic_output;
   size_t num_args = d.num_args();
-  size_t cursor = kFixedHeaderBytes;
-  size_t total_rank = 0;
-  size_t total_output_rank = 0;
-  for (size_t i = 0; i < num_args; ++i) {
-    bool input = i < d.num_inputs;
-    size_t which = input ? i : i - d.num_inputs;
-    if (cursor + 8 > header_bytes)
-      return Error::make(ErrorCode::InvalidProgram, "tensor spec of %s %zu does not fit in header_bytes %u",
-                         input ? "input" : "output", which, header_bytes);
-    int32_t dtype = static_cast<int32_t>(read_u32(p + cursor));
-    int32_t rank = static_cast<int32_t>(read_u32(p + cursor + 4));
-    if (dtype < -128 || dtype > 127 || !is_known_dtype(static_cast<int8_t>(dtype)))
-      return Error::make(ErrorCode::InvalidProgram, "tensor spec of %s %zu has unknown dtype %d",
-                         input ? "input" : "output", which, dtype);
-    if (rank < 0 || rank > kMaxDims)
-      return Error::make(ErrorCode::InvalidProgram, "tensor spec of %s %zu has rank %d (0 to %d)",
-                         input ? "input" : "output", which, rank, kMaxDims);
-    if (cursor + 8 + 8 * static_cast<size_t>(rank) > header_bytes)
-      return Error::make(ErrorCode::InvalidProgram, "tensor spec of %s %zu does not fit in header_bytes %u",
-                         input ? "input" : "output", which, header_bytes);
-    for (int32_t k = 0; k < rank; ++k) {
-      int64_t s = static_cast<int64_t>(read_u64(p + cursor + 8 + 8 * static_cast<size_t>(k)));
-      if (s < -1)
-        return Error::make(ErrorCode::InvalidProgram, "tensor spec of %s %zu has size %lld for dim %d (-1: dynamic)",
-                           input ? "input" : "output", which, static_cast<long long>(s), k);
-      if (s == -1 && !input) d.any_dynamic_output = true;
-    }
-    cursor += 8 + 8 * static_cast<size_t>(rank);
-    total_rank += static_cast<size_t>(rank);
-    if (!input) total_output_rank += static_cast<size_t>(rank);
-  }
-  if (cursor + 4 * num_debug_handles > header_bytes)
-    return Error::make(ErrorCode::InvalidProgram, "%zu debug handles do not fit in header_bytes %u", num_debug_handles,
-                       header_bytes);
 
-  char entry[kSymbolBytes + 1];
-  char shapes_entry[kSymbolBytes + 1];
-  field_text(p + kOffEntry, kSymbolBytes, entry);
-  field_text(p + kOffShapesEntry, kSymbolBytes, shapes_entry);
-  if (entry[0] == '\0') return Error::make(ErrorCode::InvalidProgram, "the header names no entry point");
-  if (std::strlen(entry) == kSymbolBytes || std::strlen(shapes_entry) == kSymbolBytes)
-    return Error::make(ErrorCode::InvalidProgram, "an entry point name fills its %zu bytes with no NUL", kSymbolBytes);
-  if (d.any_dynamic_output && shapes_entry[0] == '\0')
-    return Error::make(ErrorCode::InvalidProgram,
-                       "an output has dynamic dims (-1) but the header names no shapes_entry");
-
-  const uint8_t* so = p + header_bytes;
-  uint64_t crc = crc32(so, static_cast<size_t>(so_bytes));
-  uint64_t expected_crc = read_u64(p + kOffSoCrc32);
-  if (crc != expected_crc)
-    return Error::make(ErrorCode::InvalidProgram,
-                       "payload checksum mismatch: the shared object is corrupt (CRC-32 of its %llu bytes is "
-                       "0x%08llx, the header says 0x%08llx)",
-                       static_cast<unsigned long long>(so_bytes), static_cast<unsigned long long>(crc),
-                       static_cast<unsigned long long>(expected_crc));
-  ET_CHECK_OK(check_elf(so, so_bytes));
-
-  // ---- Memory for execute: specs, descriptors, packed args, the shape buffer ----
-  size_t shape_words = total_output_rank ? total_output_rank : 1;
-  size_t descriptor_words = 3 * num_args + 2 * total_rank;
-  size_t bytes = round_up(sizeof(ArgSpec) * num_args, 16) + round_up(sizeof(int64_t) * total_rank, 16) +
-                 round_up(sizeof(int64_t*) * num_args, 16) + round_up(sizeof(void*) * (num_args + 1), 16) +
-                 round_up(sizeof(void*) * (num_args + 1), 16) + round_up(sizeof(void*) * (d.num_inputs + 1), 16) +
-                 round_up(sizeof(int64_t) * descriptor_words, 16) + round_up(sizeof(int64_t) * 5, 16) +
-                 round_up(sizeof(int64_t) * shape_words, 16);
-  d.block = std::calloc(1, bytes);
-  if (d.block == nullptr)
-    return Error::make(ErrorCode::OutOfMemory, "cannot allocate %zu bytes for the argument descriptors", bytes);
-  uint8_t* at = static_cast<uint8_t*>(d.block);
-  auto take = [&at](size_t n) {
+  // ---- Memory for execute, from the method allocator: specs, descriptors, packed args, the shape buffer ----
+  size_t bytes = layout.block_bytes();
+  void* block = nullptr;
+  ET_CHECK_OK(take(allocator, bytes, 16, "the argument descriptors", &block));
+  std::memset(block, 0, bytes);
+  uint8_t* at = static_cast<uint8_t*>(block);
+  auto carve = [&at](size_t n) {
     void* out = at;
     at += round_up(n, 16);
     return out;
   };
-  d.specs = static_cast<ArgSpec*>(take(sizeof(ArgSpec) * num_args));
-  int64_t* spec_sizes = static_cast<int64_t*>(take(sizeof(int64_t) * total_rank));
-  d.descriptors = static_cast<int64_t**>(take(sizeof(int64_t*) * num_args));
-  d.descriptor_ptrs = static_cast<void**>(take(sizeof(void*) * (num_args + 1)));
-  d.packed = static_cast<void**>(take(sizeof(void*) * (num_args + 1)));
-  d.shapes_packed = static_cast<void**>(take(sizeof(void*) * (d.num_inputs + 1)));
-  int64_t* descriptor_words_at = static_cast<int64_t*>(take(sizeof(int64_t) * descriptor_words));
-  d.shape_descriptor = static_cast<int64_t*>(take(sizeof(int64_t) * 5));
-  d.shapes = static_cast<int64_t*>(take(sizeof(int64_t) * shape_words));
+  d.specs = static_cast<ArgSpec*>(carve(sizeof(ArgSpec) * num_args));
+  int64_t* spec_sizes = static_cast<int64_t*>(carve(sizeof(int64_t) * layout.total_rank));
+  d.descriptors = static_cast<int64_t**>(carve(sizeof(int64_t*) * num_args));
+  d.descriptor_ptrs = static_cast<void**>(carve(sizeof(void*) * (num_args + 1)));
+  d.packed = static_cast<void**>(carve(sizeof(void*) * (num_args + 1)));
+  d.shapes_packed = static_cast<void**>(carve(sizeof(void*) * (d.num_inputs + 1)));
+  int64_t* descriptor_words_at = static_cast<int64_t*>(carve(sizeof(int64_t) * layout.descriptor_words()));
+  d.shape_descriptor = static_cast<int64_t*>(carve(sizeof(int64_t) * 5));
+  d.shapes = static_cast<int64_t*>(carve(sizeof(int64_t) * layout.shape_words()));
 
-  cursor = kFixedHeaderBytes;
   for (size_t i = 0; i < num_args; ++i) {
+    bool input = i < d.num_inputs;
+    const payload_schema::TensorSpec* fb =
+        input ? h.inputs()->Get(static_cast<flatbuffers::uoffset_t>(i))
+              : h.outputs()->Get(static_cast<flatbuffers::uoffset_t>(i - d.num_inputs));
     ArgSpec& spec = d.specs[i];
-    spec.dtype = static_cast<ScalarType>(static_cast<int32_t>(read_u32(p + cursor)));
-    spec.rank = static_cast<int32_t>(read_u32(p + cursor + 4));
+    spec.dtype = static_cast<ScalarType>(fb->scalar_type());
+    spec.rank = static_cast<int32_t>(fb->sizes() ? fb->sizes()->size() : 0);
     spec.sizes = spec_sizes;
-    for (int32_t k = 0; k < spec.rank; ++k)
-      spec.sizes[k] = static_cast<int64_t>(read_u64(p + cursor + 8 + 8 * static_cast<size_t>(k)));
+    for (int32_t k = 0; k < spec.rank; ++k) spec.sizes[k] = fb->sizes()->Get(static_cast<flatbuffers::uoffset_t>(k));
     spec_sizes += spec.rank;
-    cursor += 8 + 8 * static_cast<size_t>(spec.rank);
     d.descriptors[i] = descriptor_words_at;
     descriptor_words_at += 3 + 2 * spec.rank;
     d.descriptor_ptrs[i] = d.descriptors[i];
     d.packed[i] = &d.descriptor_ptrs[i];
-    if (i < d.num_inputs) d.shapes_packed[i] = &d.descriptor_ptrs[i];
+    if (input) d.shapes_packed[i] = &d.descriptor_ptrs[i];
   }
   // The shape buffer: a rank-1 i64 memref, the shapes entry's last argument.
   d.shape_descriptor[0] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(d.shapes));
   d.shape_descriptor[1] = d.shape_descriptor[0];
   d.shape_descriptor[2] = 0;
-  d.shape_descriptor[3] = static_cast<int64_t>(total_output_rank);
+  d.shape_descriptor[3] = static_cast<int64_t>(layout.total_output_rank);
   d.shape_descriptor[4] = 1;
   d.descriptor_ptrs[num_args] = d.shape_descriptor;
   d.shapes_packed[d.num_inputs] = &d.descriptor_ptrs[num_args];
 
+  // The arena, before the library: a method allocator that is too small fails before any dlopen.
+  d.arena_bytes = layout.arena_bytes;
+  if (d.arena_bytes > 0) ET_CHECK_OK(take(allocator, layout.arena_allocation(), kAlignment, "the payload's arena", &d.arena));
+
   // ---- The shared object: loaded from memory, its symbols resolved once ----
+  const uint8_t* so = view.body.data();
+  size_t so_bytes = view.body.size();
   char failure[200] = "";
   bool tried_memfd = false;
-  d.library = load_from_memfd(so, static_cast<size_t>(so_bytes), failure, sizeof(failure), &tried_memfd);
+  d.library = load_from_memfd(so, so_bytes, failure, sizeof(failure), &tried_memfd);
   if (d.library == nullptr) {
     // No memfd_create, or a memfd the system will not map executable: a file in $TMPDIR.
     char temp_failure[200] = "";
-    d.library = load_from_temp_file(so, static_cast<size_t>(so_bytes), temp_failure, sizeof(temp_failure));
+    d.library = load_from_temp_file(so, so_bytes, temp_failure, sizeof(temp_failure));
     if (d.library == nullptr)
       return Error::make(ErrorCode::InvalidProgram, "cannot load the shared object: %s",
                          tried_memfd ? failure : temp_failure);
@@ -699,21 +609,22 @@ Error CpuBackend::load(CpuDelegate& d, Span<const uint8_t> payload) {
                   {"etmlir_cpu_heap_fallbacks", nullptr},
                   {"etmlir_cpu_arena_peak", nullptr},
                   {"etmlir_cpu_set_parallel", nullptr}};
-  void* entry_address = resolve(entry);
+  void* entry_address = resolve(layout.entry);
   if (entry_address == nullptr)
-    return Error::make(ErrorCode::InvalidProgram, "the shared object does not export the entry point '%s'", entry);
+    return Error::make(ErrorCode::InvalidProgram, "the shared object does not export the entry point '%s'",
+                       layout.entry);
   void* shapes_address = nullptr;
-  if (shapes_entry[0] != '\0') {
-    shapes_address = resolve(shapes_entry);
+  if (layout.shapes_entry != nullptr) {
+    shapes_address = resolve(layout.shapes_entry);
     if (shapes_address == nullptr)
       return Error::make(ErrorCode::InvalidProgram, "the shared object does not export the shapes entry point '%s'",
-                         shapes_entry);
+                         layout.shapes_entry);
   }
   for (Required& r : required) {
     r.address = resolve(r.name);
     if (r.address == nullptr)
       return Error::make(ErrorCode::InvalidProgram,
-                         "the shared object does not export '%s' (required by abi_version %u)", r.name, abi_version);
+                         "the shared object does not export '%s' (required by abi_version %u)", r.name, kAbiVersion);
   }
   d.entry = reinterpret_cast<EntryFn>(entry_address);
   d.shapes_entry = reinterpret_cast<EntryFn>(shapes_address);
@@ -723,26 +634,15 @@ Error CpuBackend::load(CpuDelegate& d, Span<const uint8_t> payload) {
   d.arena_peak = reinterpret_cast<CounterFn>(required[3].address);
   auto set_parallel = reinterpret_cast<SetParallelFn>(required[4].address);
   int so_abi = payload_abi();
-  if (so_abi < 0 || static_cast<uint32_t>(so_abi) != abi_version)
+  if (so_abi < 0 || static_cast<uint32_t>(so_abi) != kAbiVersion)
     return Error::make(ErrorCode::InvalidProgram,
                        "the shared object's etmlir_cpu_payload_abi() returns %d; the header says %u", so_abi,
-                       abi_version);
+                       h.body_version());
 
   // ---- The arena and the thread pool ----
-  d.arena_bytes = read_u64(p + kOffArenaBytes);
-  if (d.arena_bytes > 0) {
-    if (d.arena_bytes > SIZE_MAX - kAlignment)
-      return Error::make(ErrorCode::OutOfMemory, "arena_bytes %llu does not fit in memory",
-                         static_cast<unsigned long long>(d.arena_bytes));
-    size_t arena_alloc = round_up(static_cast<size_t>(d.arena_bytes), kAlignment);
-    d.arena = std::aligned_alloc(kAlignment, arena_alloc);
-    if (d.arena == nullptr)
-      return Error::make(ErrorCode::OutOfMemory, "cannot allocate the payload's %llu-byte arena",
-                         static_cast<unsigned long long>(d.arena_bytes));
-    set_arena(d.arena, d.arena_bytes);
-  }
+  if (d.arena_bytes > 0) set_arena(d.arena, d.arena_bytes);
   if (num_threads > 1) {
-    ET_CHECK_OK(d.pool.start(num_threads));
+    ET_CHECK_OK(d.pool.start(num_threads, allocator));
     set_parallel(&ThreadPool::parallel_for, &d.pool, num_threads);
   } else {
     set_parallel(nullptr, nullptr, 1);
@@ -754,17 +654,38 @@ Error CpuBackend::load(CpuDelegate& d, Span<const uint8_t> payload) {
   return Error::ok();
 }
 
+Result<size_t> CpuBackend::method_allocator_bytes(const BackendInitContext& context, Span<const uint8_t> payload,
+                                                  Span<const CompileSpec> /*compile_specs*/) const {
+  PayloadView view;
+  Layout layout;
+  if (Error error = parse(payload, &view, &layout)) {
+    error.prefix("cpu delegate %u", context.delegate_index);
+    return error;
+  }
+  return delegate_bytes(layout, num_threads);
+}
+
 Result<DelegateHandle> CpuBackend::init(BackendInitContext& context, Span<const uint8_t> payload,
                                         Span<const CompileSpec> /*compile_specs*/) {
-  void* memory = std::malloc(sizeof(CpuDelegate));
-  if (memory == nullptr)
-    return Error::make(ErrorCode::OutOfMemory, "cpu delegate %u: cannot allocate %zu bytes for the delegate state",
-                       context.delegate_index, sizeof(CpuDelegate));
+  PayloadView view;
+  Layout layout;
+  if (Error error = parse(payload, &view, &layout)) {
+    error.prefix("cpu delegate %u", context.delegate_index);
+    return error;
+  }
+  if (context.method_allocator == nullptr)
+    return Error::make(ErrorCode::InvalidArgument, "cpu delegate %u: init needs a method allocator",
+                       context.delegate_index);
+  MemoryAllocator& allocator = *context.method_allocator;
+  void* memory = nullptr;
+  if (Error error = take(allocator, sizeof(CpuDelegate), alignof(CpuDelegate), "the delegate state", &memory)) {
+    error.prefix("cpu delegate %u", context.delegate_index);
+    return error;
+  }
   CpuDelegate* delegate = new (memory) CpuDelegate();
   delegate->index = context.delegate_index;
-  if (Error error = load(*delegate, payload)) {
+  if (Error error = load(*delegate, view, layout, allocator)) {
     delegate->~CpuDelegate();
-    std::free(memory);
     error.prefix("cpu delegate %u", context.delegate_index);
     return error;
   }
@@ -863,9 +784,8 @@ Error CpuBackend::execute(BackendExecuteContext& /*context*/, DelegateHandle han
 }
 
 void CpuBackend::destroy(DelegateHandle handle) {
-  CpuDelegate* delegate = static_cast<CpuDelegate*>(handle);
-  delegate->~CpuDelegate();
-  std::free(delegate);
+  // Stops the pool and dlcloses the library; the memory is the method allocator's.
+  static_cast<CpuDelegate*>(handle)->~CpuDelegate();
 }
 
 // One instance per thread count, made on first use.
@@ -880,32 +800,16 @@ CpuBackend* backend_for(int num_threads) {
 
 }  // namespace
 
-Error register_cpu_backend(BackendRegistry& registry, const CpuBackendOptions& options) {
-  if (options.num_threads < 1 || options.num_threads > kCpuMaxThreads)
+Error register_cpu_backend(BackendRegistry& registry, const BackendOptions& options) {
+  if (options.threads < 1 || options.threads > kCpuMaxThreads)
     return Error::make(ErrorCode::InvalidArgument, "cpu backend: num_threads must be 1 to %d, got %d", kCpuMaxThreads,
-                       options.num_threads);
-  return registry.add("cpu", backend_for(options.num_threads));
+                       options.threads);
+  return registry.add("cpu", backend_for(options.threads));
 }
 
-uint64_t cpu_backend_supported_features() {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  uint64_t bits = 0;
-  int has[kNumFeatures] = {__builtin_cpu_supports("sse4.2"),   __builtin_cpu_supports("avx"),
-                           __builtin_cpu_supports("avx2"),     __builtin_cpu_supports("fma"),
-                           __builtin_cpu_supports("f16c"),     __builtin_cpu_supports("avx512f"),
-                           __builtin_cpu_supports("avx512dq"), __builtin_cpu_supports("avx512bw"),
-                           __builtin_cpu_supports("avx512vl"), __builtin_cpu_supports("bmi2")};
-  for (int bit = 0; bit < kNumFeatures; ++bit) {
-    if (has[bit]) bits |= uint64_t{1} << bit;
-  }
-  return bits;
-#else
-  return 0;
-#endif
-}
+uint64_t cpu_backend_supported_features() { return host_cpu_features(); }
 
-const char* cpu_backend_arch() { return kArch; }
+const char* cpu_backend_arch() { return host_arch(); }
 
 CpuDelegateStats cpu_backend_stats(DelegateHandle handle) {
   if (handle == nullptr) return CpuDelegateStats{};

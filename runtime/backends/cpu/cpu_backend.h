@@ -1,22 +1,27 @@
 // The "cpu" backend: a delegate whose payload is native code, an ELF shared
-// object compiled ahead of time for the machine's CPU, behind a small header
-// that describes it (PAYLOAD.md). The runtime checks the header, loads the
-// shared object from memory and calls its entry points with MLIR memref
-// descriptors built over the delegate's live-in and live-out tensors.
+// object compiled ahead of time for the machine's CPU, behind the shared
+// payload header that describes it (PAYLOAD.md, runtime/schema/payload.fbs).
+// The runtime checks the header, loads the shared object from memory and
+// calls its entry points with MLIR memref descriptors built over the
+// delegate's live-in and live-out tensors.
 //
 //   etmlir::BackendRegistry backends;
-//   etmlir::register_cpu_backend(backends, {/*num_threads=*/4});   // id "cpu"
+//   etmlir::BackendOptions options;
+//   options.threads = 4;
+//   etmlir::register_cpu_backend(backends, options);   // id "cpu" (register_backends does this)
 //   auto method = program->load_method("forward", &memory, &kernels, &backends);
 //
 // Ownership: init() validates the whole header before touching the shared
 // object, loads its own copy of it (memfd_create + dlopen; every delegate has
-// its own globals), and allocates from the heap everything execute() will use:
-// the payload's arena (arena_bytes, 64-byte aligned), the memref descriptors
-// and packed argument arrays, the output-shape buffer and, with more than one
-// thread, a thread pool of num_threads - 1 persistent workers (the calling
-// thread runs one chunk of every parallel loop). destroy() stops the pool,
-// dlcloses the copy and frees it all. execute() allocates nothing. The
-// payload bytes are only read during init().
+// its own globals), and takes from the method allocator (BackendInitContext)
+// everything execute() will use: the delegate state, the payload's arena
+// (scratch_bytes, 64-byte aligned), the memref descriptors and packed argument
+// arrays, the output-shape buffer and the thread pool's worker tables;
+// method_allocator_bytes() says how much, from the header alone. What is not
+// method-allocator memory: the dlopen'ed copy of the shared object and, with
+// more than one thread, the pool's threads - 1 persistent workers (their
+// stacks), both the system's. destroy() stops the pool and dlcloses the copy.
+// execute() allocates nothing. The payload bytes are only read during init().
 //
 // Errors at init start with "cpu delegate <index>: " and say what is wrong
 // (README.md lists them); errors at execute name the argument.
@@ -29,19 +34,16 @@
 
 namespace etmlir {
 
-struct CpuBackendOptions {
-  // Threads each delegate runs its parallel loops on (the caller included), 1 to kCpuMaxThreads.
-  int num_threads = 1;
-};
+// BackendOptions::threads for this backend: 1 to kCpuMaxThreads.
+constexpr int kCpuMaxThreads = kMaxBackendThreads;
 
-constexpr int kCpuMaxThreads = 256;
-
-// Adds the backend under "cpu". Backends with the same num_threads are one
+// Adds the backend under "cpu", with options.threads threads per delegate
+// (the calling thread included). Backends with the same thread count are one
 // static instance; a registry holds one "cpu" backend (a second add fails).
-Error register_cpu_backend(BackendRegistry& registry, const CpuBackendOptions& options = {});
+Error register_cpu_backend(BackendRegistry& registry, const BackendOptions& options = {});
 
-// PAYLOAD.md's cpu_features bits that the running CPU has (0 on aarch64, whose
-// payloads need no bit).
+// The payload header's cpu_features bits that the running CPU has (0 on
+// aarch64, whose payloads need no bit): host_cpu_features() of payload_header.h.
 uint64_t cpu_backend_supported_features();
 
 // "x86_64" or "aarch64": the arch a payload must have been built for here.
@@ -52,7 +54,7 @@ struct CpuDelegateStats {
   uint64_t executes = 0;
   // Allocations of the payload that did not fit its arena and went to malloc
   // (etmlir_cpu_heap_fallbacks() after the last execute). Results are still
-  // right; a nonzero count means arena_bytes was too small for these sizes.
+  // right; a nonzero count means scratch_bytes was too small for these sizes.
   uint64_t heap_fallbacks = 0;
   uint64_t arena_bytes = 0;  // the arena given to the payload
   uint64_t arena_peak = 0;   // etmlir_cpu_arena_peak() after the last execute
@@ -60,7 +62,8 @@ struct CpuDelegateStats {
 };
 CpuDelegateStats cpu_backend_stats(DelegateHandle handle);
 
-// Heap fallbacks of every "cpu" delegate in the process, summed as they happen.
+// Heap fallbacks of every "cpu" delegate in the process, summed as they
+// happen; also Backend::counter("heap_fallbacks") of the registered backend.
 uint64_t cpu_backend_heap_fallbacks();
 
 }  // namespace etmlir

@@ -3,7 +3,6 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -11,6 +10,7 @@
 #include "etmlir/runtime/evalue.h"
 #include "etmlir/runtime/memory.h"
 #include "etmlir/runtime/method.h"
+#include "etmlir/runtime/payload_header.h"
 #include "etmlir/runtime/program.h"
 #include "etmlir/runtime/tensor.h"
 
@@ -20,49 +20,127 @@ namespace {
 constexpr size_t kAlignment = 64;
 constexpr size_t kDefaultTempBytes = size_t{4} << 20;
 constexpr size_t kMaxMethodName = 128;
+constexpr uint32_t kBodyVersion = 1;  // PayloadHeader.body_version: a .pte run through one tensor-only method
+constexpr const char* kBodyFormat = "pte";
 
 size_t round_up(size_t n, size_t alignment) { return (n + alignment - 1) / alignment * alignment; }
 
-// 64-byte-aligned heap memory (at least 64 bytes, so never nullptr for 0), or nullptr.
-void* allocate_aligned(size_t size) {
-  if (size > SIZE_MAX - kAlignment) return nullptr;
-  return std::aligned_alloc(kAlignment, round_up(size ? size : 1, kAlignment));
-}
-
 const char* plural(size_t n) { return n == 1 ? "" : "s"; }
 
-Error out_of_memory(const char* what, size_t bytes) {
-  return Error::make(ErrorCode::OutOfMemory, "cannot allocate %zu bytes for the payload's %s", bytes, what);
+// The compile specs, read once (init and method_allocator_bytes read them alike).
+struct Options {
+  char method_name[kMaxMethodName] = "";  // "": the header's "forward" entry point, else "forward"
+  size_t temp_bytes = kDefaultTempBytes;
+};
+
+Error read_options(Span<const CompileSpec> compile_specs, Options* out) {
+  for (const CompileSpec& spec : compile_specs) {
+    if (std::strcmp(spec.key, "method") == 0) {
+      if (spec.size == 0 || spec.size >= sizeof(out->method_name) || spec.value == nullptr)
+        return Error::make(ErrorCode::InvalidProgram,
+                           "compile spec 'method' must name a method (1 to %zu bytes), got %zu bytes",
+                           sizeof(out->method_name) - 1, spec.size);
+      std::memcpy(out->method_name, spec.value, spec.size);
+      out->method_name[spec.size] = '\0';
+    } else if (std::strcmp(spec.key, "temp_bytes") == 0) {
+      size_t value = 0;
+      bool ok = spec.size > 0 && spec.size <= 15 && spec.value != nullptr;
+      for (size_t i = 0; ok && i < spec.size; ++i) {
+        ok = spec.value[i] >= '0' && spec.value[i] <= '9';
+        value = value * 10 + static_cast<size_t>(spec.value[i] - '0');
+      }
+      if (!ok)
+        return Error::make(ErrorCode::InvalidProgram,
+                           "compile spec 'temp_bytes' must be a decimal byte count, got '%.*s'",
+                           static_cast<int>(spec.size < 32 ? spec.size : 32),
+                           spec.value ? reinterpret_cast<const char*>(spec.value) : "");
+      out->temp_bytes = value;
+    }
+  }
+  return Error::ok();
 }
 
-// Everything one delegate owns. Built in place in malloc'd memory at init,
-// torn down (method, then program, then buffers) at destroy.
+// The shared header (read_payload), this backend's body format and version,
+// and the method to run: the "method" compile spec, else the header's
+// "forward" entry point, else "forward".
+Error read_header(Span<const uint8_t> payload, const Options& options, PayloadView* view, const char** method_name) {
+  ET_CHECK_OK(read_payload(payload, "nested", view));
+  const payload_schema::PayloadHeader& h = *view->header;
+  const char* format = h.body_format() ? h.body_format()->c_str() : "";
+  if (std::strcmp(format, kBodyFormat) != 0)
+    return Error::make(ErrorCode::InvalidProgram, "payload body_format is '%.40s', not '%s'", format, kBodyFormat);
+  if (h.body_version() != kBodyVersion)
+    return Error::make(ErrorCode::NotSupported, "payload body_version %u is not supported (this runtime reads %u)",
+                       h.body_version(), kBodyVersion);
+  ET_CHECK_OK(check_payload_target(h));
+  const char* entry = payload_entry_symbol(h, "forward");
+  *method_name = options.method_name[0] != '\0' ? options.method_name : entry != nullptr ? entry : "forward";
+  return Error::ok();
+}
+
+// What the inner method needs besides its program: from its MethodMeta.
+struct InnerNeeds {
+  size_t num_outputs = 0;
+  size_t num_arenas = 0;
+  size_t arena_bytes = 0;   // every arena at a 64-byte-aligned offset of one block
+  size_t method_bytes = 0;  // its method allocator, its own delegates included
+};
+
+Error inner_needs(const MethodMeta& meta, const BackendInitContext& context, InnerNeeds* out) {
+  MethodMeta::TensorInfo info;
+  for (size_t i = 0; i < meta.num_inputs(); ++i) {
+    if (!meta.input_tensor(i, &info))
+      return Error::make(ErrorCode::NotSupported,
+                         "payload method '%s' input %zu is not a tensor (a nested delegate passes tensors only)",
+                         meta.name(), i);
+  }
+  for (size_t i = 0; i < meta.num_outputs(); ++i) {
+    if (!meta.output_tensor(i, &info))
+      return Error::make(ErrorCode::NotSupported,
+                         "payload method '%s' output %zu is not a tensor (a nested delegate passes tensors only)",
+                         meta.name(), i);
+  }
+  out->num_outputs = meta.num_outputs();
+  out->num_arenas = meta.num_arenas();
+  out->arena_bytes = 0;
+  for (size_t i = 0; i < out->num_arenas; ++i) {
+    uint64_t size = meta.arena_size(i);
+    if (size > SIZE_MAX / 4 || out->arena_bytes > SIZE_MAX / 4)
+      return Error::make(ErrorCode::OutOfMemory, "the payload's arena %zu of %llu bytes does not fit in memory", i,
+                         static_cast<unsigned long long>(size));
+    out->arena_bytes += round_up(static_cast<size_t>(size), kAlignment);
+  }
+  // The inner method's delegates (a payload may nest more) take their state from its allocator too.
+  Result<size_t> method_bytes = meta.method_allocator_bytes(context.backends, context.kernels);
+  if (!method_bytes.ok()) {
+    Error error = method_bytes.error();
+    error.prefix("loading the payload");
+    return error;
+  }
+  out->method_bytes = method_bytes.get();
+  return Error::ok();
+}
+
+// Everything one delegate owns. Built in place in the method allocator at
+// init, torn down (method, then program) at destroy; the buffers are the
+// method allocator's too, so nothing is freed.
 struct NestedDelegate {
-  explicit NestedDelegate(const uint8_t* payload, size_t size) : loader(payload, size) {}
+  explicit NestedDelegate(const uint8_t* body, size_t size) : loader(body, size) {}
   NestedDelegate(const NestedDelegate&) = delete;
   NestedDelegate& operator=(const NestedDelegate&) = delete;
   ~NestedDelegate() {
     if (method != nullptr) method->~Method();  // destroys the inner method's own delegates
     if (program != nullptr) program->~Program();
-    std::free(unplanned_outputs);
-    std::free(arenas);
-    std::free(arena_buffer);
-    std::free(temp_buffer);
-    std::free(method_buffer);
-    std::free(payload_copy);
   }
 
-  Error load(const BackendInitContext& context, const char* method_name, size_t temp_bytes);
+  Error load(const BackendInitContext& context, const char* method_name, size_t temp_bytes,
+             MemoryAllocator& allocator);
 
-  void* payload_copy = nullptr;  // the payload, when the outer program's was not 16-byte aligned
   BufferDataLoader loader;
   Program* program = nullptr;  // in program_storage once loaded
   Method* method = nullptr;    // in method_storage once loaded
   size_t num_inputs = 0;
   size_t num_outputs = 0;
-  void* method_buffer = nullptr;
-  void* temp_buffer = nullptr;
-  void* arena_buffer = nullptr;  // every arena, each at a 64-byte-aligned offset
   Span<uint8_t>* arenas = nullptr;
   bool* unplanned_outputs = nullptr;  // per output: written straight into the live-out
   MemoryAllocator method_allocator;
@@ -72,7 +150,25 @@ struct NestedDelegate {
   alignas(Method) unsigned char method_storage[sizeof(Method)];
 };
 
-Error NestedDelegate::load(const BackendInitContext& context, const char* method_name, size_t temp_bytes) {
+// The most init() takes from the method allocator (each piece plus its alignment padding).
+size_t delegate_bytes(size_t copy_bytes, size_t temp_bytes, const InnerNeeds& inner) {
+  return sizeof(NestedDelegate) + alignof(NestedDelegate) + (copy_bytes ? round_up(copy_bytes, kAlignment) : 0) +
+         kAlignment + inner.num_outputs * sizeof(bool) + 16 + inner.method_bytes + kAlignment + temp_bytes +
+         kAlignment + inner.arena_bytes + kAlignment + inner.num_arenas * sizeof(Span<uint8_t>) + 16;
+}
+
+// `size` bytes at `alignment` from the method allocator into *out, or an error saying it is too small.
+Error take(MemoryAllocator& allocator, size_t size, size_t alignment, const char* what, void** out) {
+  *out = allocator.allocate(size, alignment);
+  if (*out != nullptr) return Error::ok();
+  return Error::make(ErrorCode::OutOfMemory,
+                     "the method allocator has %zu of its %zu bytes left; %s needs %zu (size it with "
+                     "MethodMeta::method_allocator_bytes(backends))",
+                     allocator.size() - allocator.used(), allocator.size(), what, size);
+}
+
+Error NestedDelegate::load(const BackendInitContext& context, const char* method_name, size_t temp_bytes,
+                           MemoryAllocator& allocator) {
   Result<Program> loaded = Program::load(&loader);
   if (!loaded.ok()) {
     Error error = loaded.error();
@@ -87,51 +183,36 @@ Error NestedDelegate::load(const BackendInitContext& context, const char* method
     error.prefix("payload");
     return error;
   }
+  InnerNeeds needs;
+  ET_CHECK_OK(inner_needs(*meta, context, &needs));
   num_inputs = meta->num_inputs();
   num_outputs = meta->num_outputs();
+  void* at = nullptr;
+  ET_CHECK_OK(take(allocator, sizeof(bool) * num_outputs, 16, "the output table", &at));
+  unplanned_outputs = static_cast<bool*>(at);
   MethodMeta::TensorInfo info;
-  for (size_t i = 0; i < num_inputs; ++i) {
-    if (!meta->input_tensor(i, &info))
-      return Error::make(ErrorCode::NotSupported,
-                         "payload method '%s' input %zu is not a tensor (a nested delegate passes tensors only)",
-                         meta->name(), i);
-  }
-  unplanned_outputs = static_cast<bool*>(std::malloc(sizeof(bool) * (num_outputs ? num_outputs : 1)));
-  if (unplanned_outputs == nullptr) return out_of_memory("output table", num_outputs);
   for (size_t i = 0; i < num_outputs; ++i) {
-    if (!meta->output_tensor(i, &info))
-      return Error::make(ErrorCode::NotSupported,
-                         "payload method '%s' output %zu is not a tensor (a nested delegate passes tensors only)",
-                         meta->name(), i);
+    meta->output_tensor(i, &info);
     unplanned_outputs[i] = !info.planned;
   }
 
-  // Memory: all of it now, none during execute.
-  size_t method_bytes = meta->method_allocator_bytes();
-  method_buffer = allocate_aligned(method_bytes);
-  if (method_buffer == nullptr) return out_of_memory("method allocator", method_bytes);
-  method_allocator = MemoryAllocator(method_buffer, method_bytes);
-  temp_buffer = allocate_aligned(temp_bytes);
-  if (temp_buffer == nullptr) return out_of_memory("temp allocator", temp_bytes);
-  temp_allocator = MemoryAllocator(temp_buffer, temp_bytes);
-  size_t num_arenas = meta->num_arenas();
-  size_t arena_bytes = 0;
-  for (size_t i = 0; i < num_arenas; ++i) {
-    uint64_t size = meta->arena_size(i);
-    if (size > SIZE_MAX / 2 || arena_bytes > SIZE_MAX / 2) return out_of_memory("arenas", SIZE_MAX);
-    arena_bytes += round_up(static_cast<size_t>(size), kAlignment);
-  }
-  arena_buffer = allocate_aligned(arena_bytes);
-  arenas = static_cast<Span<uint8_t>*>(std::malloc(sizeof(Span<uint8_t>) * (num_arenas ? num_arenas : 1)));
-  if (arena_buffer == nullptr || arenas == nullptr) return out_of_memory("arenas", arena_bytes);
+  // Memory: all of it now, from the outer method allocator; none during execute.
+  ET_CHECK_OK(take(allocator, needs.method_bytes, kAlignment, "the payload's method allocator", &at));
+  method_allocator = MemoryAllocator(at, needs.method_bytes);
+  ET_CHECK_OK(take(allocator, temp_bytes, kAlignment, "the payload's temp allocator", &at));
+  temp_allocator = MemoryAllocator(at, temp_bytes);
+  ET_CHECK_OK(take(allocator, needs.arena_bytes, kAlignment, "the payload's arenas", &at));
+  uint8_t* arena_block = static_cast<uint8_t*>(at);
+  ET_CHECK_OK(take(allocator, sizeof(Span<uint8_t>) * needs.num_arenas, 16, "the arena table", &at));
+  arenas = static_cast<Span<uint8_t>*>(at);
   size_t offset = 0;
-  for (size_t i = 0; i < num_arenas; ++i) {
+  for (size_t i = 0; i < needs.num_arenas; ++i) {
     size_t size = static_cast<size_t>(meta->arena_size(i));
-    new (&arenas[i]) Span<uint8_t>(static_cast<uint8_t*>(arena_buffer) + offset, size);
+    new (&arenas[i]) Span<uint8_t>(arena_block + offset, size);
     offset += round_up(size, kAlignment);
   }
   memory.method_allocator = &method_allocator;
-  memory.planned_arenas = Span<Span<uint8_t>>(arenas, num_arenas);
+  memory.planned_arenas = Span<Span<uint8_t>>(arenas, needs.num_arenas);
   memory.temp_allocator = &temp_allocator;
 
   Result<Method> inner = program->load_method(meta->name(), &memory, context.kernels, context.backends);
@@ -153,56 +234,67 @@ class NestedBackend : public Backend {
                               Span<const CompileSpec> compile_specs) override;
   Error execute(BackendExecuteContext& context, DelegateHandle handle, Span<EValue*> args) override;
   void destroy(DelegateHandle handle) override;
+  Result<size_t> method_allocator_bytes(const BackendInitContext& context, Span<const uint8_t> payload,
+                                        Span<const CompileSpec> compile_specs) const override;
 };
+
+// Program::load wants the program 8- and its constants 16-byte aligned in
+// memory; a body at a 64-byte offset of a payload that is only 8-byte aligned
+// (a payload handed to init directly) is copied once.
+bool body_needs_copy(const PayloadView& view) { return reinterpret_cast<uintptr_t>(view.body.data()) % 16 != 0; }
+
+Result<size_t> NestedBackend::method_allocator_bytes(const BackendInitContext& context, Span<const uint8_t> payload,
+                                                     Span<const CompileSpec> compile_specs) const {
+  Options options;
+  ET_CHECK_OK(read_options(compile_specs, &options));
+  PayloadView view;
+  const char* method_name = nullptr;
+  ET_CHECK_OK(read_header(payload, options, &view, &method_name));
+  if (body_needs_copy(view))
+    return Error::make(ErrorCode::NotSupported,
+                       "the payload body is not 16-byte aligned in memory, so its program cannot be read before "
+                       "init copies it: give init a generous method allocator instead");
+  BufferDataLoader loader(view.body.data(), view.body.size());
+  Result<Program> program = Program::load(&loader);
+  if (!program.ok()) {
+    Error error = program.error();
+    error.prefix("payload is not a valid program");
+    return error;
+  }
+  Result<MethodMeta> meta = program->method_meta(method_name);
+  if (!meta.ok()) {
+    Error error = meta.error();
+    error.prefix("payload");
+    return error;
+  }
+  InnerNeeds needs;
+  ET_CHECK_OK(inner_needs(*meta, context, &needs));
+  return delegate_bytes(0, options.temp_bytes, needs);
+}
 
 Result<DelegateHandle> NestedBackend::init(BackendInitContext& context, Span<const uint8_t> payload,
                                            Span<const CompileSpec> compile_specs) {
-  char method_name[kMaxMethodName] = "forward";
-  size_t temp_bytes = kDefaultTempBytes;
-  for (const CompileSpec& spec : compile_specs) {
-    if (std::strcmp(spec.key, "method") == 0) {
-      if (spec.size == 0 || spec.size >= sizeof(method_name) || spec.value == nullptr)
-        return Error::make(ErrorCode::InvalidProgram,
-                           "compile spec 'method' must name a method (1 to %zu bytes), got %zu bytes",
-                           sizeof(method_name) - 1, spec.size);
-      std::memcpy(method_name, spec.value, spec.size);
-      method_name[spec.size] = '\0';
-    } else if (std::strcmp(spec.key, "temp_bytes") == 0) {
-      size_t value = 0;
-      bool ok = spec.size > 0 && spec.size <= 15 && spec.value != nullptr;
-      for (size_t i = 0; ok && i < spec.size; ++i) {
-        ok = spec.value[i] >= '0' && spec.value[i] <= '9';
-        value = value * 10 + static_cast<size_t>(spec.value[i] - '0');
-      }
-      if (!ok)
-        return Error::make(ErrorCode::InvalidProgram,
-                           "compile spec 'temp_bytes' must be a decimal byte count, got '%.*s'",
-                           static_cast<int>(spec.size < 32 ? spec.size : 32),
-                           spec.value ? reinterpret_cast<const char*>(spec.value) : "");
-      temp_bytes = value;
-    }
-  }
+  Options options;
+  ET_CHECK_OK(read_options(compile_specs, &options));
+  PayloadView view;
+  const char* method_name = nullptr;
+  ET_CHECK_OK(read_header(payload, options, &view, &method_name));
+  if (context.method_allocator == nullptr)
+    return Error::make(ErrorCode::InvalidArgument, "init needs a method allocator");
+  MemoryAllocator& allocator = *context.method_allocator;
 
-  // Program::load wants the program 8- and its constants 16-byte aligned in
-  // memory; an outer program with a small segment alignment may not give that.
-  void* copy = nullptr;
-  const uint8_t* bytes = payload.data();
-  if (reinterpret_cast<uintptr_t>(bytes) % 16 != 0) {
-    copy = allocate_aligned(payload.size());
-    if (copy == nullptr) return out_of_memory("payload copy", payload.size());
-    std::memcpy(copy, payload.data(), payload.size());
-    bytes = static_cast<const uint8_t*>(copy);
+  const uint8_t* body = view.body.data();
+  if (body_needs_copy(view)) {
+    void* copy = nullptr;
+    ET_CHECK_OK(take(allocator, view.body.size(), kAlignment, "the payload copy", &copy));
+    std::memcpy(copy, body, view.body.size());
+    body = static_cast<const uint8_t*>(copy);
   }
-  void* memory = std::malloc(sizeof(NestedDelegate));
-  if (memory == nullptr) {
-    std::free(copy);
-    return out_of_memory("delegate state", sizeof(NestedDelegate));
-  }
-  NestedDelegate* delegate = new (memory) NestedDelegate(bytes, payload.size());
-  delegate->payload_copy = copy;
-  if (Error error = delegate->load(context, method_name, temp_bytes)) {
+  void* memory = nullptr;
+  ET_CHECK_OK(take(allocator, sizeof(NestedDelegate), alignof(NestedDelegate), "the delegate state", &memory));
+  NestedDelegate* delegate = new (memory) NestedDelegate(body, view.body.size());
+  if (Error error = delegate->load(context, method_name, options.temp_bytes, allocator)) {
     delegate->~NestedDelegate();
-    std::free(memory);
     return error;
   }
   return DelegateHandle(delegate);
@@ -263,14 +355,13 @@ Error NestedBackend::execute(BackendExecuteContext& context, DelegateHandle hand
 }
 
 void NestedBackend::destroy(DelegateHandle handle) {
-  NestedDelegate* delegate = static_cast<NestedDelegate*>(handle);
-  delegate->~NestedDelegate();
-  std::free(delegate);
+  // Tears down the inner method and program; the memory is the outer method allocator's.
+  static_cast<NestedDelegate*>(handle)->~NestedDelegate();
 }
 
 }  // namespace
 
-Error register_nested_backend(BackendRegistry& registry) {
+Error register_nested_backend(BackendRegistry& registry, const BackendOptions& /*options*/) {
   static NestedBackend backend;
   return registry.add("nested", &backend);
 }

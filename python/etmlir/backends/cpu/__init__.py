@@ -5,14 +5,17 @@
 
 Partitioning (`support.py`) takes the float ops on a model's hot path:
 convolutions, matrix products, normalizations, activations, pooling and the
-copies between them. Preprocess (`compiler.py`) lowers each outlined
-subgraph edge -> torch dialect -> linalg on tensors (torch-mlir), fuses
-elementwise ops, bufferizes into destination-passing style, replaces
-contractions by calls of the payload's C microkernels (`ukernels.py`,
-`payload_c/`), lowers to LLVM and compiles for this machine; the object is
-linked with the microkernels into a position-independent shared object and
-wrapped in a header (`payload.py`, runtime/backends/cpu/PAYLOAD.md) that
-says which CPU it needs. The runtime loads it from memory at `init`.
+copies between them. Preprocess (`pipeline.py`) runs a named pass pipeline
+on each outlined subgraph: edge -> torch dialect -> linalg on tensors
+(`et-edge-to-torch`, `et-torch-to-linalg`), then this backend's own passes
+(`passes/`, one file per `et-cpu-*` flag): elementwise fusion, the output
+shapes function, bufferization into destination-passing style, calls of the
+C microkernels for contractions (runtime/backends/cpu/payload_c/), weights
+as external symbols, and the LLVM dialect. MLIR's JIT compiles that for
+this machine; the object is linked with the microkernels into a
+position-independent shared object behind the shared payload header
+(`payload.py`, runtime/backends/cpu/PAYLOAD.md) that says which CPU it
+needs. The runtime loads it from memory at `init`.
 
 Weights read only by a delegate are compiled into its shared object (and
 leave the program's constant segment: et-outline-delegates moves them), so
@@ -26,16 +29,15 @@ Partitioner options:
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Collection, Mapping
 
 from torch_mlir import ir
 
-from etmlir.backends.backend import Backend, BackendError, PreprocessResult, register_backend
-from etmlir.backends.partitioner import Partitioner
+from etmlir.backends.cpu.support import CPU_SUPPORT
+from etmlir.delegation.backend import Backend, PreprocessResult, register_backend
+from etmlir.delegation.partitioner import Partitioner
 
 BACKEND_ID = "cpu"
-_SPECS = ("microkernels", "verbose")
 
 
 class CpuBackend(Backend):
@@ -44,28 +46,14 @@ class CpuBackend(Backend):
 
     def partitioner(self, *, ops: Collection[str] | None = None, skip_ops: Collection[str] = (),
                     min_group_size: int = 1, compile_specs: Mapping[str, str] | None = None) -> Partitioner:
-        from etmlir.backends.cpu.support import CPU_SUPPORT
         support = CPU_SUPPORT.with_options(ops=ops)
         return Partitioner(BACKEND_ID, support, min_group_size=min_group_size, skip_ops=tuple(skip_ops),
                            compile_specs=dict(compile_specs or {}))
 
     def preprocess(self, module: ir.Module, compile_specs: Mapping[str, str]) -> PreprocessResult:
-        from etmlir.backends.cpu.compiler import compile_delegate
-
-        unknown = sorted(set(compile_specs) - set(_SPECS))
-        if unknown:
-            raise BackendError(f"cpu backend: unknown compile spec(s) {', '.join(unknown)} "
-                               f"(known: {', '.join(_SPECS)})")
-        verbose = compile_specs.get("verbose", "false").lower() == "true"
-        try:
-            compiled = compile_delegate(
-                module, microkernels=compile_specs.get("microkernels", "true").lower() != "false",
-                log=(lambda line: print(f"[cpu] {line}", file=sys.stderr)) if verbose else None)
-        except ir.MLIRError as error:
-            raise BackendError(f"cpu backend: the delegate does not compile: {error}") from None
-        # The payload keeps every op's debug handle (its header lists them); failures inside
-        # the compiled code are reported against the delegate call.
-        return PreprocessResult(compiled.payload, {h: (h,) for h in compiled.info.debug_handles})
+        # The compiler (MLIR's JIT, the C toolchain) is imported when a delegate is compiled.
+        from etmlir.backends.cpu import pipeline
+        return pipeline.preprocess(module, compile_specs)
 
 
 register_backend(CpuBackend())

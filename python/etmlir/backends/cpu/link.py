@@ -1,6 +1,6 @@
 """Object file + microkernels -> the payload's position-independent shared object.
 
-The C sources in `payload_c/` (the microkernels, the arena allocator and the
+The C sources in `runtime/backends/cpu/payload_c/` (the microkernels, the arena allocator and the
 thread-pool hook the runtime fills in) are compiled once per process and
 target, then linked with each delegate's MLIR object by the system C
 compiler (`gcc`, or $CC):
@@ -18,19 +18,34 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
-from etmlir.backends.backend import BackendError
+from etmlir.delegation.backend import BackendError
 from etmlir.backends.cpu.target import Target
 
-SOURCES = Path(__file__).parent / "payload_c"
 C_SOURCES = ("shim.c", "ukernels.c", "abi.c")
 
 
+def _sources() -> Path:
+    """runtime/backends/cpu/payload_c: the checkout's copy first, else the one the build installed."""
+    checkout = Path(__file__).resolve().parents[4] / "runtime" / "backends" / "cpu" / "payload_c"
+    if (checkout / "ukernels.c").exists():
+        return checkout
+    # The package's install directory holds the build's copy (runtime/backends/cpu/CMakeLists.txt installs it).
+    spec = importlib.util.find_spec("etmlir")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        installed = Path(root) / "_data" / "cpu_payload_c"
+        if (installed / "ukernels.c").exists():
+            return installed
+    raise BackendError("cpu backend: the payload's C sources (runtime/backends/cpu/payload_c) are missing")
+
+
+SOURCES = _sources()
 def compiler() -> str:
     cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
     if not cc:

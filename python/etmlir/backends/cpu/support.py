@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
-from etmlir.backends.operator_support import OperatorSupport, OpPredicate
+from etmlir.delegation.operator_support import OperatorSupport, OpPredicate
 
 
 def _not_transposed(op: ir.Operation) -> str | None:

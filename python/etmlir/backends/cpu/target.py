@@ -14,12 +14,11 @@ import dataclasses
 import functools
 import platform
 
-# Bit i of the header's cpu_features (runtime/backends/cpu/PAYLOAD.md) and the /proc/cpuinfo flag for it.
-FEATURE_BITS: tuple[tuple[str, str], ...] = (
-    ("sse4.2", "sse4_2"), ("avx", "avx"), ("avx2", "avx2"), ("fma", "fma"), ("f16c", "f16c"),
-    ("avx512f", "avx512f"), ("avx512dq", "avx512dq"), ("avx512bw", "avx512bw"), ("avx512vl", "avx512vl"),
-    ("bmi2", "bmi2"),
-)
+from etmlir.backends.payload_header import CPU_FEATURES, cpu_feature_name
+
+# Bit i of the payload header's cpu_features: (GCC's name, the /proc/cpuinfo flag), e.g. ("sse4.2", "sse4_2").
+# Derived from the CpuFeature enum of runtime/schema/payload.fbs, the one list of these names.
+FEATURE_BITS: tuple[tuple[str, str], ...] = tuple((cpu_feature_name(flag), flag) for flag in CPU_FEATURES)
 _V4 = {"avx512f", "avx512dq", "avx512bw", "avx512vl"}
 _V3 = {"avx", "avx2", "fma", "f16c", "bmi2"}
 

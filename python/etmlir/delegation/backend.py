@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
+import importlib
+import importlib.metadata
+import pkgutil
 import re
 from collections.abc import Mapping
 
 from torch_mlir import ir
 
-from etmlir.backends.partitioner import Partitioner
+from etmlir.delegation.partitioner import Partitioner
 
 
 class BackendError(Exception):
@@ -56,6 +60,27 @@ class Backend(abc.ABC):
 
 
 _BACKENDS: dict[str, Backend] = {}
+# Where backends come from, besides register_backend() calls: each package under
+# etmlir/backends/ whose __init__ registers one (`etmlir/backends/<id>/`), and
+# out-of-tree packages that declare an `etmlir.backends` entry point (`<id> = "pkg.module"`).
+# A backend's module is imported when its id is first asked for, not before: the passes,
+# et-opt and the other backends never pay for a backend's compiler they do not use.
+BACKENDS_PACKAGE = "etmlir.backends"
+ENTRY_POINT_GROUP = "etmlir.backends"
+
+
+@functools.cache
+def _discovered() -> dict[str, str]:
+    """backend id -> the module that registers it (not imported here)."""
+    found: dict[str, str] = {}
+    # The package's live search path (a plugin lookup by name: this layer does not depend on the backends).
+    package = importlib.import_module(BACKENDS_PACKAGE)
+    for info in pkgutil.iter_modules(list(package.__path__)):
+        if info.ispkg and not info.name.startswith("_"):
+            found[info.name] = f"{BACKENDS_PACKAGE}.{info.name}"
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(entry.name, entry.value)
+    return found
 
 
 def register_backend(backend: Backend) -> Backend:
@@ -69,16 +94,29 @@ def register_backend(backend: Backend) -> Backend:
 
 
 def get_backend(backend_id: str) -> Backend:
-    """The backend registered as `backend_id` (a KeyError lists the registered ones)."""
+    """The backend registered as `backend_id`, importing its module on first use (KeyError lists the known ids)."""
+    if backend_id not in _BACKENDS and backend_id in _discovered():
+        importlib.import_module(_discovered()[backend_id])
+        if backend_id not in _BACKENDS:
+            raise KeyError(f"module '{_discovered()[backend_id]}' registers no backend '{backend_id}'")
     try:
         return _BACKENDS[backend_id]
     except KeyError:
-        known = ", ".join(sorted(_BACKENDS)) or "none"
-        raise KeyError(f"no backend '{backend_id}' is registered (registered: {known})") from None
+        raise KeyError(f"no backend '{backend_id}' is registered (registered: {', '.join(backend_ids()) or 'none'})") \
+            from None
+
+
+def backend_module(backend_id: str) -> str | None:
+    """The package that defines backend `backend_id` (its passes live in `<package>.passes`); None if unknown."""
+    if backend_id in _discovered():
+        return _discovered()[backend_id]
+    backend = _BACKENDS.get(backend_id)
+    return type(backend).__module__ if backend is not None else None
 
 
 def backend_ids() -> list[str]:
-    return sorted(_BACKENDS)
+    """Every backend id that get_backend() can find (registered or discoverable; none is imported)."""
+    return sorted(set(_BACKENDS) | set(_discovered()))
 
 
 def partitioner(backend_id: str, **options: object) -> Partitioner:

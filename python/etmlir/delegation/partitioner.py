@@ -32,11 +32,9 @@ from collections.abc import Iterable, Mapping
 
 from torch_mlir import ir
 
-from etmlir.backends.operator_support import FREE_OPS, OperatorSupport
+from etmlir.delegation.operator_support import FREE_OPS, OperatorSupport
+from etmlir.dialects import attrs
 
-TAG_ATTR = "etmlir.delegation_tag"
-REFUSED_ATTR = "etmlir.not_delegated"
-BACKEND_ATTR = "etmlir.backend"
 # The call of an outlined delegate is a `func.call` of the declaration `@<tag>.forward`
 # (`etmlir.backend` on both): IRDL unifies the types of a variadic operand group, so a declared
 # edge op could not take a delegate's live-ins, which are tensors of different types.
@@ -46,7 +44,7 @@ DELEGATE_ENTRY = "forward"
 
 def is_delegate_call(op: ir.Operation) -> bool:
     """`func.call @nested_0.forward(...) {etmlir.backend = "nested"}`: a call of an outlined delegate."""
-    return op.name == DELEGATE_CALL and BACKEND_ATTR in op.attributes
+    return op.name == DELEGATE_CALL and attrs.BACKEND in op.attributes
 
 
 def delegate_callee(op: ir.Operation) -> str:
@@ -197,7 +195,7 @@ class Partitioner:
         for op in graph.ops:
             if op.name == "edge.sym_size_int":
                 reasons.append(SIZE_QUERY_REASON)
-            elif op.name in FREE_OPS or op.name == "func.return" or is_delegate_call(op) or TAG_ATTR in op.attributes:
+            elif op.name in FREE_OPS or op.name == "func.return" or is_delegate_call(op) or attrs.DELEGATION_TAG in op.attributes:
                 reasons.append("")  # not a candidate, and nothing to report
             else:
                 reasons.append(self.support.refusal(op))
@@ -213,7 +211,7 @@ class Partitioner:
             result.tags.append(tag)
             result.delegated_ops += len(group)
             for i in group:
-                graph.ops[i].attributes[TAG_ATTR] = ir.StringAttr.get(tag)
+                graph.ops[i].attributes[attrs.DELEGATION_TAG] = ir.StringAttr.get(tag)
         for op, reason in zip(graph.ops, reasons):
             if reason:
                 record_refusal(op, self.backend_id, reason)
@@ -224,10 +222,10 @@ class Partitioner:
 def record_refusal(op: ir.Operation, backend_id: str, reason: str) -> None:
     """Add `backend_id: reason` to the op's `etmlir.not_delegated` dictionary."""
     entries = {}
-    if REFUSED_ATTR in op.attributes:
-        entries = {e.name: e.attr for e in ir.DictAttr(op.attributes[REFUSED_ATTR])}
+    if attrs.NOT_DELEGATED in op.attributes:
+        entries = {e.name: e.attr for e in ir.DictAttr(op.attributes[attrs.NOT_DELEGATED])}
     entries[backend_id] = ir.StringAttr.get(reason)
-    op.attributes[REFUSED_ATTR] = ir.DictAttr.get(entries)
+    op.attributes[attrs.NOT_DELEGATED] = ir.DictAttr.get(entries)
 
 
 def _functions(module: ir.Operation) -> Iterable[ir.Operation]:
@@ -242,7 +240,7 @@ def first_free_number(module: ir.Operation, backend_id: str) -> int:
     used = [-1]
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        for name in (TAG_ATTR, "sym_name", "callee"):
+        for name in (attrs.DELEGATION_TAG, "sym_name", "callee"):
             if name in op.attributes:
                 attr = op.attributes[name]
                 text = (ir.StringAttr(attr).value if isinstance(attr, ir.StringAttr)

@@ -1,8 +1,8 @@
-"""Contractions -> calls of the payload's C microkernels (after bufferization).
+"""et-cpu-microkernels: contractions -> calls of the payload's C microkernels (after bufferization).
 
 A matrix product or a convolution is where a model spends its time, and a
 register-blocked, cache-blocked microkernel (packing, AVX-512/AVX2 FMA
-tiles; `payload_c/ukernels.c`) is what makes it fast. At memref level each
+tiles; runtime/backends/cpu/payload_c/ukernels.c) is what makes it fast. At memref level each
 of these linalg ops becomes a call of the kernel with the same semantics,
 its operands cast to fully dynamic strided memrefs (any layout, any size):
 
@@ -25,6 +25,8 @@ the generic lowering.
 from __future__ import annotations
 
 from torch_mlir import ir
+
+from etmlir.passes.registry import register_pass
 
 # linalg op -> (kernel, operand ranks, names of i64 attribute pairs passed after the operands)
 KERNELS: dict[str, tuple[str, tuple[int, ...], tuple[str, ...]]] = {
@@ -69,7 +71,13 @@ def _takes(op: ir.Operation, ranks: tuple[int, ...]) -> bool:
     return True
 
 
-def use_microkernels(module: ir.Module) -> dict[str, int]:
+@register_pass("et-cpu-microkernels")
+def microkernels(module: ir.Operation) -> None:
+    """et-cpu-microkernels: replace every contraction a microkernel takes by a call of it."""
+    use_microkernels(module)
+
+
+def use_microkernels(module: ir.Module | ir.Operation) -> dict[str, int]:
     """Replace every contraction a kernel takes by a call of it; returns calls per kernel."""
     targets: list[tuple[ir.Operation, str]] = []
 
@@ -80,7 +88,7 @@ def use_microkernels(module: ir.Module) -> dict[str, int]:
 
     module.operation.walk(visit)
     counts: dict[str, int] = {}
-    with module.context:
+    with module.operation.context:
         i64 = ir.IntegerType.get_signless(64)
         for op, name in targets:
             kernel, ranks, pairs = KERNELS[name]
@@ -101,8 +109,9 @@ def use_microkernels(module: ir.Module) -> dict[str, int]:
     return counts
 
 
-def _declare(module: ir.Module, name: str, inputs: list[ir.Type]) -> None:
-    with module.context, ir.Location.unknown(), ir.InsertionPoint(module.body):
+def _declare(module: ir.Module | ir.Operation, name: str, inputs: list[ir.Type]) -> None:
+    operation = module.operation
+    with operation.context, ir.Location.unknown(), ir.InsertionPoint(operation.regions[0].blocks[0]):
         decl = ir.Operation.create("func.func", regions=1, attributes={
             "sym_name": ir.StringAttr.get(name),
             "function_type": ir.TypeAttr.get(ir.FunctionType.get(inputs, [])),

@@ -1,9 +1,20 @@
-"""One outlined delegate -> a `cpu` payload: the whole preprocess, step by step.
+"""One outlined delegate -> a `cpu` payload: the backend's named pass pipeline, then serialisation.
 
-    edge @forward --et-fold-constants--> edge (weights pre-transposed)
-        --to_linalg--> linalg on tensors --codegen--> LLVM dialect
-        --ExecutionEngine (opt 2, this CPU)--> object --link--> shared object
-        --measure--> arena size --payload--> header + shared object
+    edge @forward
+      --et-fold-constants--> edge (weight transposes and reshapes folded)
+      --et-edge-to-torch--> torch dialect --et-torch-to-linalg--> linalg on tensors
+      --et-cpu-fuse-elementwise--> fused loop nests, contractions kept
+      --et-cpu-shapes-function--> + @forward_shapes when a result is dynamic
+      --et-cpu-bufferize--> memrefs, results as out-parameters
+      --et-cpu-microkernels--> contractions as calls of the C microkernels
+      --et-cpu-externalize-weights--> large weights as external symbols
+      --et-cpu-to-llvm--> LLVM dialect
+    then: ExecutionEngine (opt 2, this CPU) -> object --link--> shared object
+          --measure--> arena size --payload--> header + shared object
+
+`pipeline(...)` returns the pass pipeline as text, so any step can be rerun
+on its own (`et-opt --pass-pipeline='builtin.module(et-cpu-bufferize)'`);
+the compile spec `verbose=true` prints it and each step's time.
 
 The arena (every buffer the compiled code allocates, and the microkernels'
 packing scratch) is sized by running the shared object once, in this
@@ -19,28 +30,59 @@ import ctypes
 import dataclasses
 import mmap
 import os
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 from torch_mlir import ir
 from torch_mlir.execution_engine import ExecutionEngine
 
-from etmlir.backends.backend import BackendError
-from etmlir.backends.cpu import codegen, link, payload
+from etmlir.backends.cpu import link, payload
+from etmlir.backends.cpu.ir_util import ENTRY, SHAPES_ENTRY, argument_types, result_types
+from etmlir.backends.cpu.passes.externalize_weights import take_external_weights, write_weights_assembly
 from etmlir.backends.cpu.target import Target, host
-from etmlir.backends.cpu.to_linalg import delegate_function, to_linalg
-from etmlir.backends.cpu.ukernels import use_microkernels
-from etmlir.backends.cpu.weights import externalize_weights, write_weights_assembly
+from etmlir.delegation.backend import BackendError, PreprocessResult
 from etmlir.executable.dtypes import SCALAR_TYPE_NAMES, element_info
 from etmlir.frontend.shape_bounds import argument_max_sizes
 from etmlir.passes.assign_debug_handles import debug_handles
-from etmlir.passes.pipeline import run_pipeline
+from etmlir.passes.pipeline import parse_pipeline, run_pipeline
 from etmlir.program import find_function
 
-ENTRY_SYMBOL = f"_mlir__mlir_ciface_{codegen.ENTRY}"
-SHAPES_SYMBOL = f"_mlir__mlir_ciface_{codegen.SHAPES_ENTRY}"
+
+SPECS = ("microkernels", "verbose")
+
+
+def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> PreprocessResult:
+    """The cpu backend's preprocess: compile specs checked, the pipeline run, the payload serialised."""
+    unknown = sorted(set(compile_specs) - set(SPECS))
+    if unknown:
+        raise BackendError(f"cpu backend: unknown compile spec(s) {', '.join(unknown)} (known: {', '.join(SPECS)})")
+    verbose = compile_specs.get("verbose", "false").lower() == "true"
+    try:
+        compiled = compile_delegate(
+            module, microkernels=compile_specs.get("microkernels", "true").lower() != "false",
+            log=(lambda line: print(f"[cpu] {line}", file=sys.stderr)) if verbose else None)
+    except ir.MLIRError as error:
+        raise BackendError(f"cpu backend: the delegate does not compile: {error}") from None
+    # The payload keeps every op's debug handle (its header lists them); failures inside
+    # the compiled code are reported against the delegate call.
+    return PreprocessResult(compiled.payload, {h: (h,) for h in compiled.info.debug_handles})
+
+
+def pipeline(*, microkernels: bool = True) -> str:
+    """The pass pipeline from an outlined edge delegate to the LLVM dialect."""
+    passes = ["et-fold-constants", "et-edge-to-torch", "et-torch-to-linalg", "et-cpu-fuse-elementwise",
+              "et-cpu-shapes-function", "et-cpu-bufferize"]
+    if microkernels:
+        passes.append("et-cpu-microkernels")
+    passes += ["et-cpu-externalize-weights", "et-cpu-to-llvm"]
+    return f"builtin.module({','.join(passes)})"
+
+
+ENTRY_SYMBOL = f"_mlir__mlir_ciface_{ENTRY}"
+SHAPES_SYMBOL = f"_mlir__mlir_ciface_{SHAPES_ENTRY}"
 # LLVM's -O2: -O3 triples the compile time of nanoGPT's blocks (dynamic loop nests) for no measured gain;
 # the time is spent in the microkernels, which gcc compiles at -O3.
 OPT_LEVEL = 2
@@ -67,21 +109,19 @@ def _specs(types: list[ir.RankedTensorType]) -> tuple[payload.TensorSpec, ...]:
 
 def compile_delegate(module: ir.Module, *, target: Target | None = None, microkernels: bool = True,
                      log: Callable[[str], None] | None = None) -> CompiledDelegate:
-    """Compile an outlined delegate module (edge `@forward`) into a payload."""
+    """Compile an outlined delegate module (edge `@forward`, changed in place) into a payload."""
     target = target or host()
     seconds: dict[str, float] = {}
-    clock = time.perf_counter()
 
-    def step(name: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        seconds[name] = seconds.get(name, 0.0) + now - clock
-        clock = now
+    def timed(name: str, start: float) -> None:
+        seconds[name] = time.perf_counter() - start
         if log:
             log(f"{name}: {seconds[name]:.2f}s")
 
-    forward = delegate_function(module)
-    in_types, out_types = codegen.argument_types(forward), codegen.result_types(forward)
+    forward = find_function(module, ENTRY)
+    if forward is None:
+        raise BackendError(f"cpu backend: the delegate module has no func.func @{ENTRY}")
+    in_types, out_types = argument_types(forward), result_types(forward)
     max_sizes = [argument_max_sizes(forward, i) for i in range(len(in_types))]
     for i, t in enumerate(in_types):
         missing = [d for d in range(t.rank) if t.is_dynamic_dim(d) and d not in max_sizes[i]]
@@ -89,21 +129,17 @@ def compile_delegate(module: ir.Module, *, target: Target | None = None, microke
             raise BackendError(f"cpu backend: input {i} ({t}) has dynamic dims {missing} without an upper bound")
     handles = tuple(sorted(set(debug_handles(module.operation))))
 
-    run_pipeline(module, "et-fold-constants")  # weight transposes and reshapes happen here, not at run time
-    lin = to_linalg(module)
-    step("to linalg")
-    lin, _ = codegen.fuse_elementwise(lin)
-    has_shapes = codegen.add_shapes_function(lin)
-    with lin.context:
-        for name in (codegen.ENTRY, codegen.SHAPES_ENTRY):
-            func = find_function(lin, name)
-            if func is not None:
-                func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
-    codegen.run(lin, codegen.BUFFERIZE)
-    calls = use_microkernels(lin) if microkernels else {}
-    weights = externalize_weights(lin)
-    codegen.run(lin, codegen.TO_LLVM)
-    step("codegen")
+    text = pipeline(microkernels=microkernels)
+    if log:
+        log(f"pipeline: {text}")
+    for element in parse_pipeline(text):  # one at a time: each step's time is reported
+        start = time.perf_counter()
+        run_pipeline(module, [element])
+        timed(element.name, start)
+    calls = _microkernel_calls(module)
+    has_shapes = find_function(module, SHAPES_ENTRY) is not None or _has_llvm_function(module, SHAPES_ENTRY)
+    weights = take_external_weights(module.operation)
+    start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="etmlir-cpu-") as tmp:
         obj = os.path.join(tmp, "forward.o")
         extra = [write_weights_assembly(weights, tmp)] if weights else []
@@ -111,21 +147,46 @@ def compile_delegate(module: ir.Module, *, target: Target | None = None, microke
         libraries = [link.microkernel_library(target)]
         if extra:
             libraries.append(link.weights_library(extra[0], tmp))
-        engine = ExecutionEngine(lin, opt_level=OPT_LEVEL, shared_libs=libraries)
+        engine = ExecutionEngine(module, opt_level=OPT_LEVEL, shared_libs=libraries)
         engine.dump_to_object_file(obj)
         del engine
-        step("llvm")
+        timed("llvm", start)
+        start = time.perf_counter()
         so = link.link_shared_object(obj, target, extra)
-        step("link")
+        timed("link", start)
     info = payload.PayloadInfo(
         arch=target.arch, cpu_features=target.feature_mask, arena_bytes=0,
         inputs=_specs(in_types), outputs=_specs(out_types), debug_handles=handles, entry=ENTRY_SYMBOL,
         shapes_entry=SHAPES_SYMBOL if has_shapes else "")
+    start = time.perf_counter()
     arena = measure_arena(so, info, [[max_sizes[i].get(d, s) for d, s in enumerate(spec.sizes)]
                                      for i, spec in enumerate(info.inputs)])
     info = dataclasses.replace(info, arena_bytes=arena)
-    step("measure arena")
+    timed("measure arena", start)
     return CompiledDelegate(payload.write_payload(info, so), info, calls, seconds)
+
+
+def _llvm_functions(module: ir.Module) -> list[ir.Operation]:
+    return [op.operation for op in module.body.operations if op.operation.name == "llvm.func"]
+
+
+def _has_llvm_function(module: ir.Module, name: str) -> bool:
+    return any(ir.StringAttr(f.attributes["sym_name"]).value == name for f in _llvm_functions(module))
+
+
+def _microkernel_calls(module: ir.Module) -> dict[str, int]:
+    """Calls per microkernel in the lowered module (what et-cpu-microkernels made)."""
+    counts: dict[str, int] = {}
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "llvm.call" and "callee" in op.attributes:
+            callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+            if callee.startswith("etmlir_uk_"):
+                counts[callee] = counts.get(callee, 0) + 1
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return counts
 
 
 class LoadedPayload:

@@ -1,6 +1,9 @@
-"""Rebuild a torch-dialect function from an edge module, so the reference runner can execute it.
+"""et-edge-to-torch: rebuild edge functions as torch-mlir's `torch` dialect (value tensors).
 
-This is how tests evaluate an edge module with code that shares nothing with
+The way back from the edge level to the level torch-mlir's lowerings start
+from: the `cpu` backend (then `et-torch-to-linalg`), the reference runner the
+tests use, and `et-fold-constants` (which runs single ops eagerly) share it.
+It is also how tests evaluate an edge module with code that shares nothing with
 et-to-edge: every edge op is read back through its entry in the generated op
 table (attributes -> `torch.constant.*`, 0-d scalar tensors -> Python-scalar
 constants or run-time `!torch.int`s, `sym_values` -> the sizes they stand for)
@@ -21,22 +24,36 @@ The same reading of an op's arguments also runs one edge op with PyTorch eager
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import torch
 from torch_mlir import ir
 from torch_mlir.dialects import func as func_dialect
-from torch_mlir.extras import fx_importer
 
 from etmlir.dialects.edge import DYNAMIC, EDGE_ELEMENT_TYPES, edge_op_of, named_operands
 from etmlir.frontend.aten_ops import lookup_overload
+from etmlir.lazy import lazy_module
+from etmlir.passes.registry import PassFailure, emit_error, register_pass
 
-_TORCH_DTYPE = {element: getattr(torch, name) for name, element in EDGE_ELEMENT_TYPES.items()}
+torch = lazy_module("torch")
+fx_importer = lazy_module("torch_mlir.extras.fx_importer")
+
 _VTENSOR_ELEMENT = {"i64": "si64", "i32": "si32", "i16": "si16", "i8": "si8"}
-_MEMORY_FORMATS = {str(k): k for k in fx_importer.TORCH_MEMORY_FORMAT_TO_INT}
-_LAYOUTS = {str(k): k for k in fx_importer.TORCH_LAYOUT_TO_INT}
+
+
+@functools.cache
+def _torch_dtypes() -> dict[str, torch.dtype]:
+    """Edge element type (`f32`) -> torch dtype."""
+    return {element: getattr(torch, name) for name, element in EDGE_ELEMENT_TYPES.items()}
+
+
+@functools.cache
+def _torch_enums(kind: str) -> dict[str, object]:
+    """`torch.channels_last` -> the object, for memory formats and layouts (as edge attributes spell them)."""
+    table = fx_importer.TORCH_MEMORY_FORMAT_TO_INT if kind == "memory_format" else fx_importer.TORCH_LAYOUT_TO_INT
+    return {str(k): k for k in table}
 
 
 def torch_type(t: ir.Type) -> ir.Type:
@@ -91,15 +108,46 @@ class _Builder:
         raise ValueError(f"scalar operand {value} is neither a constant nor a size")
 
 
-def edge_to_torch(module: ir.Module) -> ir.Module:
-    """A new torch-dialect module computing what `module` (edge) computes."""
-    with module.context, ir.Location.unknown():
+class NotConvertible(ValueError):
+    """An edge op with no torch-dialect form; `op` is the op, the message says why."""
+
+    def __init__(self, op: ir.Operation, message: str) -> None:
+        super().__init__(message)
+        self.op = op
+
+
+def edge_to_torch(module: ir.Module | ir.Operation) -> ir.Module:
+    """A new torch-dialect module computing what `module` (edge) computes (`module` is not changed)."""
+    operation = module.operation
+    with operation.context, ir.Location.unknown():
         result = ir.Module.create()
-        for op in module.body.operations:
+        for op in operation.regions[0].blocks[0].operations:
             if op.operation.name == "func.func":
                 _convert_function(op.operation, result)
         result.operation.verify()
         return result
+
+
+@register_pass("et-edge-to-torch")
+def edge_to_torch_pass(module: ir.Operation) -> None:
+    """et-edge-to-torch: rebuild every edge function as torch-dialect ops on !torch.vtensor values.
+
+        func.func @forward(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+          %0 = "edge.relu"(%x) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+    becomes
+        func.func @forward(%x: !torch.vtensor<[2,3],f32>) -> !torch.vtensor<[2,3],f32> {
+          %0 = torch.aten.relu %x : !torch.vtensor<[2,3],f32> -> !torch.vtensor<[2,3],f32>
+    """
+    try:
+        converted = edge_to_torch(module)
+    except NotConvertible as error:
+        emit_error(error.op, f"et-edge-to-torch: {error}")
+        raise PassFailure() from None
+    body = module.regions[0].blocks[0]
+    for old, new in zip([op.operation for op in body.operations if op.operation.name == "func.func"],
+                        [op.operation for op in converted.body.operations]):
+        new.move_before(old)
+        old.erase()
 
 
 def _convert_function(function: ir.Operation, into: ir.Module) -> None:
@@ -129,7 +177,10 @@ def _convert_function(function: ir.Operation, into: ir.Module) -> None:
                                            operands=[builder.values[op.operands[0]]])
                 builder.values[op.results[0]] = cast.result
             else:
-                _convert_op(op, builder)
+                try:
+                    _convert_op(op, builder)
+                except ValueError as error:
+                    raise NotConvertible(op, str(error)) from None
 
 
 def _torch_literal(attr: ir.Attribute, target: ir.Type) -> ir.Attribute:
@@ -147,7 +198,7 @@ def _torch_literal(attr: ir.Attribute, target: ir.Type) -> ir.Attribute:
 def _convert_op(op: ir.Operation, builder: _Builder) -> None:
     info = edge_op_of(op)
     if info is None:
-        raise ValueError(f"edge_to_torch: cannot rebuild '{op.name}'")
+        raise ValueError(f"no torch-dialect form for '{op.name}'")
     if op.name == "edge.sym_size_int":
         size = ir.Operation.create("torch.aten.size.int", results=[ir.Type.parse("!torch.int")],
                                    operands=[builder.values[op.operands[0]],
@@ -230,11 +281,11 @@ def attribute_value(kind: str, attr: ir.Attribute) -> Any:
     if kind == "float[]":
         return list(ir.DenseF64ArrayAttr(attr))
     if kind == "dtype":
-        return _TORCH_DTYPE[str(ir.TypeAttr(attr).value)]
+        return _torch_dtypes()[str(ir.TypeAttr(attr).value)]
     if kind == "memory_format":
-        return _MEMORY_FORMATS[ir.StringAttr(attr).value]
+        return _torch_enums("memory_format")[ir.StringAttr(attr).value]
     if kind == "layout":
-        return _LAYOUTS[ir.StringAttr(attr).value]
+        return _torch_enums("layout")[ir.StringAttr(attr).value]
     if kind in ("device", "str"):
         return ir.StringAttr(attr).value
     if kind in ("bool", "float"):
@@ -245,9 +296,9 @@ def attribute_value(kind: str, attr: ir.Attribute) -> Any:
 def torch_dtype(t: ir.Type) -> torch.dtype:
     """The torch dtype of an edge tensor type's elements (`tensor<2xi64>` -> torch.int64)."""
     element = str(ir.RankedTensorType(t).element_type)
-    if element not in _TORCH_DTYPE:
+    if element not in _torch_dtypes():
         raise ValueError(f"edge_to_torch: no torch dtype for element type {element}")
-    return _TORCH_DTYPE[element]
+    return _torch_dtypes()[element]
 
 
 def run_eagerly(op: ir.Operation, value_of: Callable[[ir.Value], torch.Tensor]) -> list[torch.Tensor]:

@@ -1,0 +1,59 @@
+"""IR helpers the `cpu` backend's passes and its pipeline share."""
+
+from __future__ import annotations
+
+from torch_mlir import ir
+from torch_mlir.passmanager import PassManager
+
+# The payload's entry points (C interface: `_mlir_ciface_<name>`).
+ENTRY = "forward"
+SHAPES_ENTRY = "forward_shapes"
+
+
+def run(module: ir.Module | ir.Operation, pipeline: str) -> None:
+    """Run an upstream MLIR pipeline on `module` in place."""
+    operation = module.operation
+    with operation.context:
+        PassManager.parse(pipeline).run(operation)
+
+
+def count_ops(module: ir.Module | ir.Operation, names: tuple[str, ...]) -> int:
+    found = 0
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        nonlocal found
+        found += op.name in names
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return found
+
+
+def function_types(func: ir.Operation) -> ir.FunctionType:
+    return ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+
+
+def argument_types(func: ir.Operation) -> list[ir.RankedTensorType]:
+    return [ir.RankedTensorType(t) for t in function_types(func).inputs]
+
+
+def result_types(func: ir.Operation) -> list[ir.RankedTensorType]:
+    return [ir.RankedTensorType(t) for t in function_types(func).results]
+
+
+def clone_body(module: ir.Operation) -> ir.Module:
+    """A new module holding copies of `module`'s top-level ops (same context)."""
+    with module.context:
+        clone = ir.Module.create(loc=module.location)
+        for op in module.regions[0].blocks[0].operations:
+            op.operation.clone(ip=ir.InsertionPoint(clone.body))
+    return clone
+
+
+def replace_body(module: ir.Operation, new: ir.Module) -> None:
+    """Make `module`'s top-level ops those of `new` (moved, not copied)."""
+    body = module.regions[0].blocks[0]
+    for op in list(body.operations):
+        op.operation.erase()
+    for op in list(new.body.operations):
+        body.append(op.operation.detach_from_parent())

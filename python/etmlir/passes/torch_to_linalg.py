@@ -1,0 +1,68 @@
+"""et-torch-to-linalg: torch-mlir's `torch` dialect (value tensors) -> linalg on tensors.
+
+torch-mlir's own backend pipelines do the lowering
+(`torchdynamo-export-to-torch-backend-pipeline`, then
+`torch-backend-to-linalg-on-tensors-backend-pipeline`). A few Core ATen ops
+have no linalg lowering there; PyTorch's reference decompositions (Python
+code, not the eager kernels) rewrite them first. torch-mlir's pipeline keeps
+only public functions, so visibility and argument attributes are dropped.
+
+    func.func @forward(%x: !torch.vtensor<[2,3],f32>) -> !torch.vtensor<[2,3],f32> {
+      %0 = torch.aten.relu %x : !torch.vtensor<[2,3],f32> -> !torch.vtensor<[2,3],f32>
+
+becomes
+
+    func.func @forward(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+      %0 = linalg.generic {...} ins(%x : tensor<2x3xf32>) outs(%e : tensor<2x3xf32>) {
+        ^bb0(%in: f32, %out: f32): ... arith.maximumf ...
+
+The `cpu` backend runs it after `et-edge-to-torch`; the reference runner
+(`etmlir.devtools.reference_runner`) runs it on ATen-level modules.
+"""
+
+from __future__ import annotations
+
+from torch_mlir import ir
+from torch_mlir.passmanager import PassManager
+
+from etmlir.frontend.aten_ops import lookup_overload, op_overload_name
+from etmlir.lazy import lazy_module
+from etmlir.passes.decompose_to_core_aten import decompose_ops
+from etmlir.passes.registry import PassFailure, emit_error, register_pass
+
+torch = lazy_module("torch")
+
+# Core ATen ops torch-mlir's linalg lowering rejects; PyTorch's decomposition registry
+# (the Python reference implementations, not the eager kernels) rewrites them first.
+UNLOWERABLE = ("aten._native_batch_norm_legit_no_training.default", "aten.upsample_bilinear2d.vec",
+               "aten._unsafe_index.Tensor", "aten._native_batch_norm_legit.default")
+
+TORCH_TO_LINALG = (
+    "builtin.module(func.func(torch-match-quantized-custom-ops),"
+    "torchdynamo-export-to-torch-backend-pipeline,"
+    "torch-backend-to-linalg-on-tensors-backend-pipeline)"
+)
+
+
+def decompose_unlowerable(module: ir.Operation) -> None:
+    """Rewrite the UNLOWERABLE ops with PyTorch's reference decompositions (raises PassFailure)."""
+    overloads = [lookup_overload(name) for name in UNLOWERABLE]
+    table = {op: torch._decomp.decomposition_table[op] for op in overloads}
+    decompose_ops(module, lambda op: op_overload_name(op) in UNLOWERABLE, table, goal="ops torch-mlir can lower")
+
+
+@register_pass("et-torch-to-linalg")
+def torch_to_linalg(module: ir.Operation) -> None:
+    """et-torch-to-linalg: lower torch-dialect functions to linalg on tensors (torch-mlir's pipelines)."""
+    for op in module.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "func.func":
+            for name in ("sym_visibility", "arg_attrs"):
+                if name in op.attributes:
+                    del op.attributes[name]
+    decompose_unlowerable(module)
+    try:
+        PassManager.parse(TORCH_TO_LINALG).run(module)
+    except ir.MLIRError as error:
+        emit_error(module, f"et-torch-to-linalg: torch-mlir cannot lower the module: {error}")
+        raise PassFailure() from None
