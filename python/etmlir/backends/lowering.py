@@ -38,6 +38,7 @@ from etmlir.delegation.lowered import LOWERED_NAMESPACE, add_lowered_module, low
 from etmlir.delegation.operator_support import FREE_OPS
 from etmlir.delegation.partitioner import PartitionResult, Partitioner, first_free_number
 from etmlir.dialects import attrs
+from etmlir.passes.edge_to_torch import torch_dtype
 from etmlir.passes.pipeline import PipelineElement, run_pipeline
 from etmlir.passes.preprocess_delegates import delegate_modules, set_compile_specs
 from etmlir.program import clone_module
@@ -188,6 +189,5 @@ def _eager_kernel(op_name: str) -> Any:
 
 
 def _torch_dtype(edge_dtype: str) -> torch.dtype:
-    from etmlir.passes.edge_to_torch import torch_dtype
     with ir.Context():
         return torch_dtype(ir.Type.parse(f"tensor<{edge_dtype}>"))
