@@ -27,4 +27,13 @@ Backend* BackendRegistry::find(const char* id, size_t id_size) const {
 
 Backend* BackendRegistry::find(const char* id) const { return find(id, std::strlen(id)); }
 
+Error allocate_at_init(MemoryAllocator& allocator, size_t size, size_t alignment, const char* what, void** out) {
+  *out = allocator.allocate(size, alignment);
+  if (*out != nullptr) return Error::ok();
+  return Error::make(ErrorCode::OutOfMemory,
+                     "the method allocator has %zu of its %zu bytes left; %s needs %zu (size it with "
+                     "MethodMeta::method_allocator_bytes(backends))",
+                     allocator.size() - allocator.used(), allocator.size(), what, size);
+}
+
 }  // namespace etmlir

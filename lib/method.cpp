@@ -120,6 +120,26 @@ const char* describe_given(ScalarType dtype, Span<const int64_t> sizes, char* bu
   return format_shape(dtype, sizes.data(), sizes.size(), nullptr, buffer, size);
 }
 
+// The backend delegate `i` of `method_name` names: registered and available, or the error load_method reports.
+Result<Backend*> delegate_backend(const BackendRegistry* backends, const char* method_name, size_t i, const char* id) {
+  Backend* backend = backends ? backends->find(id) : nullptr;
+  if (backend == nullptr)
+    return Error::make(ErrorCode::NotFound, "method '%s' delegate %zu needs backend '%s', which is not registered",
+                       method_name, i, id);
+  if (!backend->is_available())
+    return Error::make(ErrorCode::NotSupported, "method '%s' delegate %zu: backend '%s' is not available here",
+                       method_name, i, id);
+  return backend;
+}
+
+// The delegate's compile specs into `out` (room for all of them); views into the program's bytes.
+void read_compile_specs(const schema::Delegate& d, CompileSpec* out) {
+  for (size_t k = 0; k < count(d.compile_specs()); ++k) {
+    const schema::CompileSpec* s = d.compile_specs()->Get(static_cast<flatbuffers::uoffset_t>(k));
+    out[k] = CompileSpec{s->key()->c_str(), s->value() ? s->value()->data() : nullptr, count(s->value())};
+  }
+}
+
 }  // namespace
 
 size_t MethodMeta::method_allocator_bytes() const {
@@ -137,23 +157,16 @@ Result<size_t> MethodMeta::method_allocator_bytes(const BackendRegistry* backend
   for (size_t i = 0; i < count(m.delegates()); ++i) {
     const schema::Delegate* d = m.delegates()->Get(static_cast<flatbuffers::uoffset_t>(i));
     const char* id = d->backend()->c_str();
-    Backend* backend = backends ? backends->find(id) : nullptr;
-    if (backend == nullptr)
-      return Error::make(ErrorCode::NotFound, "method '%s' delegate %zu needs backend '%s', which is not registered",
-                         method_name, i, id);
-    if (!backend->is_available())
-      return Error::make(ErrorCode::NotSupported, "method '%s' delegate %zu: backend '%s' is not available here",
-                         method_name, i, id);
+    Result<Backend*> found = delegate_backend(backends, method_name, i, id);
+    if (!found.ok()) return found.error();
+    Backend* backend = found.get();
     size_t num_specs = count(d->compile_specs());
     if (num_specs > kMaxSpecs)
       return Error::make(ErrorCode::NotSupported,
                          "method '%s' delegate %zu has %zu compile specs; method_allocator_bytes reads at most %zu",
                          method_name, i, num_specs, kMaxSpecs);
     CompileSpec specs[kMaxSpecs];
-    for (size_t k = 0; k < num_specs; ++k) {
-      const schema::CompileSpec* spec = d->compile_specs()->Get(static_cast<flatbuffers::uoffset_t>(k));
-      specs[k] = CompileSpec{spec->key()->c_str(), spec->value() ? spec->value()->data() : nullptr, count(spec->value())};
-    }
+    read_compile_specs(*d, specs);
     Result<FreeableBuffer> payload =
         program_->load_segment(d->payload()->segment(), d->payload()->offset(), d->payload()->size());
     if (!payload.ok()) return payload.error();
@@ -488,13 +501,9 @@ Result<Method> Program::load_method(const char* name, MemoryManager* memory, con
   for (size_t i = 0; i < num_delegates; ++i) {
     const schema::Delegate* d = m.delegates()->Get(static_cast<flatbuffers::uoffset_t>(i));
     const char* id = d->backend()->c_str();
-    Backend* backend = backends ? backends->find(id) : nullptr;
-    if (backend == nullptr)
-      return Error::make(ErrorCode::NotFound, "method '%s' delegate %zu needs backend '%s', which is not registered",
-                         method_name, i, id);
-    if (!backend->is_available())
-      return Error::make(ErrorCode::NotSupported, "method '%s' delegate %zu: backend '%s' is not available here",
-                         method_name, i, id);
+    Result<Backend*> found = delegate_backend(backends, method_name, i, id);
+    if (!found.ok()) return found.error();
+    Backend* backend = found.get();
     LoadedDelegate& loaded = method.delegates_[i];
     loaded.backend = backend;
     Result<FreeableBuffer> payload = load_segment(d->payload()->segment(), d->payload()->offset(), d->payload()->size());
@@ -503,10 +512,7 @@ Result<Method> Program::load_method(const char* name, MemoryManager* memory, con
     size_t num_specs = count(d->compile_specs());
     CompileSpec* specs = alloc.allocate_array<CompileSpec>(num_specs ? num_specs : 1);
     if (!specs) return out_of_method_memory(method_name, "compile specs");
-    for (size_t k = 0; k < num_specs; ++k) {
-      const schema::CompileSpec* s = d->compile_specs()->Get(static_cast<flatbuffers::uoffset_t>(k));
-      specs[k] = CompileSpec{s->key()->c_str(), s->value() ? s->value()->data() : nullptr, count(s->value())};
-    }
+    read_compile_specs(*d, specs);
     BackendInitContext context{&alloc, method_name, static_cast<uint32_t>(i), kernels, backends};
     Result<DelegateHandle> handle =
         backend->init(context, Span<const uint8_t>(loaded.payload.bytes(), loaded.payload.size()),

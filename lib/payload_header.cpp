@@ -37,20 +37,6 @@ constexpr Crc32Tables make_crc32_tables() {
 
 constexpr Crc32Tables kCrc32 = make_crc32_tables();
 
-// Bytes as text for a message: printable ASCII as is, the rest as \xNN.
-const char* printable(const uint8_t* bytes, size_t size, char* out, size_t out_size) {
-  size_t used = 0;
-  for (size_t i = 0; i < size && used + 5 < out_size; ++i) {
-    if (bytes[i] >= 0x20 && bytes[i] < 0x7f && bytes[i] != '"' && bytes[i] != '\\') {
-      out[used++] = static_cast<char>(bytes[i]);
-    } else {
-      used += static_cast<size_t>(std::snprintf(out + used, out_size - used, "\\x%02x", bytes[i]));
-    }
-  }
-  out[used] = '\0';
-  return out;
-}
-
 const char* plural(size_t n) { return n == 1 ? "" : "s"; }
 
 template <typename V>
@@ -142,7 +128,7 @@ Error read_payload(Span<const uint8_t> payload, const char* backend_id, PayloadV
     return Error::make(ErrorCode::InvalidProgram,
                        "not an etmlir payload header (a payload from before format 1?): rebuild the .pte (bytes 8 to "
                        "12 are \"%s\", not \"%s\")",
-                       printable(p + 8, 4, got, sizeof(got)), identifier);
+                       printable_bytes(p + 8, 4, got, sizeof(got)), identifier);
   }
   if (reinterpret_cast<uintptr_t>(p) % 8 != 0)
     return Error::make(ErrorCode::InvalidArgument,
@@ -167,7 +153,7 @@ Error read_payload(Span<const uint8_t> payload, const char* backend_id, PayloadV
   if (backend_id != nullptr && std::strcmp(id, backend_id) != 0) {
     char shown[80];
     return Error::make(ErrorCode::InvalidProgram, "payload is for backend '%s', not '%s'",
-                       printable(reinterpret_cast<const uint8_t*>(id), std::strlen(id), shown, sizeof(shown)),
+                       printable_bytes(reinterpret_cast<const uint8_t*>(id), std::strlen(id), shown, sizeof(shown)),
                        backend_id);
   }
   uint64_t body_offset = header->body_offset();
@@ -250,7 +236,7 @@ Error check_payload_target(const PayloadHeader& header) {
   if (arch[0] != '\0' && std::strcmp(arch, host_arch()) != 0) {
     char shown[80];
     return Error::make(ErrorCode::NotSupported, "payload built for %s, this runtime runs on %s",
-                       printable(reinterpret_cast<const uint8_t*>(arch), std::strlen(arch), shown, sizeof(shown)),
+                       printable_bytes(reinterpret_cast<const uint8_t*>(arch), std::strlen(arch), shown, sizeof(shown)),
                        host_arch());
   }
   uint64_t features = header.cpu_features();
@@ -276,6 +262,19 @@ Error check_payload_target(const PayloadHeader& header) {
     return Error::make(ErrorCode::NotSupported, "payload needs CPU feature%s %s that this CPU lacks", plural(n), names);
   }
   return Error::ok();
+}
+
+const char* printable_bytes(const uint8_t* bytes, size_t size, char* out, size_t out_size) {
+  size_t used = 0;
+  for (size_t i = 0; i < size && used + 5 < out_size; ++i) {
+    if (bytes[i] >= 0x20 && bytes[i] < 0x7f && bytes[i] != '"' && bytes[i] != '\\') {
+      out[used++] = static_cast<char>(bytes[i]);
+    } else {
+      used += static_cast<size_t>(std::snprintf(out + used, out_size - used, "\\x%02x", bytes[i]));
+    }
+  }
+  out[used] = '\0';
+  return out;
 }
 
 }  // namespace etmlir

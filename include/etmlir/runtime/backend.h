@@ -129,4 +129,9 @@ class BackendRegistry {
   size_t size_ = 0;
 };
 
+// For a backend's init(): `size` bytes at `alignment` from `allocator` (the
+// method allocator) into *out, or OutOfMemory saying what needed them, how much
+// is left, and how to size the allocator (MethodMeta::method_allocator_bytes).
+Error allocate_at_init(MemoryAllocator& allocator, size_t size, size_t alignment, const char* what, void** out);
+
 }  // namespace etmlir

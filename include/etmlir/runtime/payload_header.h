@@ -70,4 +70,8 @@ int num_cpu_features();
 // CRC-32 (IEEE 802.3, reflected 0xEDB88320; zlib's crc32) of `size` bytes.
 uint32_t crc32(const uint8_t* data, size_t size);
 
+// `size` bytes as text for a message, into `out` (NUL-terminated, truncated to
+// fit): printable ASCII as is, quotes, backslashes and the rest as \xNN.
+const char* printable_bytes(const uint8_t* bytes, size_t size, char* out, size_t out_size);
+
 }  // namespace etmlir

@@ -30,7 +30,9 @@ import zlib
 from collections.abc import Mapping
 
 import flatbuffers
+from torch_mlir import ir
 
+from etmlir.executable.dtypes import element_info
 from etmlir.payload_schema.CpuFeature import CpuFeature
 from etmlir.payload_schema.DebugHandles import DebugHandlesT
 from etmlir.payload_schema.EntryPoint import EntryPointT
@@ -62,6 +64,13 @@ class TensorSpec:
 
     dtype: int
     sizes: tuple[int, ...]
+
+    @classmethod
+    def of(cls, t: ir.Type) -> TensorSpec:
+        """The spec of a ranked tensor type (ValueError for another type or an element type the runtime lacks)."""
+        ranked = ir.RankedTensorType(t)
+        return cls(element_info(ranked.element_type)[0],
+                   tuple(-1 if ranked.is_dynamic_dim(d) else ranked.shape[d] for d in range(ranked.rank)))
 
 
 @dataclasses.dataclass(frozen=True)

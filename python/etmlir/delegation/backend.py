@@ -6,8 +6,10 @@ time it provides two things:
 
     class MyBackend(Backend):
         id = "mine"
-        def partitioner(self, **options) -> Partitioner: ...     # which ops it takes
+        support = OperatorSupport(ops={"edge.relu": None})       # which ops it takes
         def preprocess(self, module, compile_specs) -> PreprocessResult: ...   # the payload
+
+(a backend whose grouping differs overrides `partitioner` instead of setting `support`).
 
 `preprocess` receives one outlined delegate (a module holding `func.func
 @forward` with the group's edge ops, their locations and debug handles) and
@@ -25,10 +27,11 @@ import importlib
 import importlib.metadata
 import pkgutil
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from torch_mlir import ir
 
+from etmlir.delegation.operator_support import OperatorSupport
 from etmlir.delegation.partitioner import Partitioner
 
 
@@ -49,10 +52,16 @@ class Backend(abc.ABC):
 
     id: str = ""
     description: str = ""
+    support: OperatorSupport | None = None  # the ops the default partitioner offers this backend
 
-    @abc.abstractmethod
-    def partitioner(self, **options: object) -> Partitioner:
-        """This backend's partitioner, configured by `options` (see the backend's documentation)."""
+    def partitioner(self, *, ops: Collection[str] | None = None, skip_ops: Collection[str] = (),
+                    min_group_size: int = 1, compile_specs: Mapping[str, str] | None = None) -> Partitioner:
+        """A partitioner over `support`, narrowed to `ops`, without `skip_ops`; groups of at least
+        `min_group_size` ops become delegates compiled with `compile_specs`."""
+        if self.support is None:
+            raise NotImplementedError(f"backend '{self.id}' sets no `support` and does not override partitioner()")
+        return Partitioner(self.id, self.support.with_options(ops=ops), min_group_size=min_group_size,
+                           skip_ops=tuple(skip_ops), compile_specs=dict(compile_specs or {}))
 
     @abc.abstractmethod
     def preprocess(self, module: ir.Module, compile_specs: Mapping[str, str]) -> PreprocessResult:

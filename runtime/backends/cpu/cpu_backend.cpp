@@ -44,20 +44,6 @@ size_t round_up(size_t n, size_t alignment) { return (n + alignment - 1) / align
 
 const char* plural(size_t n) { return n == 1 ? "" : "s"; }
 
-// Bytes as text for a message: printable ASCII as is, the rest as \xNN.
-const char* printable(const uint8_t* bytes, size_t size, char* out, size_t out_size) {
-  size_t used = 0;
-  for (size_t i = 0; i < size && used + 5 < out_size; ++i) {
-    if (bytes[i] >= 0x20 && bytes[i] < 0x7f && bytes[i] != '"' && bytes[i] != '\\') {
-      out[used++] = static_cast<char>(bytes[i]);
-    } else {
-      used += static_cast<size_t>(std::snprintf(out + used, out_size - used, "\\x%02x", bytes[i]));
-    }
-  }
-  out[used] = '\0';
-  return out;
-}
-
 // ---- The payload's C interface (PAYLOAD.md "Symbols") ---------------------------------
 
 using ParallelBody = void (*)(void* arg, int64_t begin, int64_t end);
@@ -398,16 +384,6 @@ const char* describe_spec(const ArgSpec& spec, char* buffer, size_t size) {
   return format_shape(spec.dtype, spec.sizes, static_cast<size_t>(spec.rank), nullptr, buffer, size);
 }
 
-// `size` bytes at `alignment` from the method allocator into *out, or an error saying it is too small.
-Error take(MemoryAllocator& allocator, size_t size, size_t alignment, const char* what, void** out) {
-  *out = allocator.allocate(size, alignment);
-  if (*out != nullptr) return Error::ok();
-  return Error::make(ErrorCode::OutOfMemory,
-                     "the method allocator has %zu of its %zu bytes left; %s needs %zu (size it with "
-                     "MethodMeta::method_allocator_bytes(backends))",
-                     allocator.size() - allocator.used(), allocator.size(), what, size);
-}
-
 class CpuBackend : public Backend {
  public:
   bool is_available() const override { return kElfMachine != EM_NONE; }
@@ -431,7 +407,7 @@ Error check_elf(const uint8_t* so, uint64_t size) {
   if (size < sizeof(Elf64_Ehdr) || std::memcmp(so, ELFMAG, SELFMAG) != 0) {
     char got[40];
     return Error::make(ErrorCode::InvalidProgram, "the shared object is not an ELF file (it starts with \"%s\")",
-                       printable(so, size < 4 ? size : 4, got, sizeof(got)));
+                       printable_bytes(so, size < 4 ? size : 4, got, sizeof(got)));
   }
   if (so[EI_CLASS] != ELFCLASS64)
     return Error::make(ErrorCode::InvalidProgram, "the shared object is ELF class %u, not 64-bit (%u)", so[EI_CLASS],
@@ -489,7 +465,7 @@ Error parse(Span<const uint8_t> payload, PayloadView* view, Layout* layout) {
   if (std::strcmp(format, kBodyFormat) != 0) {
     char shown[80];
     return Error::make(ErrorCode::InvalidProgram, "payload body_format is '%s', not '%s'",
-                       printable(reinterpret_cast<const uint8_t*>(format), std::strlen(format), shown, sizeof(shown)),
+                       printable_bytes(reinterpret_cast<const uint8_t*>(format), std::strlen(format), shown, sizeof(shown)),
                        kBodyFormat);
   }
   if (h.body_version() != kAbiVersion)
@@ -538,7 +514,7 @@ Error CpuBackend::load(CpuDelegate& d, const PayloadView& view, const Layout& la
   // ---- Memory for execute, from the method allocator: specs, descriptors, packed args, the shape buffer ----
   size_t bytes = layout.block_bytes();
   void* block = nullptr;
-  ET_CHECK_OK(take(allocator, bytes, 16, "the argument descriptors", &block));
+  ET_CHECK_OK(allocate_at_init(allocator, bytes, 16, "the argument descriptors", &block));
   std::memset(block, 0, bytes);
   uint8_t* at = static_cast<uint8_t*>(block);
   auto carve = [&at](size_t n) {
@@ -584,7 +560,8 @@ Error CpuBackend::load(CpuDelegate& d, const PayloadView& view, const Layout& la
 
   // The arena, before the library: a method allocator that is too small fails before any dlopen.
   d.arena_bytes = layout.arena_bytes;
-  if (d.arena_bytes > 0) ET_CHECK_OK(take(allocator, layout.arena_allocation(), kAlignment, "the payload's arena", &d.arena));
+  if (d.arena_bytes > 0)
+    ET_CHECK_OK(allocate_at_init(allocator, layout.arena_allocation(), kAlignment, "the payload's arena", &d.arena));
 
   // ---- The shared object: loaded from memory, its symbols resolved once ----
   const uint8_t* so = view.body.data();
@@ -678,7 +655,7 @@ Result<DelegateHandle> CpuBackend::init(BackendInitContext& context, Span<const 
                        context.delegate_index);
   MemoryAllocator& allocator = *context.method_allocator;
   void* memory = nullptr;
-  if (Error error = take(allocator, sizeof(CpuDelegate), alignof(CpuDelegate), "the delegate state", &memory)) {
+  if (Error error = allocate_at_init(allocator, sizeof(CpuDelegate), alignof(CpuDelegate), "the delegate state", &memory)) {
     error.prefix("cpu delegate %u", context.delegate_index);
     return error;
   }

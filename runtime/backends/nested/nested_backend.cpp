@@ -121,6 +121,30 @@ Error inner_needs(const MethodMeta& meta, const BackendInitContext& context, Inn
   return Error::ok();
 }
 
+// The payload body as a program (an error saying the payload is not one).
+Result<Program> load_program(DataLoader* loader) {
+  Result<Program> program = Program::load(loader);
+  if (!program.ok()) {
+    Error error = program.error();
+    error.prefix("payload is not a valid program");
+    return error;
+  }
+  return program;
+}
+
+// The payload program's method `method_name` and what running it needs (errors blame the payload).
+Result<MethodMeta> inner_method(const Program& program, const char* method_name, const BackendInitContext& context,
+                                InnerNeeds* needs) {
+  Result<MethodMeta> meta = program.method_meta(method_name);
+  if (!meta.ok()) {
+    Error error = meta.error();
+    error.prefix("payload");
+    return error;
+  }
+  ET_CHECK_OK(inner_needs(*meta, context, needs));
+  return meta;
+}
+
 // Everything one delegate owns. Built in place in the method allocator at
 // init, torn down (method, then program) at destroy; the buffers are the
 // method allocator's too, so nothing is freed.
@@ -157,38 +181,18 @@ size_t delegate_bytes(size_t copy_bytes, size_t temp_bytes, const InnerNeeds& in
          kAlignment + inner.arena_bytes + kAlignment + inner.num_arenas * sizeof(Span<uint8_t>) + 16;
 }
 
-// `size` bytes at `alignment` from the method allocator into *out, or an error saying it is too small.
-Error take(MemoryAllocator& allocator, size_t size, size_t alignment, const char* what, void** out) {
-  *out = allocator.allocate(size, alignment);
-  if (*out != nullptr) return Error::ok();
-  return Error::make(ErrorCode::OutOfMemory,
-                     "the method allocator has %zu of its %zu bytes left; %s needs %zu (size it with "
-                     "MethodMeta::method_allocator_bytes(backends))",
-                     allocator.size() - allocator.used(), allocator.size(), what, size);
-}
-
 Error NestedDelegate::load(const BackendInitContext& context, const char* method_name, size_t temp_bytes,
                            MemoryAllocator& allocator) {
-  Result<Program> loaded = Program::load(&loader);
-  if (!loaded.ok()) {
-    Error error = loaded.error();
-    error.prefix("payload is not a valid program");
-    return error;
-  }
+  Result<Program> loaded = load_program(&loader);
+  if (!loaded.ok()) return loaded.error();
   program = new (program_storage) Program(static_cast<Program&&>(loaded.get()));
-
-  Result<MethodMeta> meta = program->method_meta(method_name);
-  if (!meta.ok()) {
-    Error error = meta.error();
-    error.prefix("payload");
-    return error;
-  }
   InnerNeeds needs;
-  ET_CHECK_OK(inner_needs(*meta, context, &needs));
+  Result<MethodMeta> meta = inner_method(*program, method_name, context, &needs);
+  if (!meta.ok()) return meta.error();
   num_inputs = meta->num_inputs();
   num_outputs = meta->num_outputs();
   void* at = nullptr;
-  ET_CHECK_OK(take(allocator, sizeof(bool) * num_outputs, 16, "the output table", &at));
+  ET_CHECK_OK(allocate_at_init(allocator, sizeof(bool) * num_outputs, 16, "the output table", &at));
   unplanned_outputs = static_cast<bool*>(at);
   MethodMeta::TensorInfo info;
   for (size_t i = 0; i < num_outputs; ++i) {
@@ -197,13 +201,13 @@ Error NestedDelegate::load(const BackendInitContext& context, const char* method
   }
 
   // Memory: all of it now, from the outer method allocator; none during execute.
-  ET_CHECK_OK(take(allocator, needs.method_bytes, kAlignment, "the payload's method allocator", &at));
+  ET_CHECK_OK(allocate_at_init(allocator, needs.method_bytes, kAlignment, "the payload's method allocator", &at));
   method_allocator = MemoryAllocator(at, needs.method_bytes);
-  ET_CHECK_OK(take(allocator, temp_bytes, kAlignment, "the payload's temp allocator", &at));
+  ET_CHECK_OK(allocate_at_init(allocator, temp_bytes, kAlignment, "the payload's temp allocator", &at));
   temp_allocator = MemoryAllocator(at, temp_bytes);
-  ET_CHECK_OK(take(allocator, needs.arena_bytes, kAlignment, "the payload's arenas", &at));
+  ET_CHECK_OK(allocate_at_init(allocator, needs.arena_bytes, kAlignment, "the payload's arenas", &at));
   uint8_t* arena_block = static_cast<uint8_t*>(at);
-  ET_CHECK_OK(take(allocator, sizeof(Span<uint8_t>) * needs.num_arenas, 16, "the arena table", &at));
+  ET_CHECK_OK(allocate_at_init(allocator, sizeof(Span<uint8_t>) * needs.num_arenas, 16, "the arena table", &at));
   arenas = static_cast<Span<uint8_t>*>(at);
   size_t offset = 0;
   for (size_t i = 0; i < needs.num_arenas; ++i) {
@@ -255,20 +259,11 @@ Result<size_t> NestedBackend::method_allocator_bytes(const BackendInitContext& c
                        "the payload body is not 16-byte aligned in memory, so its program cannot be read before "
                        "init copies it: give init a generous method allocator instead");
   BufferDataLoader loader(view.body.data(), view.body.size());
-  Result<Program> program = Program::load(&loader);
-  if (!program.ok()) {
-    Error error = program.error();
-    error.prefix("payload is not a valid program");
-    return error;
-  }
-  Result<MethodMeta> meta = program->method_meta(method_name);
-  if (!meta.ok()) {
-    Error error = meta.error();
-    error.prefix("payload");
-    return error;
-  }
+  Result<Program> program = load_program(&loader);
+  if (!program.ok()) return program.error();
   InnerNeeds needs;
-  ET_CHECK_OK(inner_needs(*meta, context, &needs));
+  Result<MethodMeta> meta = inner_method(*program, method_name, context, &needs);
+  if (!meta.ok()) return meta.error();
   return delegate_bytes(0, options.temp_bytes, needs);
 }
 
@@ -286,12 +281,12 @@ Result<DelegateHandle> NestedBackend::init(BackendInitContext& context, Span<con
   const uint8_t* body = view.body.data();
   if (body_needs_copy(view)) {
     void* copy = nullptr;
-    ET_CHECK_OK(take(allocator, view.body.size(), kAlignment, "the payload copy", &copy));
+    ET_CHECK_OK(allocate_at_init(allocator, view.body.size(), kAlignment, "the payload copy", &copy));
     std::memcpy(copy, body, view.body.size());
     body = static_cast<const uint8_t*>(copy);
   }
   void* memory = nullptr;
-  ET_CHECK_OK(take(allocator, sizeof(NestedDelegate), alignof(NestedDelegate), "the delegate state", &memory));
+  ET_CHECK_OK(allocate_at_init(allocator, sizeof(NestedDelegate), alignof(NestedDelegate), "the delegate state", &memory));
   NestedDelegate* delegate = new (memory) NestedDelegate(body, view.body.size());
   if (Error error = delegate->load(context, method_name, options.temp_bytes, allocator)) {
     delegate->~NestedDelegate();

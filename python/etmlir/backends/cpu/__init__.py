@@ -29,26 +29,20 @@ Partitioner options:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 
 from torch_mlir import ir
 
 from etmlir.backends.cpu.support import CPU_SUPPORT
 from etmlir.delegation.backend import Backend, PreprocessResult, register_backend
-from etmlir.delegation.partitioner import Partitioner
 
 BACKEND_ID = "cpu"
 
 
 class CpuBackend(Backend):
     id = BACKEND_ID
+    support = CPU_SUPPORT
     description = "native code for this CPU, compiled by MLIR (linalg -> LLVM) with C microkernels"
-
-    def partitioner(self, *, ops: Collection[str] | None = None, skip_ops: Collection[str] = (),
-                    min_group_size: int = 1, compile_specs: Mapping[str, str] | None = None) -> Partitioner:
-        support = CPU_SUPPORT.with_options(ops=ops)
-        return Partitioner(BACKEND_ID, support, min_group_size=min_group_size, skip_ops=tuple(skip_ops),
-                           compile_specs=dict(compile_specs or {}))
 
     def preprocess(self, module: ir.Module, compile_specs: Mapping[str, str]) -> PreprocessResult:
         # The compiler (MLIR's JIT, the C toolchain) is imported when a delegate is compiled.

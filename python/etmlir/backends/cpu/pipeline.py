@@ -44,7 +44,7 @@ from etmlir.backends.cpu.ir_util import ENTRY, SHAPES_ENTRY, argument_types, res
 from etmlir.backends.cpu.passes.externalize_weights import take_external_weights, write_weights_assembly
 from etmlir.backends.cpu.target import Target, host
 from etmlir.delegation.backend import BackendError, PreprocessResult
-from etmlir.executable.dtypes import SCALAR_TYPE_NAMES, element_info
+from etmlir.executable.dtypes import SCALAR_TYPE_NAMES
 from etmlir.frontend.shape_bounds import argument_max_sizes
 from etmlir.passes.assign_debug_handles import debug_handles
 from etmlir.passes.pipeline import parse_pipeline, run_pipeline
@@ -101,11 +101,6 @@ class CompiledDelegate:
     seconds: dict[str, float]
 
 
-def _specs(types: list[ir.RankedTensorType]) -> tuple[payload.TensorSpec, ...]:
-    return tuple(payload.TensorSpec(element_info(t.element_type)[0],
-                                    tuple(-1 if t.is_dynamic_dim(d) else t.shape[d] for d in range(t.rank)))
-                 for t in types)
-
 
 def compile_delegate(module: ir.Module, *, target: Target | None = None, microkernels: bool = True,
                      log: Callable[[str], None] | None = None) -> CompiledDelegate:
@@ -156,7 +151,8 @@ def compile_delegate(module: ir.Module, *, target: Target | None = None, microke
         timed("link", start)
     info = payload.PayloadInfo(
         arch=target.arch, cpu_features=target.feature_mask, arena_bytes=0,
-        inputs=_specs(in_types), outputs=_specs(out_types), debug_handles=handles, entry=ENTRY_SYMBOL,
+        inputs=tuple(map(payload.TensorSpec.of, in_types)), outputs=tuple(map(payload.TensorSpec.of, out_types)),
+        debug_handles=handles, entry=ENTRY_SYMBOL,
         shapes_entry=SHAPES_SYMBOL if has_shapes else "")
     start = time.perf_counter()
     arena = measure_arena(so, info, [[max_sizes[i].get(d, s) for d, s in enumerate(spec.sizes)]

@@ -28,26 +28,20 @@ debug-handle map is the identity.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 
 from torch_mlir import ir
 
 from etmlir.backends.nested.support import NESTED_SUPPORT
 from etmlir.delegation.backend import Backend, PreprocessResult, register_backend
-from etmlir.delegation.partitioner import Partitioner
 
 BACKEND_ID = "nested"
 
 
 class NestedBackend(Backend):
     id = BACKEND_ID
+    support = NESTED_SUPPORT
     description = "a nested .pte run by the runtime's own executor (proves the delegate framework)"
-
-    def partitioner(self, *, ops: Collection[str] | None = None, skip_ops: Collection[str] = (),
-                    min_group_size: int = 1, compile_specs: Mapping[str, str] | None = None) -> Partitioner:
-        support = NESTED_SUPPORT.with_options(ops=ops)
-        return Partitioner(BACKEND_ID, support, min_group_size=min_group_size, skip_ops=tuple(skip_ops),
-                           compile_specs=dict(compile_specs or {}))
 
     def preprocess(self, module: ir.Module, compile_specs: Mapping[str, str]) -> PreprocessResult:
         # The serializer and the pass pipeline are imported when a delegate is compiled.

@@ -16,7 +16,6 @@ from torch_mlir import ir
 
 from etmlir.backends.payload_header import PayloadHeader, TensorSpec, write_payload
 from etmlir.delegation.backend import BackendError, PreprocessResult
-from etmlir.executable.dtypes import element_info
 from etmlir.executable.serialize import serialize
 from etmlir.passes.assign_debug_handles import debug_handles
 from etmlir.passes.pipeline import PipelineElement, run_pipeline
@@ -43,10 +42,7 @@ def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> Preproces
         with module.context:
             function_type = ir.FunctionType(ir.TypeAttr(forward.attributes["function_type"]).value)
             try:
-                specs = tuple(tuple(TensorSpec(element_info(t.element_type)[0],
-                                               tuple(-1 if t.is_dynamic_dim(d) else t.shape[d]
-                                                     for d in range(t.rank)))
-                                    for t in map(ir.RankedTensorType, types))
+                specs = tuple(tuple(map(TensorSpec.of, types))
                               for types in (function_type.inputs, function_type.results))
             except ValueError:
                 specs = ((), ())
