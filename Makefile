@@ -6,6 +6,7 @@
 #   make bench-cpu      latency per zoo model: our cpu delegate vs ExecuTorch 1.5.1 XNNPACK vs torch eager, 1 thread
 #   make bench-portable each portable kernel family on a representative shape vs torch eager, 1 thread
 #   make op-coverage    sweep PyTorch's OpInfo samples through the runtime and rewrite docs/op_coverage.md
+#   make model-coverage every real architecture through portable / nested / cpu; rewrite docs/model_coverage.md
 #   make generate   regenerate the kernel registration (runtime/kernels/portable/*.yaml), dialects/edge/* from
 #                   PyTorch's schemas and the kernel table, python/etmlir/schema from program.fbs and
 #                   python/etmlir/payload_schema from payload.fbs
@@ -19,7 +20,7 @@ STAMP := $(VENV)/.etmlir-setup
 export OMP_NUM_THREADS ?= 1
 
 .PHONY: setup demo test lit pytest cpp-test check-generated generate bench-memory bench-latency bench-cpu \
-	bench-portable op-coverage clean
+	bench-portable op-coverage model-coverage clean
 
 setup: $(STAMP)
 
@@ -37,8 +38,11 @@ $(STAMP): pyproject.toml CMakeLists.txt scripts/setup.sh $(NATIVE_SOURCES)
 demo: setup
 	$(VENV)/bin/etmlir-demo
 
+# pytest and the C++ tests are independent and each mostly uses one core: they run side by side
+# (the C++ builds with one job), lines interleaved but whole; either failing fails the target.
 test: setup
-	$(MAKE) --no-print-directory check-generated lit pytest cpp-test
+	$(MAKE) --no-print-directory check-generated lit
+	$(MAKE) --no-print-directory -j2 --output-sync=line pytest cpp-test CPP_TEST_JOBS=1
 
 # Generated files must match what their generators make: the kernel registration
 # (from the kernel table), the edge dialect (from the pinned PyTorch and the kernel
@@ -61,8 +65,9 @@ pytest:
 	$(PY) -m pytest -q test/python
 
 # GoogleTest suites of the runtime core, plus the loader fuzz test under ASan+UBSan (test/cpp).
+CPP_TEST_JOBS ?= 2
 cpp-test: setup
-	bash scripts/cpp_test.sh $(VENV)
+	JOBS=$(CPP_TEST_JOBS) bash scripts/cpp_test.sh $(VENV)
 
 # Planned arena bytes, ours vs ExecuTorch 1.5.1, per zoo model (separate environment: the bench extra).
 BENCH_VENV ?= .venv-bench
@@ -84,6 +89,10 @@ bench-cpu: setup
 # Each portable kernel family vs torch eager, 1 thread: per-op and geomean ratios.
 bench-portable: setup
 	$(PY) bench/portable_ops.py
+
+# Real architectures (transformers, torch.nn) through each path; rewrites docs/model_coverage.md.
+model-coverage: setup
+	$(PY) scripts/model_coverage.py
 
 # PyTorch's OpInfo samples through export -> edge -> .pte -> runtime; rewrites docs/op_coverage.md.
 op-coverage: setup

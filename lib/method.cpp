@@ -95,6 +95,37 @@ size_t method_bytes(const schema::Method& m) {
   return total;
 }
 
+// The truth of a JumpFalse condition: a Bool, or a bool tensor holding one element (the loader
+// checked the kind and dtype; torch.cond's predicate and a while_loop's condition are 0-d).
+Error read_condition(const EValue& value, bool* out) {
+  if (value.is_bool()) {
+    *out = value.to_bool();
+    return Error::ok();
+  }
+  const Tensor& t = value.to_tensor();
+  if (t.numel() != 1)
+    return Error::make(ErrorCode::InvalidArgument, "the condition of a branch or loop has %lld elements; it must "
+                       "have exactly one", static_cast<long long>(t.numel()));
+  *out = *static_cast<const uint8_t*>(t.data()) != 0;
+  return Error::ok();
+}
+
+// Move: `to` takes `from`'s value. A tensor's sizes and bytes are copied into `to`'s own memory,
+// so a slot (a branch's result, a loop-carried value) never aliases the tensor it was given and
+// the memory plan holds; anything else is assigned.
+Error move_value(const EValue& from, EValue& to) {
+  if (!from.is_tensor()) {
+    to = from;
+    return Error::ok();
+  }
+  const Tensor& source = from.to_tensor();
+  Tensor& target = to.to_tensor();
+  if (&source == &target) return Error::ok();
+  ET_CHECK_OK(target.resize(source.sizes(), source.dim(), "move target"));
+  if (source.nbytes() > 0) std::memmove(target.mutable_data(), source.data(), source.nbytes());
+  return Error::ok();
+}
+
 Error out_of_method_memory(const char* method, const char* what) {
   return Error::make(ErrorCode::OutOfMemory,
                      "method '%s': the method allocator ran out of memory for %s (size it with "
@@ -367,6 +398,9 @@ Result<Method> Program::load_method(const char* name, MemoryManager* memory, con
                          method_name, i);
   }
 
+  // Program state starts from its initial values (Program::load checked them).
+  ET_CHECK_OK(method.reset_state());
+
   // Operators → kernels. A missing kernel fails here, not at execute.
   size_t num_ops = count(m.operators());
   const KernelEntry** entries = alloc.allocate_array<const KernelEntry*>(num_ops ? num_ops : 1);
@@ -469,9 +503,11 @@ Result<Method> Program::load_method(const char* name, MemoryManager* memory, con
         step.kind = StepKind::Move;
         step.a = ins->kind_as_Move()->from();
         step.b = ins->kind_as_Move()->to();
-        if (is_constant_tensor(step.a))
-          return Error::make(ErrorCode::NotSupported, "method '%s' instruction %zu moves a constant tensor",
-                             method_name, pc);
+        // A move copies into `to`'s own memory (see move_value): never into a constant's bytes.
+        if (is_constant_tensor(step.b))
+          return Error::make(ErrorCode::InvalidProgram,
+                             "invalid program: method '%s' instruction %zu moves into constant tensor value %d",
+                             method_name, pc, step.b);
         break;
       case schema::InstructionKind::Free:
         step.kind = StepKind::Free;
@@ -647,6 +683,50 @@ Error Method::fail(Error error, size_t pc, uint32_t handle) {
   return error;
 }
 
+// ---- Program state -------------------------------------------------------------
+// Each Method.state entry names a planned tensor value with `initial` data in
+// the constant segment; Program::load checked the indices, kinds and sizes.
+
+namespace {
+const schema::Method& schema_method(const Program& program, size_t index) {
+  return *schema::GetProgram(program.flatbuffer())->methods()->Get(static_cast<flatbuffers::uoffset_t>(index));
+}
+}  // namespace
+
+size_t Method::num_state() const { return count(schema_method(*program_, method_index_).state()); }
+
+const char* Method::state_name(size_t i) const {
+  if (i >= num_state()) return nullptr;
+  return schema_method(*program_, method_index_).state()->Get(static_cast<flatbuffers::uoffset_t>(i))->name()->c_str();
+}
+
+const Tensor* Method::state(size_t i) const {
+  if (i >= num_state()) return nullptr;
+  int32_t index = schema_method(*program_, method_index_).state()->Get(static_cast<flatbuffers::uoffset_t>(i))->value();
+  return values_[index].payload.as_tensor;
+}
+
+const Tensor* Method::state(const char* name) const {
+  for (size_t i = 0; name != nullptr && i < num_state(); ++i) {
+    if (std::strcmp(state_name(i), name) == 0) return state(i);
+  }
+  return nullptr;
+}
+
+Error Method::reset_state() {
+  const schema::Method& m = schema_method(*program_, method_index_);
+  for (size_t i = 0; i < count(m.state()); ++i) {
+    int32_t index = m.state()->Get(static_cast<flatbuffers::uoffset_t>(i))->value();
+    const schema::DataLocation* initial = m.values()->Get(static_cast<flatbuffers::uoffset_t>(index))->value_as_Tensor()->initial();
+    Tensor& t = *values_[index].payload.as_tensor;
+    if (t.mutable_data() == nullptr || t.nbytes() != initial->size())
+      return Error::make(ErrorCode::Internal, "method '%s': state '%s' has %zu bytes of memory for %llu bytes of data",
+                         name_, state_name(i), t.nbytes(), static_cast<ull>(initial->size()));
+    if (initial->size() > 0) std::memcpy(t.mutable_data(), program_->constant_data() + initial->offset(), initial->size());
+  }
+  return Error::ok();
+}
+
 Error Method::execute() {
   failed_debug_handle_ = 0;
   for (size_t i = 0; i < num_inputs_; ++i) {
@@ -682,12 +762,18 @@ Error Method::execute() {
         if (error) return fail(error, pc, context.failed_debug_handle);
         break;
       }
-      case StepKind::JumpFalse:
-        if (!values_[step.a].to_bool()) next = step.target;
+      case StepKind::JumpFalse: {
+        bool taken = false;
+        Error error = read_condition(values_[step.a], &taken);
+        if (error) return fail(error, pc, step.debug_handle);
+        if (!taken) next = step.target;
         break;
-      case StepKind::Move:
-        values_[step.b] = values_[step.a];
+      }
+      case StepKind::Move: {
+        Error error = move_value(values_[step.a], values_[step.b]);
+        if (error) return fail(error, pc, step.debug_handle);
         break;
+      }
       case StepKind::Free:
         break;
     }

@@ -3,7 +3,9 @@
 // the Int slot to write, so dynamic sizes flow into later IntLists.
 //
 // Two more write a Scalar slot of the kind the program planned (Int, Double
-// or Bool): _local_scalar_dense (Tensor.item()) and sym_is_contiguous.
+// or Bool): _local_scalar_dense (Tensor.item()) and sym_is_contiguous. The
+// arithmetic on sizes (etmlir_prim::sym_add, sym_floordiv, ...) lives in
+// sym_kernels.cpp and is registered with these.
 #include <cstring>
 
 #include "etmlir/runtime/kernel.h"
@@ -157,6 +159,8 @@ Error sym_is_contiguous(KernelContext& ctx, EValue** args) {
 
 }  // namespace
 
+Error register_sym_kernels(KernelRegistry& registry);  // sym_kernels.cpp
+
 Error register_prim_kernels(KernelRegistry& registry) {
   // Result slots are Ints the loader reserved: signature kind 'i'.
   ET_CHECK_OK(registry.add("etmlir_prim::sym_size.int", "Ti|i", sym_size_int));
@@ -166,7 +170,7 @@ Error register_prim_kernels(KernelRegistry& registry) {
   // Scalar slots: whatever kind the program planned; the kernels check it.
   ET_CHECK_OK(registry.add("etmlir_prim::_local_scalar_dense", "T|s", local_scalar_dense));
   ET_CHECK_OK(registry.add("etmlir_prim::sym_is_contiguous", "Ti|s", sym_is_contiguous));
-  return Error::ok();
+  return register_sym_kernels(registry);
 }
 
 }  // namespace etmlir

@@ -87,6 +87,23 @@ Error check_tensor(const schema::Method& method, const schema::Tensor& t, size_t
       return bad(method, "value %zu: tensor offset %llu in arena %u is not %llu-byte aligned", index,
                  static_cast<ull>(a->offset()), a->mem_id(), static_cast<ull>(elem));
   }
+  if (const schema::DataLocation* c = t.initial()) {
+    // Program state: planned memory the runtime fills from the constant segment.
+    if (!t.allocation())
+      return bad(method, "value %zu: tensor has initial (state) data but no planned memory", index);
+    if (t.dynamism() != schema::Dynamism::Static)
+      return bad(method, "value %zu: a state tensor must have static sizes", index);
+    if (c->segment() != constant_segment || c->segment() >= num_segments)
+      return bad(method, "value %zu: state data is in segment %u; constants live in segment %u of %zu", index,
+                 c->segment(), constant_segment, num_segments);
+    if (c->size() != t.nbytes())
+      return bad(method, "value %zu: state data holds %llu bytes; the tensor needs %llu", index,
+                 static_cast<ull>(c->size()), static_cast<ull>(t.nbytes()));
+    if (!fits(c->offset(), c->size(), segment_sizes[c->segment()]))
+      return bad(method, "value %zu: state data [%llu, +%llu) lies outside segment %u (%llu bytes)", index,
+                 static_cast<ull>(c->offset()), static_cast<ull>(c->size()), c->segment(),
+                 static_cast<ull>(segment_sizes[c->segment()]));
+  }
   if (const schema::DataLocation* c = t.constant()) {
     if (c->segment() != constant_segment || c->segment() >= num_segments)
       return bad(method, "value %zu: constant tensor is in segment %u; constants live in segment %u of %zu", index,
@@ -245,6 +262,23 @@ Error validate_method(const schema::Program& program, const schema::Method& meth
       return bad(method, "value %zu: tensor of %llu bytes has no memory (not planned, not constant) and is not a "
                  "method input or output", i, static_cast<ull>(t->nbytes()));
   }
+  // Program state: named tensors with initial data, never a method input or output (the caller
+  // would overwrite it, or be handed memory the next execute() writes).
+  for (size_t i = 0; i < count(method.state()); ++i) {
+    const schema::State* s = method.state()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    if (!s->name()) return bad(method, "state %zu has no name", i);
+    int32_t v = s->value();
+    if (!value_is(method, v, schema::Value::Tensor) ||
+        !method.values()->Get(static_cast<flatbuffers::uoffset_t>(v))->value_as_Tensor()->initial())
+      return bad(method, "state '%s' refers to value %d, which is not a tensor with initial data", s->name()->c_str(), v);
+    if (listed(method.inputs(), static_cast<size_t>(v)) || listed(method.outputs(), static_cast<size_t>(v)))
+      return bad(method, "state '%s' (value %d) is also a method input or output", s->name()->c_str(), v);
+    for (size_t k = 0; k < i; ++k) {
+      const schema::State* other = method.state()->Get(static_cast<flatbuffers::uoffset_t>(k));
+      if (other->value() == v || std::strcmp(other->name()->c_str(), s->name()->c_str()) == 0)
+        return bad(method, "state '%s' is listed twice", s->name()->c_str());
+    }
+  }
   for (size_t i = 0; i < count(method.operators()); ++i) {
     const schema::Operator* op = method.operators()->Get(static_cast<flatbuffers::uoffset_t>(i));
     if (!op->name()) return bad(method, "operator %zu has no name", i);
@@ -289,13 +323,15 @@ Error validate_method(const schema::Program& program, const schema::Method& meth
       }
       case schema::InstructionKind::JumpFalse: {
         const schema::JumpFalse* jump = ins->kind_as_JumpFalse();
-        if (!value_is(method, jump->cond(), schema::Value::Bool))
-          return bad(method, "instruction %zu: jump condition (value %d) is not a bool", i, jump->cond());
-        // Forward jumps only: a backward jump could loop forever, and the
-        // emitter writes none (loops are not supported).
-        if (jump->target() <= i)
-          return bad(method, "instruction %zu jumps back to %u (this runtime runs forward jumps only)", i,
-                     jump->target());
+        // A Bool, or a bool tensor (torch.cond's predicate, a while_loop's condition).
+        bool bool_tensor = value_is(method, jump->cond(), schema::Value::Tensor) &&
+                           method.values()->Get(static_cast<flatbuffers::uoffset_t>(jump->cond()))
+                                   ->value_as_Tensor()->dtype() == schema::ScalarType::Bool;
+        if (!value_is(method, jump->cond(), schema::Value::Bool) && !bool_tensor)
+          return bad(method, "instruction %zu: jump condition (value %d) is not a bool or a bool tensor", i,
+                     jump->cond());
+        // A backward jump closes a loop (while_loop): like the eager loop, it runs until its
+        // condition is false.
         if (jump->target() > num_instructions)
           return bad(method, "instruction %zu jumps to %u; the method has %zu instructions", i, jump->target(),
                      num_instructions);
@@ -310,6 +346,12 @@ Error validate_method(const schema::Program& program, const schema::Method& meth
         auto from = method.values()->Get(static_cast<flatbuffers::uoffset_t>(move->from()))->value_type();
         auto to = method.values()->Get(static_cast<flatbuffers::uoffset_t>(move->to()))->value_type();
         if (from != to) return bad(method, "instruction %zu moves between values of different kinds", i);
+        if (from == schema::Value::Tensor) {  // copied into the target: same dtype and rank
+          const schema::Tensor* a = method.values()->Get(static_cast<flatbuffers::uoffset_t>(move->from()))->value_as_Tensor();
+          const schema::Tensor* b = method.values()->Get(static_cast<flatbuffers::uoffset_t>(move->to()))->value_as_Tensor();
+          if (a->dtype() != b->dtype() || count(a->sizes()) != count(b->sizes()))
+            return bad(method, "instruction %zu moves a tensor into one of another dtype or rank", i);
+        }
         break;
       }
       case schema::InstructionKind::Free: {

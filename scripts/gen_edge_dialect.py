@@ -10,7 +10,10 @@ Inputs, all read from the installed PyTorch (pinned to 2.13.0):
     semantics: no op returns an alias);
   * the `*_copy` variants of the common view ops, whether or not the view is
     tagged core (`transpose_copy.int`, `t_copy`, `unbind_copy.int`, ...);
-  * etmlir's own layout op `_to_dim_order_copy` (a declared schema below);
+  * etmlir's own layout op `_to_dim_order_copy` (a declared schema below) and
+    its scalar arithmetic on sizes (`sym_add`, `sym_floordiv`, `sym_max`, ...:
+    the schemas in `etmlir.dialects.sym_ops`, whose results are 0-d tensors
+    of the schema's return type: i64 for int, f64 for float, i1 for bool);
   * the dtype table of each op: the CPU dtypes PyTorch's OpInfo database says
     the op supports (`torch.testing._internal.common_methods_invocations`),
     shaped per operand by its role (index, mask, scalar, data), then narrowed
@@ -42,6 +45,7 @@ from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.opinfo.core import BinaryUfuncInfo
 
 from etmlir.dialects.edge import EDGE_ELEMENT_TYPES
+from etmlir.dialects.sym_ops import SYM_OPS
 from etmlir.executable.out_variants import out_variant
 from gen_kernels import load_table
 from etmlir.frontend.aten_ops import lookup_overload, schema_argument_types
@@ -73,6 +77,8 @@ DECLARED_SCHEMAS = {
     "etmlir._to_dim_order_copy.default":
         "etmlir::_to_dim_order_copy(Tensor self, *, ScalarType? dtype=None, bool non_blocking=False, "
         "int[]? dim_order=None) -> Tensor",
+    # Scalar arithmetic on sizes computed at run time (etmlir.dialects.sym_ops).
+    **{f"etmlir.{op.name}.default": op.schema for op in SYM_OPS.values()},
 }
 
 # Packets with no OpInfo of their own: the OpInfo whose dtypes describe the same kernels.
@@ -106,7 +112,10 @@ DECLARED_DTYPES = {
     "randperm": ["bf16", "f16", "f32", "f64", "i16", "i32", "i64", "i8", "ui8"],
     "sym_size": ALL_DTYPES, "sym_numel": ALL_DTYPES, "sym_stride": ALL_DTYPES, "sym_storage_offset": ALL_DTYPES,
     "sym_is_contiguous": ALL_DTYPES,
+    **{name: ALL_DTYPES for name in SYM_OPS},
 }
+# The 0-d tensor a size op's scalar result is, by the schema's return type.
+SIZE_RESULT_DTYPES = {"int": ["i64"], "bool": ["i1"], "float": ["f64"], "number": SCALAR_DTYPES}
 # Elementwise ops whose operands may have different dtypes (PyTorch type promotion),
 # beyond the binary ufuncs OpInfo marks as such.
 PROMOTING = {"where", "clamp", "lerp", "addcmul", "addcdiv"}
@@ -202,7 +211,8 @@ def describe(qualified: str, schema: torch.FunctionSchema, declared: tuple[str, 
         "schema": str(schema),
         "args": args,
         "results": results,
-        "dtypes": narrow_to_kernel(qualified, dtype_table(packet, args, results, dtypes, promoting), args, results),
+        "dtypes": narrow_to_kernel(qualified, dtype_table(packet, args, results, dtypes, promoting,
+                                                          [str(r.type) for r in schema.returns]), args, results),
         "dtype_source": source,
     }
     if stands_for:
@@ -211,8 +221,11 @@ def describe(qualified: str, schema: torch.FunctionSchema, declared: tuple[str, 
 
 
 def dtype_table(packet: str, args: list[dict], results: list[dict], data: list[str],
-                promoting: bool) -> dict[str, Any]:
-    """Allowed dtypes per tensor position, plus the groups of positions that must agree."""
+                promoting: bool, returns: list[str]) -> dict[str, Any]:
+    """Allowed dtypes per tensor position, plus the groups of positions that must agree.
+
+    `returns` are the schema's return types (`int`, `Tensor`, ...), one per result.
+    """
     allowed: dict[str, list[str]] = {}
     same: list[str] = []
     has_dtype_attr = any(a["kind"].startswith("dtype") for a in args)
@@ -230,11 +243,11 @@ def dtype_table(packet: str, args: list[dict], results: list[dict], data: list[s
             allowed[name] = data
             if not promoting:
                 same.append(name)
-    for res in results:
+    for res, returned in zip(results, returns):
         kind, name = res["kind"], res["name"]
         if kind == "scalar":
-            if packet.startswith("sym_"):
-                allowed[name] = ["i1"] if packet.startswith("sym_is_") else ["i64"]
+            if packet.startswith("sym_"):  # size queries and size arithmetic: one kind of value
+                allowed[name] = SIZE_RESULT_DTYPES[returned]
             else:
                 allowed[name] = SCALAR_DTYPES
         elif packet in BOOL_RESULT or name in MASK_RESULTS.get(packet, ()):
@@ -445,8 +458,8 @@ def generate() -> tuple[str, str, str]:
     summary = (f"{len(ops) + 2} edge ops: {stats['core']} torch.Tag.core overloads "
                f"({stats['core_as_copy_variant']} views as their *_copy variant; "
                f"{stats['core_out_variants_skipped']} out-variant overloads folded into their functional op), "
-               f"{stats['extra_copy_variants']} more *_copy variants, {stats['declared']} etmlir op "
-               f"(_to_dim_order_copy), constant and custom_op")
+               f"{stats['extra_copy_variants']} more *_copy variants, {stats['declared']} etmlir ops "
+               f"(_to_dim_order_copy and {stats['declared'] - 1} sym_* size arithmetic), constant and custom_op")
     header = (f"// GENERATED by scripts/gen_edge_dialect.py from torch {torch.__version__}: do not edit.\n"
               f"// {summary}")
     head = {

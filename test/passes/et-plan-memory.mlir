@@ -70,3 +70,24 @@ func.func @dynamic() attributes {etx.method = "dynamic"} {
   "etx.output"(%2) : (!etx.value) -> ()
   return
 }
+
+// -----
+
+// Program state lives for the whole method: no other tensor shares its bytes, although the two
+// 32-byte intermediates could otherwise have used them.
+// CHECK-LABEL: func.func @state()
+// CHECK-SAME: etx.arenas = [{name = "planned", size = 96 : i64}]
+// CHECK: "etx.state"() {mem_id = 0 : i64, name = "s", offset = [[S:[0-9]+]] : i64, size = 32 : i64
+// CHECK-NOT: offset = [[S]] :
+// CHECK: "etx.output"
+func.func @state() attributes {etx.method = "forward"} {
+  %s = "etx.state"() {name = "s", type = tensor<2x4xf32>, value = dense<0.0> : tensor<2x4xf32>} : () -> !etx.value
+  %1 = "etx.alloc"() {type = tensor<2x4xf32>} : () -> !etx.value
+  "etx.kernel_call"(%s, %1) {kernel = "aten::relu.out", operandSegmentSizes = array<i32: 1, 1>} : (!etx.value, !etx.value) -> ()
+  %2 = "etx.alloc"() {type = tensor<2x4xf32>} : () -> !etx.value
+  "etx.kernel_call"(%1, %2) {kernel = "aten::relu.out", operandSegmentSizes = array<i32: 1, 1>} : (!etx.value, !etx.value) -> ()
+  %3 = "etx.alloc"() {type = tensor<2x4xf32>} : () -> !etx.value
+  "etx.kernel_call"(%2, %3) {kernel = "aten::relu.out", operandSegmentSizes = array<i32: 1, 1>} : (!etx.value, !etx.value) -> ()
+  "etx.output"(%3) : (!etx.value) -> ()
+  return
+}

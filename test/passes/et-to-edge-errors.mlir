@@ -37,3 +37,14 @@ func.func @unknown_custom(%x: !torch.vtensor<[2],f32>) -> !torch.vtensor<[2],f32
   %0 = torch.operator "nowhere.mystery_op"(%x) : (!torch.vtensor<[2],f32>) -> !torch.vtensor<[2],f32>
   return %0 : !torch.vtensor<[2],f32>
 }
+
+// -----
+
+// Scalar arithmetic on a run-time size outside the sym_* families has no edge form.
+func.func @unsupported_size_arithmetic(%x: !torch.vtensor<[?],f32> {etmlir.dynamic_dims = {"0" = {max = 8 : i64, min = 2 : i64, symbol = "s0"}}}) -> !torch.vtensor<[?],f32> {
+  %int0 = torch.constant.int 0
+  %n = torch.aten.size.int %x, %int0 : !torch.vtensor<[?],f32>, !torch.int -> !torch.int
+  // expected-error @+1 {{scalar op 'aten.Bool.int' on a value known only at run time has no edge form}}
+  %b = torch.aten.Bool.int %n : !torch.int -> !torch.bool
+  return %x : !torch.vtensor<[?],f32>
+}

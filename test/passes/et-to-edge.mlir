@@ -93,11 +93,12 @@ func.func @copy_variants(%x: !torch.vtensor<[2,6],f32>) -> !torch.vtensor<[4,3],
 // -----
 
 // Multiple results stay multiple results; a Tensor[] result becomes variadic results. IRDL
-// gives a variadic group one type, so results of different shapes are cast to their own types.
+// gives a variadic group one type, so results of different shapes are cast to their own types;
+// the shared `?` type records each result's own static size as its upper bound.
 // CHECK-LABEL: func.func @multi
 // CHECK: %[[LN:.*]]:3 = "edge.native_layer_norm"(%arg0, %arg1, %arg1) {eps = 1.000000e-05 : f64, normalized_shape = array<i64: 4>, operandSegmentSizes = array<i32: 1, 1, 1, 0>}
 // CHECK-SAME: -> (tensor<2x4xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
-// CHECK: %[[S:.*]]:2 = "edge.split_with_sizes_copy"(%[[LN]]#0) {dim = 1 : i64, split_sizes = array<i64: 1, 3>} : (tensor<2x4xf32>) -> (tensor<2x?xf32>, tensor<2x?xf32>)
+// CHECK: %[[S:.*]]:2 = "edge.split_with_sizes_copy"(%[[LN]]#0) {dim = 1 : i64, etmlir.upper_bounds = [array<i64: 2, 1>, array<i64: 2, 3>], split_sizes = array<i64: 1, 3>} : (tensor<2x4xf32>) -> (tensor<2x?xf32>, tensor<2x?xf32>)
 // CHECK: %[[A:.*]] = tensor.cast %[[S]]#0 : tensor<2x?xf32> to tensor<2x1xf32>
 // CHECK: %[[B:.*]] = tensor.cast %[[S]]#1 : tensor<2x?xf32> to tensor<2x3xf32>
 // CHECK: return %[[A]], %[[B]]
@@ -132,6 +133,47 @@ func.func @dynamic(%x: !torch.vtensor<[1,?,8],f32> {etmlir.dynamic_dims = {"1" =
   %size = torch.prim.ListConstruct %n, %int16 : (!torch.int, !torch.int) -> !torch.list<int>
   %1 = torch.aten.view %0, %size : !torch.vtensor<[1,?,16],f32>, !torch.list<int> -> !torch.vtensor<[?,16],f32>
   return %1 : !torch.vtensor<[?,16],f32>
+}
+
+// -----
+
+// Arithmetic on sizes becomes the edge ops of its families (on 0-d i64 tensors, like
+// sym_size_int), ops on constants fold, and a size used as a tensor becomes a scalar_tensor.
+// Upper bounds follow the arithmetic: 16 * 32 for the product, max(16 // 2, 6) for the max.
+// CHECK-LABEL: func.func @size_arithmetic
+// CHECK: %[[N0:.*]] = "edge.sym_size_int"(%arg0) {dim = 0 : i64}
+// CHECK: %[[N1:.*]] = "edge.sym_size_int"(%arg0) {dim = 1 : i64}
+// CHECK: %[[NUMEL:.*]] = "edge.sym_mul"(%[[N0]], %[[N1]]) : (tensor<i64>, tensor<i64>) -> tensor<i64>
+// CHECK: "edge.view_copy"(%arg0, %[[NUMEL]]) {etmlir.upper_bounds = [array<i64: 512>], size = array<i64: -9223372036854775808>}
+// CHECK: %[[TWO:.*]] = "edge.constant"() {value = dense<2> : tensor<i64>}
+// CHECK: %[[HALF:.*]] = "edge.sym_floordiv"(%[[N0]], %[[TWO]]) : (tensor<i64>, tensor<i64>) -> tensor<i64>
+// CHECK: %[[SIX:.*]] = "edge.constant"() {value = dense<6> : tensor<i64>}
+// CHECK: %[[MAX:.*]] = "edge.sym_max"(%[[HALF]], %[[SIX]]) : (tensor<i64>, tensor<i64>) -> tensor<i64>
+// CHECK: "edge.full"(%{{.*}}, %[[MAX]]) {device = "cpu", etmlir.upper_bounds = [array<i64: 8>]
+// CHECK: %[[T:.*]] = "edge.scalar_tensor"(%[[N1]]) {dtype = i64} : (tensor<i64>) -> tensor<i64>
+// CHECK: "edge.sub_tensor"(%[[T]], %arg0, %{{.*}}) {etmlir.upper_bounds = [array<i64: 16, 32>]}
+func.func @size_arithmetic(%x: !torch.vtensor<[?,?],f32> {etmlir.dynamic_dims = {"0" = {max = 16 : i64, min = 2 : i64, symbol = "s0"}, "1" = {max = 32 : i64, min = 2 : i64, symbol = "s1"}}}) -> (!torch.vtensor<[?],f32>, !torch.vtensor<[?],f32>, !torch.vtensor<[?,?],f32>) {
+  %int0 = torch.constant.int 0
+  %int1 = torch.constant.int 1
+  %int2 = torch.constant.int 2
+  %int3 = torch.constant.int 3
+  %float1 = torch.constant.float 1.000000e+00
+  %none = torch.constant.none
+  %false = torch.constant.bool false
+  %cpu = torch.constant.device "cpu"
+  %n0 = torch.aten.size.int %x, %int0 : !torch.vtensor<[?,?],f32>, !torch.int -> !torch.int
+  %n1 = torch.aten.size.int %x, %int1 : !torch.vtensor<[?,?],f32>, !torch.int -> !torch.int
+  %numel = torch.aten.mul.int %n0, %n1 : !torch.int, !torch.int -> !torch.int
+  %flat_size = torch.prim.ListConstruct %numel : (!torch.int) -> !torch.list<int>
+  %flat = torch.aten.view %x, %flat_size : !torch.vtensor<[?,?],f32>, !torch.list<int> -> !torch.vtensor<[?],f32>
+  %six = torch.aten.mul.int %int2, %int3 : !torch.int, !torch.int -> !torch.int
+  %half = torch.aten.floordiv.int %n0, %int2 : !torch.int, !torch.int -> !torch.int
+  %m = torch.prim.max.int %half, %six : !torch.int, !torch.int -> !torch.int
+  %full_size = torch.prim.ListConstruct %m : (!torch.int) -> !torch.list<int>
+  %full = torch.aten.full %full_size, %float1, %none, %none, %cpu, %false : !torch.list<int>, !torch.float, !torch.none, !torch.none, !torch.Device, !torch.bool -> !torch.vtensor<[?],f32>
+  %t = torch.prim.NumToTensor.Scalar %n1 : !torch.int -> !torch.vtensor<[],si64>
+  %scaled = torch.aten.sub.Tensor %t, %x, %int1 : !torch.vtensor<[],si64>, !torch.vtensor<[?,?],f32>, !torch.int -> !torch.vtensor<[?,?],f32>
+  return %flat, %full, %scaled : !torch.vtensor<[?],f32>, !torch.vtensor<[?],f32>, !torch.vtensor<[?,?],f32>
 }
 
 // -----

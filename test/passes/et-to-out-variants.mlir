@@ -110,3 +110,47 @@ func.func @item(%x: tensor<f32>) -> tensor<f32> {
   %1 = "edge.mul_scalar"(%x, %0) : (tensor<f32>, tensor<f64>) -> tensor<f32>
   return %1 : tensor<f32>
 }
+
+// -----
+
+// Program state (a buffer forward mutates): the state argument becomes an etx.state with its
+// initial value, not an input. The kernel computing the new value writes it into the state
+// (add may write over its own `self`), so no copy is left; readers of the new value read the state.
+// CHECK-LABEL: func.func @counter()
+// CHECK: %[[X:.*]] = "etx.input"() {index = 0 : i64, type = tensor<3xf32>}
+// CHECK: %[[N:.*]] = "etx.state"() {name = "n", type = tensor<3xf32>, value = dense<0.000000e+00> : tensor<3xf32>}
+// CHECK: "etx.kernel_call"(%[[N]], %{{.*}}, %{{.*}}, %[[N]]) {{.*}}kernel = "aten::add.Scalar_out"
+// CHECK: %[[Y:.*]] = "etx.alloc"() {type = tensor<3xf32>}
+// CHECK: "etx.kernel_call"(%[[X]], %[[N]], %[[Y]]) {{.*}}kernel = "aten::mul.out"
+// CHECK-NOT: aten::clone.out
+// CHECK: "etx.output"(%[[Y]])
+func.func @counter(%x: tensor<3xf32>, %n: tensor<3xf32> {etmlir.state = "n", etmlir.state_initial = dense<0.0> : tensor<3xf32>})
+    -> (tensor<3xf32>, tensor<3xf32> {etmlir.state = "n"}) {
+  %one = "edge.constant"() {value = dense<1> : tensor<i64>} : () -> tensor<i64>
+  %0 = "edge.add_scalar"(%n, %one, %one) : (tensor<3xf32>, tensor<i64>, tensor<i64>) -> tensor<3xf32>
+  %1 = "edge.mul_tensor"(%x, %0) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return %1, %0 : tensor<3xf32>, tensor<3xf32>
+}
+
+// -----
+
+// The old value is read after the new one is computed (and the new value is also an output):
+// the new value keeps its own allocation and a copy writes it into the state at the end. An
+// output that is the state itself is copied out first, so the next call cannot overwrite it.
+// CHECK-LABEL: func.func @late_reader()
+// CHECK: %[[X:.*]] = "etx.input"()
+// CHECK: %[[S:.*]] = "etx.state"() {name = "s"
+// CHECK: %[[NEW:.*]] = "etx.alloc"() {type = tensor<3xf32>}
+// CHECK: "etx.kernel_call"(%[[S]], %[[X]], %{{.*}}, %[[NEW]]) {{.*}}kernel = "aten::add.out"
+// CHECK: "etx.kernel_call"(%[[X]], %[[S]], %[[PROD:.*]]) {{.*}}kernel = "aten::mul.out"
+// CHECK: %[[OLD:.*]] = "etx.alloc"() {type = tensor<3xf32>}
+// CHECK: "etx.kernel_call"(%[[S]], %[[NONE:.*]], %[[OLD]]) {{.*}}etmlir.edge_op = "output 2 = state 's'", kernel = "aten::clone.out"
+// CHECK: "etx.kernel_call"(%[[NEW]], %[[NONE]], %[[S]]) {{.*}}etmlir.edge_op = "state update 's'", kernel = "aten::clone.out"
+// CHECK: "etx.output"(%[[PROD]], %[[NEW]], %[[OLD]])
+func.func @late_reader(%x: tensor<3xf32>, %s: tensor<3xf32> {etmlir.state = "s", etmlir.state_initial = dense<1.0> : tensor<3xf32>})
+    -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32> {etmlir.state = "s"}) {
+  %one = "edge.constant"() {value = dense<1> : tensor<i64>} : () -> tensor<i64>
+  %0 = "edge.add_tensor"(%s, %x, %one) : (tensor<3xf32>, tensor<3xf32>, tensor<i64>) -> tensor<3xf32>
+  %1 = "edge.mul_tensor"(%x, %s) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return %1, %0, %s, %0 : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
+}

@@ -534,3 +534,39 @@ def test_large_contiguous_runs_match():
     check(run("aten::remainder.Tensor_out", ai, bi, want=want), want)
     want = torch.bitwise_xor(ai, bi)
     check(run("aten::bitwise_xor.Tensor_out", ai, bi, want=want), want)
+
+
+HALF_TYPES = [torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("dtype", HALF_TYPES, ids=str)
+def test_half_arith_with_scalars_rounds_like_pytorch(dtype):
+    """Bit for bit: add/sub round a Scalar, a 0-d tensor of another dtype and alpha to the half dtype
+    first (PyTorch's add converts them to scalar_t), then compute in float and round once; mul and
+    div read a Scalar or 0-d `other` unrounded (PyTorch takes its original value as float), but
+    a 0-d `self` of another dtype rounds."""
+    x = (torch.randn(4096, generator=_gen) * 3).to(dtype)
+    y = torch.randn(4096, generator=_gen).to(dtype)
+    x[:64] = torch.tensor(0.7, dtype=dtype)  # on the rounded Scalar itself
+    s = torch.tensor(0.7)  # float32 0-d
+    cases = [
+        ("aten::add.Scalar_out", (x, 0.7, 1), x + 0.7),
+        ("aten::add.Scalar_out", (x, 0.7, 0.3), torch.add(x, 0.7, alpha=0.3)),
+        ("aten::sub.Scalar_out", (x, 0.7, 1), x - 0.7),
+        ("aten::add.out", (x, y, 0.3), torch.add(x, y, alpha=0.3)),
+        ("aten::add.out", (x, s, 1), x + s),
+        ("aten::sub.out", (x, s, 2), torch.sub(x, s, alpha=2)),
+        ("aten::sub.out", (s, x, 1), torch.sub(s, x)),
+        ("aten::mul.Scalar_out", (x, 0.7), x * 0.7),
+        ("aten::mul.out", (x, s), x * s),
+        ("aten::mul.out", (s, x), torch.mul(s, x)),
+        ("aten::div.Scalar_out", (x, 0.7), x / 0.7),
+        ("aten::div.out", (x, s), x / s),
+        ("aten::div.out", (s, x), torch.div(s, x)),
+    ]
+    for name, args, want in cases:
+        got = torch.as_tensor(run(name, *args, want=want))
+        assert got.dtype == dtype
+        same = (got == want) | (got.isnan() & want.isnan())
+        assert bool(same.all()), f"{name}{[a if not torch.is_tensor(a) else a.shape for a in args]}: " \
+                                 f"{int((~same).sum())} of {want.numel()} differ"

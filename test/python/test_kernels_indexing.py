@@ -9,8 +9,10 @@ op and the offending index).
 
 Tolerances: data movement, selection and integer results are exact;
 scatter_add/scatter_reduce/index_put(accumulate) on float32 accumulate in the
-same order as ATen's CPU loops (rtol=1e-6); float16 reductions round on every
-store (rtol=atol=2e-3: 2 ulp, where ATen rounds at other steps); embedding_bag float32/float64
+same order as ATen's CPU loops (rtol=1e-6); float16/bfloat16 scatter_add and
+scatter_reduce accumulate in float and round once, as ATen does: bit for bit
+(test_half_scatter_accumulates_in_float); float16 index_put(accumulate) rounds on
+every store (rtol=atol=2e-3: 2 ulp, where ATen rounds at other steps); embedding_bag float32/float64
 rtol=1e-5, float16 rtol=1e-2 (ATen accumulates half bags in fbgemm's order).
 """
 
@@ -593,3 +595,22 @@ def test_embedding_bag_errors():
                  -1, *outs)
     expect_error(op, "1-D", weight, torch.tensor([[1, 2]]), torch.tensor([0]), False, 1, False, None, False, -1,
                  *outs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_half_scatter_accumulates_in_float(dtype):
+    """Bit for bit with eager: sum/prod accumulate in float and round once; mean rounds the float
+    sum, then the quotient (50 values land on 4 elements, so rounding every store would differ)."""
+    for dim, shape, zshape in [(1, (3, 50), (3, 4)), (0, (50, 3), (4, 3)), (0, (40,), (5,))]:
+        x = (torch.randn(*shape) + 0.5).to(dtype)
+        index = torch.randint(0, zshape[dim], shape)
+        z = torch.randn(*zshape).to(dtype)
+        want = z.scatter_add(dim, index, x)
+        (got,) = kernels.call("aten::scatter_add.out", z, dim, index, x, out_for(want))
+        assert torch.equal(torch.as_tensor(got), want), f"scatter_add dim {dim}"
+        for reduce in ["sum", "prod", "mean", "amax"]:
+            for include_self in [True, False]:
+                want = z.scatter_reduce(dim, index, x, reduce, include_self=include_self)
+                (got,) = kernels.call("aten::scatter_reduce.two_out", z, dim, index, x, reduce, include_self,
+                                      out_for(want))
+                assert torch.equal(torch.as_tensor(got), want), f"{reduce} include_self={include_self} dim {dim}"

@@ -15,6 +15,12 @@
 // Generator::kDefaultSeed at load. The stream continues across execute()
 // calls, as PyTorch's global generator does; set_seed(n) restarts it, so
 // `set_seed(n); execute();` gives the same numbers every time.
+//
+// Program state (the buffers a model mutates: KV caches, step counters,
+// running statistics; Method.state in the .pte) lives in planned arena bytes
+// no other value shares. load_method fills each state tensor from its initial
+// value; execute() reads and updates it in place, so it carries over from one
+// call to the next; reset_state() refills it (no allocation, like execute).
 #pragma once
 
 #include <cstddef>
@@ -61,6 +67,15 @@ class Method {
   Error set_output_buffer(size_t i, void* data, size_t nbytes);
 
   Error execute();
+
+  // Program state: how many state tensors, each one's name (the buffer's fully
+  // qualified name) and current value (what the next execute() reads).
+  size_t num_state() const;
+  const char* state_name(size_t i) const;
+  const Tensor* state(size_t i) const;
+  const Tensor* state(const char* name) const;  // nullptr when no state has that name
+  // Refills every state tensor with its initial value (as right after load_method).
+  Error reset_state();
 
   // Restarts the random generator of this method's kernels from `seed`.
   void set_seed(uint64_t seed) { generator_->set_seed(seed); }

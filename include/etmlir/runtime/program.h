@@ -30,8 +30,11 @@ namespace etmlir {
 class Method;
 class Program;
 
-// The .pte schema version this runtime reads (Program.version).
-constexpr uint32_t kProgramVersion = 1;
+// The newest .pte schema version this runtime reads (Program.version): 2 adds
+// method state (Method.state, Tensor.initial); 3 adds control flow (a JumpFalse
+// on a bool tensor or backward, a Move that copies a tensor into its target).
+// A file gets the lowest version that describes it.
+constexpr uint32_t kProgramVersion = 3;
 
 // What a caller needs to know before loading a method: its signature and the
 // memory to provide.

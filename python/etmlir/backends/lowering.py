@@ -148,11 +148,14 @@ class LoweredBackendModule(torch.nn.Module):
             if self._executorch is None:
                 self._executorch = self.to_executorch()
             self._method = runtime.load(self._executorch.buffer).method("forward")
-        outputs = self._method(*[t.contiguous() for t in inputs])
+        outputs = self._method.call_flat(*[t.contiguous() for t in inputs])  # the operator is flat
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _composition_problem(self) -> str | None:
         """Why this module cannot be called from another model (None: it can)."""
+        if self.program.state_names:  # the caller's program would have to keep the state
+            return (f"a lowered {self.backend_id} module with program state ({', '.join(self.program.state_names)}) "
+                    "is not called from another model (save it with to_executorch instead)")
         inputs, outputs = self.program.inputs, self.program.outputs
         for kind, specs in (("input", inputs), ("output", outputs)):
             for i, spec in enumerate(specs):

@@ -26,12 +26,15 @@ from collections.abc import Callable, Collection, Mapping
 
 from torch_mlir import ir
 
+from etmlir.dialects.sym_ops import SIZE_OPS
+
 # A check of one op instance: a refusal reason, or None when the op is fine.
 OpPredicate = Callable[[ir.Operation], "str | None"]
 
 # Ops that are data or bookkeeping, never computation a partitioner takes: constants are
-# copied into each delegate that reads them, size queries are recomputed where they are needed.
-FREE_OPS = ("edge.constant", "edge.sym_size_int")
+# copied into each delegate that reads them, size queries and the arithmetic on their results
+# (`edge.sym_mul`, ...: SIZE_OPS) are recomputed where they are needed.
+FREE_OPS = ("edge.constant", *sorted(SIZE_OPS))
 
 
 def tensor_types(op: ir.Operation) -> list[tuple[str, ir.RankedTensorType]]:

@@ -34,6 +34,8 @@ from torch_mlir import ir
 
 from etmlir.delegation.operator_support import FREE_OPS, OperatorSupport
 from etmlir.dialects import attrs
+from etmlir.dialects.control_flow import captured_values, function_blocks, is_control_flow
+from etmlir.dialects.sym_ops import SIZE_OPS
 
 # The call of an outlined delegate is a `func.call` of the declaration `@<tag>.forward`
 # (`etmlir.backend` on both): IRDL unifies the types of a variadic operand group, so a declared
@@ -60,6 +62,8 @@ def delegate_symbol(tag: str) -> str:
 
 # Size queries are never grouped: each delegate that reads one computes it again itself.
 SIZE_QUERY_REASON = "edge.sym_size_int: a size query stays with its readers (copied into each delegate that reads it)"
+# Nor is arithmetic on sizes (edge.sym_mul, ...): it travels with the size queries it reads.
+SIZE_ARITHMETIC_REASON = "size arithmetic stays with its readers (copied into each delegate that reads it)"
 
 
 def tag_backend(tag: str) -> str:
@@ -88,7 +92,9 @@ class OpGraph:
         self.producers: list[frozenset[int]] = []
         for i, op in enumerate(self.ops):
             found: set[int] = set()
-            for value in op.operands:
+            # An op with regions (scf.if, scf.while) also reads what its regions read.
+            reads = list(op.operands) + (captured_values(op) if op.regions else [])
+            for value in reads:
                 owner = defining_op(value)
                 p = position.get(owner) if owner is not None else None
                 if p is None:
@@ -180,12 +186,13 @@ class Partitioner:
             self.support = self.support.with_options(skip_ops=self.skip_ops)
 
     def partition(self, module: ir.Operation) -> PartitionResult:
-        """Tag the supported ops of every top-level function of `module` (in place)."""
+        """Tag the supported ops of every top-level function of `module` (in place); the ops of a
+        branch or loop body are grouped within their own block."""
         result = PartitionResult(self.backend_id, [], 0, [])
         with module.context:
             number = first_free_number(module, self.backend_id)
             for func_op in _functions(module):
-                for block in func_op.regions[0].blocks:
+                for block in function_blocks(func_op):
                     number = self._partition_block(block, number, result)
         return result
 
@@ -195,7 +202,10 @@ class Partitioner:
         for op in graph.ops:
             if op.name == "edge.sym_size_int":
                 reasons.append(SIZE_QUERY_REASON)
-            elif op.name in FREE_OPS or op.name == "func.return" or is_delegate_call(op) or attrs.DELEGATION_TAG in op.attributes:
+            elif op.name in SIZE_OPS:
+                reasons.append(f"{op.name}: {SIZE_ARITHMETIC_REASON}")
+            elif op.name in FREE_OPS or op.name == "func.return" or is_delegate_call(op) or attrs.DELEGATION_TAG in op.attributes \
+                    or is_control_flow(op):  # (a branch's ops are partitioned in their own block)
                 reasons.append("")  # not a candidate, and nothing to report
             else:
                 reasons.append(self.support.refusal(op))
@@ -212,11 +222,35 @@ class Partitioner:
             result.delegated_ops += len(group)
             for i in group:
                 graph.ops[i].attributes[attrs.DELEGATION_TAG] = ir.StringAttr.get(tag)
+        for i, op in enumerate(graph.ops):
+            if op.name == "tensor.cast" and attrs.DELEGATION_TAG not in op.attributes:
+                tag = _sole_user_tag(op)
+                if tag is not None:
+                    op.attributes[attrs.DELEGATION_TAG] = ir.StringAttr.get(tag)
+                    reasons[i] = ""
         for op, reason in zip(graph.ops, reasons):
             if reason:
                 record_refusal(op, self.backend_id, reason)
                 result.refused.append((op, reason))
         return number
+
+
+def _sole_user_tag(cast: ir.Operation) -> str | None:
+    """The delegation tag every user of `cast` carries, if they all carry the same one.
+
+    Edge ops whose operands form one variadic group (`edge.cat` of a class token [1,1,D] and
+    patches [1,16,D]) take them through a `tensor.cast` to a shared type with a `?` dim. Left
+    outside, the cast would make the delegate's input dynamic, with no bound; pulled into the
+    delegate with its users, the delegate takes the static value.
+    """
+    tags = set()
+    for use in cast.results[0].uses:
+        owner = use.owner
+        owner = owner.operation if hasattr(owner, "operation") else owner
+        if attrs.DELEGATION_TAG not in owner.attributes:
+            return None
+        tags.add(ir.StringAttr(owner.attributes[attrs.DELEGATION_TAG]).value)
+    return tags.pop() if len(tags) == 1 else None
 
 
 def record_refusal(op: ir.Operation, backend_id: str, reason: str) -> None:

@@ -20,6 +20,14 @@ UPPER_BOUNDS = "etmlir.upper_bounds"
 DEBUG_HANDLE = "etmlir.debug_handle"
 # On an out-variant kernel call: the edge op it came from (for messages and profiles).
 EDGE_OP = "etmlir.edge_op"
+# On func.func (kept by et-to-out-variants): the model's call structure as JSON, how its flat
+# inputs and outputs nest in the user's call (etmlir/executable/io_structure.py).
+IO_STRUCTURE = "etmlir.io_structure"
+# Program state (a buffer forward mutates; see etmlir/frontend/state.py): on a func.func argument
+# and result, the buffer's fully qualified name (the argument reads it, the result writes it back);
+# on the argument also its initial value (a dense_resource).
+STATE = "etmlir.state"
+STATE_INITIAL = "etmlir.state_initial"
 
 # Delegation (et-partition -> et-outline-delegates -> et-preprocess-delegates).
 DELEGATION_TAG = "etmlir.delegation_tag"   # on an edge op: the delegate group it joins

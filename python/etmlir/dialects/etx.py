@@ -27,7 +27,7 @@ LIST_KINDS = ("int", "tensor", "optional_tensor")
 # `aten::convolution.out`, `etmlir_prim::sym_size.int`, `aten::relu.out`.
 KERNEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?$")
 PLACEMENT_ATTRS = ("mem_id", "offset", "size")
-VALUE_OPS = ("etx.input", "etx.alloc", "etx.constant", "etx.const", "etx.none", "etx.list")
+VALUE_OPS = ("etx.input", "etx.alloc", "etx.state", "etx.constant", "etx.const", "etx.none", "etx.list")
 
 
 def value_type() -> ir.Type:
@@ -35,7 +35,7 @@ def value_type() -> ir.Type:
 
 
 def tensor_type(op: ir.Operation) -> ir.RankedTensorType | None:
-    """The tensor type an `etx.input`/`etx.alloc`/`etx.constant` defines (None for scalars)."""
+    """The tensor type an `etx.input`/`etx.alloc`/`etx.state`/`etx.constant` defines (None for scalars)."""
     if "type" not in op.attributes:
         return None
     t = ir.TypeAttr(op.attributes["type"]).value
@@ -71,10 +71,12 @@ def int_attr(op: ir.Operation, name: str) -> int | None:
 def _problem(op: ir.Operation) -> str | None:
     name = op.name
     attrs = op.attributes
-    if name in ("etx.input", "etx.alloc", "etx.constant"):
+    if name in ("etx.input", "etx.alloc", "etx.state", "etx.constant"):
         t = ir.TypeAttr(attrs["type"]).value
         if name != "etx.alloc" and not isinstance(t, ir.RankedTensorType):
             return f"{name}: `type` must be a ranked tensor type, got {t}"
+        if name == "etx.state" and not t.has_static_shape:
+            return f"etx.state '{ir.StringAttr(attrs['name']).value}': state has a static shape, got {t}"
         present = [a for a in PLACEMENT_ATTRS if a in attrs]
         if name != "etx.constant" and present and len(present) != 3:
             return f"{name}: a planned value needs all of mem_id, offset and size (has {', '.join(present)})"
@@ -113,5 +115,5 @@ def load_etx_dialect(context: ir.Context) -> None:
     """Load `etx` into `context` with its verifier attached."""
     with context, ir.Location.unknown():
         irdl.load_dialects(ir.Module.parse(irdl_text("etx")))
-        for name in ("input", "alloc", "constant", "list", "kernel_call", "delegate_call"):
+        for name in ("input", "alloc", "state", "constant", "list", "kernel_call", "delegate_call"):
             ir.DynamicOpTrait.attach(f"etx.{name}", _EtxVerifier)

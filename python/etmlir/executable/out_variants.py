@@ -15,7 +15,9 @@ Three kinds of kernels are not ATen out variants:
   `aten::_local_scalar_dense` (`Tensor.item()`: a Scalar of the element's
   kind, Int, Double or Bool) and `aten::sym_is_contiguous` (always true for
   contiguous_format: runtime tensors are row-major), which write a Scalar
-  slot of the kind the program planned;
+  slot of the kind the program planned; and the arithmetic on sizes
+  (`etmlir::sym_mul`, `etmlir::sym_floordiv`, ...: `etmlir.dialects.sym_ops`),
+  which reads and writes Int/Double/Bool values;
 - custom ops registered with `torch.library`, whose author registers an
   `.out` overload the same way (`mylib::scale.out`).
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+from etmlir.dialects.sym_ops import SYM_OPS
 from etmlir.lazy import lazy_module
 
 torch = lazy_module("torch")
@@ -63,6 +66,7 @@ PRIM_KERNELS = {
     "aten::_local_scalar_dense": "etmlir_prim::_local_scalar_dense(Tensor self) -> Scalar",
     "aten::sym_is_contiguous":
         "etmlir_prim::sym_is_contiguous(Tensor self, MemoryFormat memory_format=contiguous_format) -> Scalar",
+    **{f"etmlir::{op.name}": op.kernel_schema for op in SYM_OPS.values()},
 }
 
 

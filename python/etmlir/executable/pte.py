@@ -25,7 +25,14 @@ MAGIC = b"ETXH"
 FILE_IDENTIFIER = b"ETX1"
 HEADER_VERSION = 1
 HEADER_SIZE = 64
-SCHEMA_VERSION = 1
+# The newest Program.version this package writes and reads. A file gets the lowest version
+# whose runtimes read it right: 1, or STATE_VERSION when a method has state (Method.state,
+# Tensor.initial), which a version-1 runtime would leave unfilled.
+SCHEMA_VERSION = 3
+STATE_VERSION = 2
+# JumpFalse on a bool tensor or backward (loops), Move as a copy into the target: a version-2
+# runtime refuses the first two and would alias where it must copy.
+CONTROL_FLOW_VERSION = 3
 _HEADER = struct.Struct("<4sIIIQQQQQ8s")
 assert _HEADER.size == HEADER_SIZE
 

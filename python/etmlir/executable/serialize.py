@@ -3,8 +3,11 @@
 Every value-defining etx op becomes one entry of the method's value table,
 every call one instruction, in program order; constants are copied once
 (deduplicated by content) into the constant segment, and delegate payloads
-each into a segment of their own (also deduplicated). The FlatBuffer is built
-with the flatc-generated object API (`etmlir.schema`), never by hand.
+each into a segment of their own (also deduplicated). Program state
+(`etx.state`) is a planned tensor whose initial value goes into the constant
+segment too (`Tensor.initial`), listed by name in `Method.state`; a file with
+state is `Program.version` 2. The FlatBuffer is built with the
+flatc-generated object API (`etmlir.schema`), never by hand.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from etmlir.dialects import attrs
 from etmlir.dialects.etx import method_functions, output_owners, tensor_type, upper_bounds
 from etmlir.executable import pte
 from etmlir.executable.dtypes import element_info, nbytes
+from etmlir.executable.io_structure import IOStructure, StructureError
 from etmlir.frontend.locations import source_line
 from etmlir.schema.Allocation import AllocationT
 from etmlir.schema.Arena import ArenaT
@@ -47,6 +51,7 @@ from etmlir.schema.Null import NullT
 from etmlir.schema.Operator import OperatorT
 from etmlir.schema.OptionalTensorList import OptionalTensorListT
 from etmlir.schema.Program import ProgramT
+from etmlir.schema.State import StateT
 from etmlir.schema.String import StringT
 from etmlir.schema.Tensor import TensorT
 from etmlir.schema.TensorList import TensorListT
@@ -108,8 +113,11 @@ class _ConstantData:
         raise SerializeError(f"payload: data {str(attr)[:60]} is not bytes")
 
     def bytes_of(self, op: ir.Operation, t: ir.RankedTensorType) -> bytes:
+        """The data of an `etx.constant`, or the initial value of an `etx.state`."""
         expected = nbytes(list(t.shape), t.element_type)
         param = ir.StringAttr(op.attributes[attrs.PARAM]).value if attrs.PARAM in op.attributes else None
+        if op.name == "etx.state":
+            param = ir.StringAttr(op.attributes["name"]).value
         attr = op.attributes["value"]
         if param is not None and param in self.weights:
             data = np.ascontiguousarray(self.weights[param]).tobytes()
@@ -130,6 +138,8 @@ class _ConstantData:
 
 def _dense_bytes(attr: ir.DenseElementsAttr, t: ir.RankedTensorType) -> bytes:
     key = str(t.element_type)
+    if key == "bf16":
+        return _bfloat16_bytes(attr, t)
     if key not in _NUMPY_TYPES:
         raise SerializeError(f"constant of element type {key} cannot be serialized")
     dtype = _NUMPY_TYPES[key]
@@ -141,6 +151,43 @@ def _dense_bytes(attr: ir.DenseElementsAttr, t: ir.RankedTensorType) -> bytes:
         return np.array([bool(v) for v in ir.DenseIntElementsAttr(attr)], dtype=np.bool_).tobytes()
     typed = ir.DenseFPElementsAttr(attr) if key.startswith("f") else ir.DenseIntElementsAttr(attr)
     return np.array(typed, dtype=dtype).reshape(t.shape).tobytes()
+
+
+# An element of a printed bf16 elements attribute: a decimal, or a bit pattern (NaN, inf) in hex.
+_BF16_ELEMENT = re.compile(r"0x[0-9A-Fa-f]+|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def _bfloat16_bytes(attr: ir.DenseElementsAttr, t: ir.RankedTensorType) -> bytes:
+    """The bytes of a dense bf16 constant (e.g. a bfloat16 splat such as `torch.tensor(0.5, dtype=bf16)`).
+
+    The bindings give bf16 elements neither as a buffer nor one by one; a splat's value is a
+    FloatAttr, and other values are read from the attribute's text, where each element is a
+    decimal with enough digits to round back to its bf16 value, or its bits in hex.
+    """
+    if attr.is_splat:
+        values = [ir.FloatAttr(attr.get_splat_value()).value]
+    else:
+        text = str(attr)  # dense<[[1.500000e+00, 0x7FC0], ...]> : tensor<2x2xbf16>
+        body = text[text.index("<") + 1:text.rindex("> :")]
+        if body.lstrip().startswith('"0x'):  # the raw little-endian bytes in hex
+            data = bytes.fromhex(body.strip().strip('"')[2:])
+            if len(data) == 2 * int(np.prod(t.shape)):
+                return data
+            raise SerializeError(f"constant {text[:60]}: {len(data)} bytes of data for {t}")
+        values = _BF16_ELEMENT.findall(body)
+    bits = np.empty(len(values), dtype=np.uint16)
+    for i, v in enumerate(values):
+        if isinstance(v, str) and v.startswith("0x"):
+            bits[i] = int(v, 16)
+        else:
+            f32 = np.array(float(v), dtype=np.float32).view(np.uint32)
+            bits[i] = (int(f32) + 0x7FFF + ((int(f32) >> 16) & 1)) >> 16  # round to nearest even
+    count = int(np.prod(t.shape))
+    if attr.is_splat:
+        bits = np.full(count, bits[0], dtype=np.uint16)
+    if len(bits) != count:
+        raise SerializeError(f"constant {str(attr)[:60]}: read {len(bits)} bf16 values for {t}")
+    return bits.tobytes()
 
 
 def _evalue(kind: int, table: object) -> EValueT:
@@ -163,6 +210,17 @@ def _items(table_type: type, items: list) -> object:
 
 def _int_attr(op: ir.Operation, name: str) -> int:
     return ir.IntegerAttr(op.attributes[name]).value
+
+
+def _io_structure(func_op: ir.Operation, num_inputs: int, num_outputs: int) -> tuple:
+    """The method's call structure tables (`etmlir.io_structure`), checked against its inputs and outputs."""
+    try:
+        structure = IOStructure.from_json(ir.StringAttr(func_op.attributes[attrs.IO_STRUCTURE]).value)
+        structure.check(num_inputs, num_outputs)
+    except StructureError as error:
+        raise SerializeError(f"{attrs.IO_STRUCTURE} of method "
+                             f"'{ir.StringAttr(func_op.attributes['etx.method']).value}': {error}") from None
+    return structure.to_flatbuffer()
 
 
 class _MethodWriter:
@@ -216,19 +274,28 @@ class _MethodWriter:
             raise SerializeError(f"{op.name} {t} at {source_line(op.location)} has no planned memory "
                                  "(run et-plan-memory)")
         if op.name == "etx.constant":
-            data = self.constants.bytes_of(op, t)
-            digest = hashlib.sha256(data).hexdigest()
-            if digest not in self.constant_index:
-                offset = (len(self.constant_segment) + CONSTANT_ALIGNMENT - 1) // CONSTANT_ALIGNMENT \
-                    * CONSTANT_ALIGNMENT
-                self.constant_segment.extend(bytes(offset - len(self.constant_segment)))
-                self.constant_index[digest] = offset
-                self.constant_segment.extend(data)
-            table.constant = DataLocationT()
-            table.constant.segment = 0
-            table.constant.offset = self.constant_index[digest]
-            table.constant.size = len(data)
+            table.constant = self.place_constant(self.constants.bytes_of(op, t))
+        elif op.name == "etx.state":
+            if "mem_id" not in op.attributes:
+                raise SerializeError(f"state '{ir.StringAttr(op.attributes['name']).value}' has no planned memory "
+                                     "(run et-plan-memory)")
+            table.initial = self.place_constant(self.constants.bytes_of(op, t))
         return _evalue(Value.Tensor, table)
+
+    def place_constant(self, data: bytes) -> DataLocationT:
+        """Where `data` is in the constant segment (appended unless the same bytes are there)."""
+        digest = hashlib.sha256(data).hexdigest()
+        if digest not in self.constant_index:
+            offset = (len(self.constant_segment) + CONSTANT_ALIGNMENT - 1) // CONSTANT_ALIGNMENT \
+                * CONSTANT_ALIGNMENT
+            self.constant_segment.extend(bytes(offset - len(self.constant_segment)))
+            self.constant_index[digest] = offset
+            self.constant_segment.extend(data)
+        location = DataLocationT()
+        location.segment = 0
+        location.offset = self.constant_index[digest]
+        location.size = len(data)
+        return location
 
     def const(self, op: ir.Operation) -> EValueT:
         attr = op.attributes["value"]
@@ -315,13 +382,19 @@ class _MethodWriter:
         method.name = ir.StringAttr(self.func_op.attributes["etx.method"]).value
         inputs: list[tuple[int, int]] = []
         outputs: list[int] = []
+        state: list[StateT] = []
         for op in self.func_op.regions[0].blocks[0].operations:
             op = op.operation
             name = op.name
-            if name in ("etx.input", "etx.constant") or (name == "etx.alloc" and tensor_type(op) is not None):
+            if name in ("etx.input", "etx.constant", "etx.state") or (
+                    name == "etx.alloc" and tensor_type(op) is not None):
                 index = self.add(self.tensor(op), op.result)
                 if name == "etx.input":
                     inputs.append((_int_attr(op, "index"), index))
+                elif name == "etx.state":
+                    entry = StateT()
+                    entry.name, entry.value = ir.StringAttr(op.attributes["name"]).value, index
+                    state.append(entry)
             elif name == "etx.alloc":
                 self.add(self.scalar_slot(op), op.result)
             elif name == "etx.const":
@@ -371,6 +444,7 @@ class _MethodWriter:
         method.values = self.values
         method.inputs = [index for _, index in sorted(inputs)]
         method.outputs = outputs
+        method.state = state
         method.operators = []
         for op_name, overload in self.operators:
             entry = OperatorT()
@@ -387,6 +461,9 @@ class _MethodWriter:
                 arena.name = ir.StringAttr(arena_attr["name"]).value
                 arena.size = ir.IntegerAttr(arena_attr["size"]).value
                 method.arenas.append(arena)
+        if attrs.IO_STRUCTURE in self.func_op.attributes:
+            method.inputStructure, method.outputStructure, method.argNames = _io_structure(
+                self.func_op, len(method.inputs), len(method.outputs))
         return method
 
     def instruction(self, kind: int, table: object, op: ir.Operation) -> None:
@@ -417,12 +494,16 @@ def serialize(module: ir.Module | ir.Operation, weights: Mapping[str, np.ndarray
     payloads: list[bytes] = []
     payload_index: dict[str, int] = {}
     program = ProgramT()
-    program.version = pte.SCHEMA_VERSION
     program.methods = []
     for func_op in functions:
         writer = _MethodWriter(func_op, operation, constants, constant_segment, constant_index, payloads,
                                payload_index)
         program.methods.append(writer.write())
+    # The lowest version whose runtimes read the file right (a version-1 runtime would not fill state).
+    program.version = pte.STATE_VERSION if any(m.state for m in program.methods) else 1
+    if any(i.kindType in (InstructionKind.JumpFalse, InstructionKind.Move)
+           for m in program.methods for i in m.instructions or []):
+        program.version = pte.CONTROL_FLOW_VERSION
     names = [m.name for m in program.methods]
     if len(set(names)) != len(names):
         raise SerializeError(f"two methods share a name: {names}")

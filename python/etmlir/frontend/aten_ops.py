@@ -17,6 +17,7 @@ from typing import Any
 
 from torch_mlir import ir
 
+from etmlir.dialects.edge import EDGE_ELEMENT_TYPES
 from etmlir.lazy import lazy_module
 
 torch = lazy_module("torch")
@@ -89,6 +90,17 @@ def parse_vtensor_type(t: ir.Type) -> TensorType | None:
     return TensorType(sizes, dtype)
 
 
+def _builtin_tensor_type(t: ir.Type) -> TensorType | None:
+    """`tensor<2x?xf32>` (an edge type) as a TensorType."""
+    tensor = ir.RankedTensorType(t)
+    names = {edge: name for name, edge in EDGE_ELEMENT_TYPES.items()}
+    name = names.get(str(tensor.element_type))
+    if name is None:
+        return None
+    sizes = tuple(None if tensor.is_dynamic_dim(i) else tensor.shape[i] for i in range(tensor.rank))
+    return TensorType(sizes, getattr(torch, name))
+
+
 def is_tensor_type(t: ir.Type) -> bool:
     text = str(t)
     return text.startswith("!torch.vtensor") or text.startswith("!torch.tensor") or (
@@ -100,7 +112,7 @@ class RuntimeValue:
     """An operand whose value is only known when the program runs (a tensor or a symbolic int)."""
 
     value: ir.Value
-    tensor: TensorType | None  # None for a !torch.int
+    tensor: TensorType | None  # None for a !torch.int (or a !torch.float / !torch.bool passed as a Scalar)
 
 
 class UndecodableOperand(Exception):
@@ -191,6 +203,11 @@ def decode_operand(value: ir.Value, arg_type: torch.Type, declared: str) -> Any:
         if tensor is None:
             raise UndecodableOperand(f"tensor type {type_text} has no rank or an unsupported dtype")
         return RuntimeValue(value, tensor)
+    if isinstance(value.type, ir.RankedTensorType):  # a control-flow value et-to-edge retyped first
+        tensor = _builtin_tensor_type(value.type)
+        if tensor is None:
+            raise UndecodableOperand(f"tensor type {type_text} has an unsupported element type")
+        return RuntimeValue(value, tensor)
     owner = value.owner
     producer = owner.name if isinstance(owner, (ir.Operation, ir.OpView)) else None
     inner = _unwrap_optional(arg_type)
@@ -204,6 +221,8 @@ def decode_operand(value: ir.Value, arg_type: torch.Type, declared: str) -> Any:
         return [decode_operand(v, element_type, declared) for v in owner.operands]
     if type_text == "!torch.int" and ("SymInt" in declared or declared.startswith("Scalar")):
         return RuntimeValue(value, None)
+    if type_text in ("!torch.float", "!torch.bool") and declared.startswith("Scalar"):
+        return RuntimeValue(value, None)  # size arithmetic with a float or bool result (n / m, n > 3)
     where = f"computed by '{producer}'" if producer else "a block argument"
     raise UndecodableOperand(f"operand of type {type_text} is {where}, not a constant")
 

@@ -14,10 +14,13 @@ An op is Core ATen when it is
     exported graph; torch-mlir imports `aten.sym_size.int` as
     `torch.aten.size.int`, so the alias table maps it back;
   * scalar arithmetic on symbolic sizes (`torch.aten.mul.int`,
-    `torch.aten.Int.bool`, ...): ops with no tensor operand or result, which
-    torch.export keeps as Python `operator.*` calls on SymInts;
+    `torch.aten.Int.bool`, `torch.prim.max.int`, ...): ops with no tensor
+    operand or result, which torch.export keeps as Python `operator.*` calls
+    on SymInts (the families of `etmlir.dialects.sym_ops`), and
+    `torch.prim.NumToTensor.Scalar`, a number where a tensor is expected;
   * structure, not computation: constants, list construction, weight
-    literals, symbolic-shape bookkeeping, functions and modules;
+    literals, symbolic-shape bookkeeping, functions and modules, and
+    control flow (`scf.if`/`scf.while` with `etcf.predicate`);
   * custom ops (a namespace other than aten/prims, registered with
     `torch.library`): opaque to etmlir, passed through to the edge level
     as `edge.custom_op` for a backend or kernel library to provide.
@@ -26,11 +29,11 @@ An op is Core ATen when it is
 from __future__ import annotations
 
 import functools
-import operator
 
 from torch_mlir import ir
 
 from etmlir.dialects.edge import edge_ops_by_aten
+from etmlir.dialects.sym_ops import SYM_OPS_BY_TORCH_OP, SymOp
 from etmlir.frontend.aten_ops import canonical_op_name, is_tensor_type, op_overload_name
 from etmlir.lazy import lazy_module
 
@@ -44,16 +47,29 @@ STRUCTURAL_OPS = frozenset({
     "torch.prim.TupleUnpack", "torch.vtensor.literal", "torch.symbolic_int",
     "torch.bind_symbolic_shape", "torch.tensor_static_info_cast", "torch.derefine",
     "torch.runtime.assert",
+    # Control flow (see etmlir.dialects.control_flow): torch.cond and while_loop.
+    "scf.if", "scf.while", "scf.yield", "scf.condition", "etcf.predicate",
 })
 
-# Scalar arithmetic on sizes (torch.export keeps these as Python operators on SymInts), as Python.
-SCALAR_SIZE_OPS = {
-    "torch.aten.add.int": operator.add, "torch.aten.sub.int": operator.sub, "torch.aten.mul.int": operator.mul,
-    "torch.aten.floordiv.int": operator.floordiv, "torch.aten.neg.int": operator.neg,
-    "torch.aten.Int.bool": int, "torch.aten.Int.float": int, "torch.aten.Float.int": float,
-    "torch.aten.eq.int": operator.eq, "torch.aten.ne.int": operator.ne, "torch.aten.lt.int": operator.lt,
-    "torch.aten.gt.int": operator.gt, "torch.aten.le.int": operator.le, "torch.aten.ge.int": operator.ge,
-}
+# A Python number where a tensor is expected (`2 - x` decomposes to `sub.Tensor(2, x)`, a size
+# passed as a tensor operand): the importer wraps it into a 0-d tensor; et-to-edge makes it an
+# `edge.scalar_tensor`.
+NUM_TO_TENSOR = "torch.prim.NumToTensor.Scalar"
+
+
+def size_arithmetic(op: ir.Operation) -> SymOp | None:
+    """The size-arithmetic family `op` belongs to (`torch.aten.mul.int` -> sym_mul), or None.
+
+    torch.export keeps arithmetic on SymInts as Python operators, which the importer spells as
+    scalar torch ops; those torch-mlir does not register arrive as `torch.operator`
+    (`"torch.aten.floordiv.float"`, `"torch.prim.max.float"`) and are found too.
+    """
+    op = op.operation
+    name = ir.StringAttr(op.attributes["name"]).value if op.name == "torch.operator" else op.name
+    if not name.startswith("torch."):
+        return None
+    name = name[len("torch."):]
+    return SYM_OPS_BY_TORCH_OP.get(name if name.count(".") == 2 else f"{name}.default")
 
 # torch-mlir spelling -> the Core ATen overload it stands for.
 SIZE_QUERY_ALIASES = {
@@ -111,7 +127,7 @@ def is_custom_op(overload_name: str) -> bool:
 
 def is_core_aten(op: ir.Operation, keep: frozenset[str] = frozenset()) -> bool:
     """True if `op` may appear in a Core ATen module (see the module docstring)."""
-    if op.name in STRUCTURAL_OPS:
+    if op.name in STRUCTURAL_OPS or op.name == NUM_TO_TENSOR or size_arithmetic(op) is not None:
         return True
     overload = op_overload_name(op)
     if overload is None:

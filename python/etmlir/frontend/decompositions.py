@@ -23,6 +23,7 @@ from typing import Any
 
 from etmlir.frontend.aten_ops import RuntimeValue
 from etmlir.frontend.core_aten import core_aten_overloads
+from etmlir.frontend.sym_calls import importable_sym_calls, wrap_numbers_as_tensors
 from etmlir.lazy import lazy_module
 
 torch = lazy_module("torch")
@@ -45,7 +46,45 @@ _SUBSTITUTES = {
     "aten.max.default": lambda x: torch.ops.aten.amax.default(x, []),
     "aten.min.default": lambda x: torch.ops.aten.amin.default(x, []),
     "aten.round.decimals": lambda x, decimals=0: _round_decimals(x, decimals),
+    # BatchNorm in training mode (its running statistics are program state): the decomposition
+    # PyTorch has outside its core table (batch statistics, and the updated running ones).
+    "aten._native_batch_norm_legit_functional.default":
+        lambda *args: torch._decomp.decomposition_table[
+            torch.ops.aten._native_batch_norm_legit_functional.default](*args),
+    # What that decomposition computes its batch statistics with: two core reductions.
+    "aten.var_mean.correction": lambda x, dim=None, correction=None, keepdim=False: (
+        torch.ops.aten.var.correction(x, dim, correction=correction, keepdim=keepdim),
+        torch.ops.aten.mean.dim(x, dim, keepdim)),
+    # torch.nn.utils.parametrizations.weight_norm (wav2vec2's positional conv), torch.norm, F.normalize.
+    "aten.linalg_vector_norm.default":
+        lambda x, ord=2, dim=None, keepdim=False, dtype=None: _vector_norm(x, ord, dim, keepdim, dtype),
 }
+
+
+def _vector_norm(x: torch.Tensor, ord: float, dim: Any, keepdim: bool, dtype: Any) -> torch.Tensor:
+    """`torch.linalg.vector_norm` in Core ATen ops, for real inputs (PyTorch's table lacks it)."""
+    aten = torch.ops.aten
+    if dtype is not None:
+        x = aten._to_copy.default(x, dtype=dtype)
+    if isinstance(dim, int):
+        dim = [dim]
+    dims = list(range(x.dim())) if dim is None or len(dim) == 0 else list(dim)
+    if x.dim() == 0:
+        dims = []
+    magnitude = aten.abs.default(x)
+    if ord == float("inf"):
+        return aten.amax.default(magnitude, dims, keepdim)
+    if ord == float("-inf"):
+        return aten.amin.default(magnitude, dims, keepdim)
+    if ord == 0:
+        nonzero = aten._to_copy.default(aten.ne.Scalar(x, 0), dtype=x.dtype)
+        return aten.sum.dim_IntList(nonzero, dims, keepdim)
+    if ord == 1:
+        return aten.sum.dim_IntList(magnitude, dims, keepdim)
+    if ord == 2:
+        return aten.sqrt.default(aten.sum.dim_IntList(aten.mul.Tensor(x, x), dims, keepdim))
+    powered = aten.sum.dim_IntList(aten.pow.Tensor_Scalar(magnitude, ord), dims, keepdim)
+    return aten.pow.Tensor_Scalar(powered, 1.0 / ord)
 
 
 def _round_decimals(x: torch.Tensor, decimals: int) -> torch.Tensor:
@@ -109,12 +148,14 @@ def trace_decomposition(overload_name: str, overload: torch._ops.OpOverload, arg
 
     def materialize(value: Any) -> Any:
         if isinstance(value, RuntimeValue):
-            if value.tensor is None:
-                fake: Any = new_symint()
-            else:
+            if value.tensor is not None:
                 sizes = [new_symint() if d is None else d for d in value.tensor.sizes]
                 with mode:
-                    fake = torch.empty(sizes, dtype=value.tensor.dtype, device="cpu")
+                    fake: Any = torch.empty(sizes, dtype=value.tensor.dtype, device="cpu")
+            elif str(value.value.type) == "!torch.float":  # a float computed from sizes (n / m)
+                fake = shape_env.create_unbacked_symfloat()
+            else:
+                fake = new_symint()
             inputs.append(value)
             placeholders.append(fake)
             return fake
@@ -141,7 +182,9 @@ def trace_decomposition(overload_name: str, overload: torch._ops.OpOverload, arg
         return target(*rebuilt_args, **rebuilt_kwargs)
 
     try:
-        with mode:
+        # With oneDNN enabled, PyTorch's LSTM decomposition picks `mkldnn_rnn_layer` (a CPU
+        # library call, not Core ATen); disabled, it decomposes to matmuls and pointwise ops.
+        with mode, torch.backends.mkldnn.flags(enabled=False):
             gm = make_fx(fn, decomposition_table=table, tracing_mode="symbolic",
                          _allow_non_fake_inputs=True)(*placeholders)
             if _mutates(gm):
@@ -154,6 +197,10 @@ def trace_decomposition(overload_name: str, overload: torch._ops.OpOverload, arg
         raise DecompositionError(f"tracing its decomposition failed: {type(exc).__name__}: "
                                  f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
     _check_no_specialization(shape_env, symbols)
+    # Size arithmetic the decomposition does (torch.sym_max, a size passed as a tensor) in the
+    # spelling the FX importer takes (see etmlir.frontend.sym_calls).
+    if importable_sym_calls(gm.graph) | wrap_numbers_as_tensors(gm.graph):
+        gm.recompile()
     return TracedDecomposition(gm, inputs)
 
 

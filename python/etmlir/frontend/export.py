@@ -15,26 +15,34 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils._sympy.value_ranges import bound_sympy
 from torch_mlir import ir
-from torch_mlir.extras.fx_importer import (
-    TORCH_DTYPE_TO_NPY_TYPE, FxImporter, FxImporterHooks, InputInfo, create_mlir_tensor_type)
+from torch_mlir.extras.fx_importer import FxImporter, FxImporterHooks, InputInfo
 
 from etmlir.dialects import attrs
 from etmlir.dialects import new_context
 from etmlir.frontend.aten_program import AtenProgram, DynamicDim
+from etmlir.frontend.call_structure import record_call_structure, take_call_structure
+from etmlir.frontend.control_flow import ControlFlowImporter, erase_inlined_functions, unroll_maps
+from etmlir.frontend.literals import literal_array, literal_attribute, splat_literal
 from etmlir.frontend.locations import anchor_locations
+from etmlir.frontend.state import SignatureWithoutState, StateBuffer, lift_state, mark_state
+from etmlir.frontend.sym_calls import make_sym_calls_importable
 
 
 
 def export(model: torch.nn.Module, example_args: Sequence[Any],
-           dynamic_shapes: Any = None) -> AtenProgram:
-    """Export `model` called on `example_args` to an ATen-level program.
+           dynamic_shapes: Any = None, kwargs: Mapping[str, Any] | None = None) -> AtenProgram:
+    """Export `model` called on `example_args` (and keyword arguments `kwargs`) to an ATen-level program.
+
+    Arguments and results may nest (tuples, lists, dicts, dataclasses, ModelOutputs) and hold
+    None/int/float/bool/str constants: the program records the structure (`io_structure`) and
+    the runtime's methods take and return it (see `etmlir.executable.io_structure`).
 
     `dynamic_shapes` is torch.export's (e.g. `{"idx": {1: torch.export.Dim("T", max=256)}}`);
     dims it names stay dynamic (`?`) in the module with their bounds recorded.
@@ -43,15 +51,99 @@ def export(model: torch.nn.Module, example_args: Sequence[Any],
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"etmlir.export expects a torch.nn.Module, got {type(model).__name__}")
     example_args = tuple(example_args)
-    exported = torch.export.export(model, example_args, dynamic_shapes=dynamic_shapes)
-    prepare_for_import(exported)
+    # Under preserve_node_meta, torch traces the branches of torch.cond / while_loop through an
+    # interpreter that keeps each op's stack trace: their ops get the branch's source line.
+    with torch.fx.traceback.preserve_node_meta():
+        exported = torch.export.export(model, example_args, kwargs=dict(kwargs) if kwargs else None,
+                                       dynamic_shapes=dynamic_shapes)
+    exported = prepare_for_import(exported)
     return import_exported_program(exported, example_args, _forward_location_text(model))
 
 
-def prepare_for_import(exported: torch.export.ExportedProgram) -> None:
-    """What `export` does to torch.export's program before importing it (in place)."""
+def prepare_for_import(exported: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """What `export` does to torch.export's program before importing it; returns the program to import."""
+    exported = functionalize(exported)
+    unroll_maps(exported)  # before the assertions go: a map body's are then dropped too
     drop_runtime_assertions(exported)
+    drop_legacy_empty_cat_inputs(exported)
     alias_listed_weights(exported)
+    make_sym_calls_importable(exported.graph_module)  # torch.sym_max(n, 3) -> prim.max.int, n % 3 -> remainder
+    return exported
+
+
+# Higher-order ops the importer takes as control flow; any other (autograd or autocast
+# wrappers such as `wrap_with_set_grad_enabled`) is inlined by functionalization.
+CONTROL_FLOW_HOPS = ("cond", "while_loop", "map_impl")
+
+
+def needs_functionalization(exported: torch.export.ExportedProgram) -> bool:
+    """Whether torch.export's graph still has in-place ops or wrapper higher-order ops.
+
+    `torch.export.export` returns the training-level graph: `x.add_(1)`, `cache.index_copy_(...)`
+    and `with torch.no_grad():` blocks (a rotary embedding's) survive in it as written.
+    """
+    for node in exported.graph.nodes:
+        if node.op != "call_function":
+            continue
+        target = node.target
+        if isinstance(target, torch._ops.HigherOrderOperator):
+            if target.name() not in CONTROL_FLOW_HOPS:
+                return True
+        elif isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable:
+            return True
+    return False
+
+
+def functionalize(exported: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """`exported` without in-place ops, mutations or wrapper higher-order ops.
+
+    `run_decompositions({})` retraces the graph functionally and decomposes nothing (Core ATen
+    decomposition is our own pass, with its keep list): `x.add_(1)` becomes `add`, a mutated
+    buffer becomes an extra output that the signature marks as a BUFFER_MUTATION, and
+    `wrap_with_set_grad_enabled` regions are inlined. Graphs that need none of it are returned
+    as they are (the retrace costs about a second on nanoGPT).
+    """
+    if not needs_functionalization(exported):
+        return exported
+    return exported.run_decompositions({})
+
+
+def drop_legacy_empty_cat_inputs(exported: torch.export.ExportedProgram) -> None:
+    """Removes 1-D empty tensors from `aten.cat` lists whose other items have a higher rank, in place.
+
+    `torch.cat([torch.tensor([]), x])` is legal for any `x` (PyTorch skips 1-D empty inputs, a
+    legacy rule that Hugging Face's key/value caches start from). The rule exists nowhere below
+    ATen, so the empty items go before import; a cat left with one input becomes that input's clone.
+    """
+    graph = exported.graph
+    changed = False
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target is not torch.ops.aten.cat.default:
+            continue
+        items = list(node.args[0])
+        metas = [getattr(item, "meta", {}).get("val") for item in items]
+        if not any(isinstance(m, torch.Tensor) and m.dim() > 1 for m in metas):
+            continue
+        kept = [item for item, m in zip(items, metas)
+                if not (isinstance(m, torch.Tensor) and m.dim() == 1 and _is_zero(m.shape[0]))]
+        if len(kept) == len(items) or not kept:
+            continue
+        changed = True
+        if len(kept) == 1:
+            with graph.inserting_before(node):
+                clone = graph.call_function(torch.ops.aten.clone.default, (kept[0],))
+                clone.meta = dict(node.meta)
+            node.replace_all_uses_with(clone)
+            graph.erase_node(node)
+        else:
+            node.args = (kept, *node.args[1:])
+    if changed:
+        graph.eliminate_dead_code()
+        exported.graph_module.recompile()
+
+
+def _is_zero(size: Any) -> bool:
+    return isinstance(size, int) and size == 0
 
 
 # Nodes torch.export adds to assert facts about sizes (an unbacked size from
@@ -121,17 +213,43 @@ def import_exported_program(exported: torch.export.ExportedProgram, example_args
                             fallback_location: tuple[str, int]) -> AtenProgram:
     """Import an ExportedProgram (consumed: the importer mutates it) into a fresh context."""
     context = new_context()
+    structure = take_call_structure(exported)  # constant inputs/outputs leave the graph
     dynamic_dims = _dynamic_dims(exported)
+    state = lift_state(exported)  # mutated buffers: trailing arguments and results, not literals
     hooks = _NumpyWeights(_weight_names(exported))
-    importer = FxImporter(context=context, hooks=hooks)
+    importer = FxImporter(context=context, hooks=hooks, graph_node_importer_cls=ControlFlowImporter)
     with context:
-        importer.import_frozen_program(exported, func_name="main")
+        importer.import_frozen_program(_WithAllState(exported, state), func_name="main")
         module = importer.module
+        erase_inlined_functions(module)  # torch.cond's branches, while_loop's bodies: now regions
         main = _main_function(module)
         _record_dynamic_dims(main, dynamic_dims)
+        record_call_structure(main, structure)
+        mark_state(main, state, hooks.buffers)
         anchor_locations(module, ir.Location.file(fallback_location[0], fallback_location[1], 0))
     return AtenProgram(module=module, example_args=example_args, dynamic_dims=dynamic_dims,
                        weight_buffers=hooks.buffers)
+
+
+class _WithAllState:
+    """`exported` as the FX importer reads it, with non-persistent buffers in its state dict.
+
+    torch.export keeps a non-persistent buffer (a rotary embedding's `inv_freq`, BERT's
+    `position_ids`, Swin's `relative_position_index`) in `constants`, not in `state_dict`, while
+    the importer looks every buffer up in `state_dict`. Program state (buffers forward mutates)
+    is left out of its buffers, so that the importer keeps them as function arguments.
+    """
+
+    def __init__(self, exported: torch.export.ExportedProgram, state: Sequence[StateBuffer] = ()) -> None:
+        self._exported = exported
+        self.graph_signature = SignatureWithoutState(exported.graph_signature, state)
+        self.state_dict = dict(exported.state_dict)
+        for fqn in exported.graph_signature.inputs_to_buffers.values():
+            if fqn not in self.state_dict and fqn in exported.constants:
+                self.state_dict[fqn] = exported.constants[fqn]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._exported, name)
 
 
 def _forward_location_text(model: torch.nn.Module) -> tuple[str, int]:
@@ -157,10 +275,15 @@ def _weight_names(exported: torch.export.ExportedProgram) -> dict[int, str]:
     """
     sig = exported.graph_signature
     names: dict[int, str] = {}
-    for fqn in list(sig.inputs_to_parameters.values()) + list(sig.inputs_to_buffers.values()):
-        names[id(exported.state_dict[fqn])] = fqn
-    for fqn in sig.inputs_to_lifted_tensor_constants.values():
-        names[id(exported.constants[fqn])] = fqn
+    # Non-persistent buffers (a rotary embedding's inv_freq, BERT's position_ids) are not in the
+    # state dict: torch.export keeps them, like lifted constants, in `constants`.
+    for fqn in (list(sig.inputs_to_parameters.values()) + list(sig.inputs_to_buffers.values())
+                + list(sig.inputs_to_lifted_tensor_constants.values())):
+        tensor = exported.state_dict.get(fqn)
+        if tensor is None:
+            tensor = exported.constants.get(fqn)
+        if isinstance(tensor, torch.Tensor):
+            names[id(tensor)] = fqn
     return names
 
 
@@ -176,19 +299,20 @@ class _NumpyWeights(FxImporterHooks):
         self._imported: dict[int, tuple[str, ir.Attribute, torch.Tensor]] = {}
 
     def resolve_literal(self, gni: Any, literal: Any, info: InputInfo | None) -> ir.Value | None:
-        if not isinstance(literal, torch.Tensor) or literal.numel() <= 1:
-            return None  # scalars and splats: the importer's dense path is the better form
-        if literal.dtype not in TORCH_DTYPE_TO_NPY_TYPE or literal.is_quantized:
+        if not isinstance(literal, torch.Tensor):
             return None
+        if literal.numel() <= 1:  # scalars and splats: the importer's dense form (ours for bfloat16)
+            return splat_literal(gni, literal)
         known = self._imported.get(id(literal))
         if known is not None:
             name, attr, _ = known
         else:
+            array = literal_array(literal)  # bfloat16: a tagged int16 view of its bits
+            if array is None:
+                return None  # quantized and other dtypes numpy cannot hold: the importer's path
             name = self._unique(self.names.get(id(literal), "constant"))
-            array = literal.detach().cpu().contiguous().numpy()
             self.buffers[name] = array
-            attr = ir.DenseResourceElementsAttr.get_from_buffer(
-                array, _resource_key(name), create_mlir_tensor_type(literal))
+            attr = literal_attribute(literal, array, _resource_key(name))
             self._imported[id(literal)] = (name, attr, literal)
         with ir.InsertionPoint(gni._b), ir.Location.unknown():
             op = ir.Operation.create(

@@ -37,7 +37,10 @@ def file_locations(location: ir.Location | str) -> list[tuple[str, int, int]]:
 
 
 def is_library_file(path: str) -> bool:
-    """torch and torch-mlir sources, absolute or as the relative `torch/fx/...` paths export records."""
+    """torch and torch-mlir sources, absolute or as the relative `torch/fx/...` paths export records,
+    and code torch generated (`<eval_with_key>.5`: the graph a torch.cond branch was traced from)."""
+    if path.startswith("<"):
+        return True
     if os.path.isabs(path):
         return os.path.realpath(path).startswith(_library_dirs())
     return path.split("/", 1)[0] in ("torch", "torch_mlir")

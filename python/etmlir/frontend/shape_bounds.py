@@ -12,6 +12,13 @@ the ranges (sympy value-range analysis, not a guess at the largest input).
 
 The memory planner plans dynamic tensors at these bounds. A size no bound can
 be found for (an unbounded input, an op the fake kernels cannot run) is None.
+
+Control flow is evaluated region by region: both branches of an `scf.if` (a
+result dim the branches disagree on becomes a fresh size between the smaller
+lower and the larger upper bound), and an `scf.while`'s regions once with the
+initial values, which bounds every iteration when the body returns values of
+the sizes it was given; a carried value whose sizes change is unknown, and so
+is everything the loop computes from it.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from typing import Any
 from etmlir.dialects import attrs
 from etmlir.frontend.aten_ops import (
     RuntimeValue, UndecodableOperand, call_arguments, decode_arguments, lookup_overload, op_overload_name, parse_vtensor_type)
-from etmlir.frontend.core_aten import SCALAR_SIZE_OPS, SIZE_QUERY_ALIASES
+from etmlir.frontend.core_aten import NUM_TO_TENSOR, SIZE_QUERY_ALIASES, size_arithmetic
 from torch_mlir import ir
 
 from etmlir.lazy import lazy_module
@@ -105,17 +112,96 @@ def upper_bounds(func: ir.Operation) -> dict[ir.Operation, Bounds]:
             env[argument] = torch.empty(sizes, dtype=tensor.dtype)
 
     bounds: dict[ir.Operation, Bounds] = {}
-    for op in block.operations:
-        op = op.operation
-        try:
-            outputs = _evaluate(op, env, mode)
-        except Exception:  # noqa: BLE001 - an op the fake kernels cannot run has unknown sizes
-            outputs = [UNKNOWN] * len(op.results)
-        for result, value in zip(op.results, outputs):
-            env[result] = value
-        if any("?" in str(r.type) for r in op.results if str(r.type).startswith("!torch.vtensor")):
-            bounds[op] = [_bound_sizes(shape_env, value, result) for result, value in zip(op.results, outputs)]
+    fresh = iter(range(1 << 62))
+
+    def run(ops: list[ir.Operation]) -> None:
+        for op in ops:
+            op = op.operation
+            if op.name == "scf.if":
+                outputs = evaluate_if(op)
+            elif op.name == "scf.while":
+                outputs = evaluate_while(op)
+            else:
+                try:
+                    outputs = _evaluate(op, env, mode)
+                except Exception:  # noqa: BLE001 - an op the fake kernels cannot run has unknown sizes
+                    outputs = [UNKNOWN] * len(op.results)
+            for result, value in zip(op.results, outputs):
+                env[result] = value
+            if any("?" in str(r.type) for r in op.results if str(r.type).startswith("!torch.vtensor")):
+                bounds[op] = [_bound_sizes(shape_env, value, result) for result, value in zip(op.results, outputs)]
+
+    def region(block: ir.Block) -> list[Any]:
+        """Evaluate a region's ops; the values its terminator passes on."""
+        ops = [o.operation for o in block.operations]
+        run(ops[:-1])
+        passed = list(ops[-1].operands)
+        if ops[-1].name == "scf.condition":
+            passed = passed[1:]
+        return [env.get(v, UNKNOWN) for v in passed]
+
+    def evaluate_if(op: ir.Operation) -> list[Any]:
+        # A result is either branch's value: a dim the branches agree on keeps its size, any
+        # other becomes a fresh size between the smaller lower and the larger upper bound.
+        branches = [region(r.blocks[0]) for r in op.regions if len(r.blocks)]
+        if len(branches) != 2:
+            return [UNKNOWN] * len(op.results)
+        return [_join(a, b, shape_env, mode, lambda low, high: symbol(f"cf{next(fresh)}", low, high))
+                for a, b in zip(*branches)]
+
+    def evaluate_while(op: ir.Operation) -> list[Any]:
+        # Loop-carried values keep their sizes in every iteration when the body returns them
+        # with the sizes it was given; a value whose sizes change has no bound (nor has anything
+        # computed from it inside the loop: the regions are evaluated again with it unknown).
+        before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
+        carried = [env.get(v, UNKNOWN) for v in op.operands]
+        for _ in range(2):
+            env.update(zip(before.arguments, carried))
+            forwarded = region(before)
+            env.update(zip(after.arguments, forwarded))
+            yielded = region(after)
+            changing = [not _same_sizes(c, y) for c, y in zip(carried, yielded)]
+            if not any(changing):
+                return forwarded
+            carried = [UNKNOWN if change else c for c, change in zip(carried, changing)]
+        return [UNKNOWN if change else f for f, change in zip(forwarded, changing)]
+
+    run(list(block.operations))
     return bounds
+
+
+def _same_sizes(a: Any, b: Any) -> bool:
+    """Both unknown, or tensors whose sizes are the same numbers or expressions."""
+    if a is UNKNOWN or b is UNKNOWN:
+        return a is b
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.dim() != b.dim():
+        return False
+    return all(_size_key(x) == _size_key(y) for x, y in zip(a.shape, b.shape))
+
+
+def _size_key(size: Any) -> Any:
+    return size if isinstance(size, int) else size.node.expr
+
+
+def _join(a: Any, b: Any, shape_env: Any, mode: Any, new_symbol: Any) -> Any:
+    """A fake tensor that stands for `a` or `b` (the result of a branch)."""
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.dim() != b.dim():
+        return UNKNOWN
+    if _same_sizes(a, b):
+        return a
+    sizes = []
+    for x, y in zip(a.shape, b.shape):
+        if _size_key(x) == _size_key(y):
+            sizes.append(x)
+            continue
+        ranges = [shape_env.bound_sympy(s.node.expr) if not isinstance(s, int) else None for s in (x, y)]
+        lows = [s if r is None else (int(r.lower) if r.lower.is_finite else 0) for s, r in zip((x, y), ranges)]
+        highs = [s if r is None else (int(r.upper) if r.upper.is_finite else None) for s, r in zip((x, y), ranges)]
+        if any(h is None for h in highs):
+            return UNKNOWN
+        sizes.append(new_symbol(min(lows), max(highs)))
+    with mode:
+        return torch.empty(sizes, dtype=a.dtype)
 
 
 def _bound_sizes(shape_env: torch.fx.experimental.symbolic_shapes.ShapeEnv, value: Any, result: ir.Value) -> list[int | None]:
@@ -147,15 +233,16 @@ def _evaluate(op: ir.Operation, env: dict[ir.Value, Any], mode: torch._subclasse
     if name == "torch.prim.ListUnpack":
         items = env.get(op.operands[0], UNKNOWN)
         return list(items) if isinstance(items, (list, tuple)) else [UNKNOWN] * len(op.results)
-    if name == "torch.vtensor.literal":
+    if name in ("torch.vtensor.literal", NUM_TO_TENSOR):  # static shapes: the type says it all
         tensor = parse_vtensor_type(op.results[0].type)
         with mode:
             return [torch.empty(tensor.sizes, dtype=tensor.dtype)]
-    if name in SCALAR_SIZE_OPS:
+    family = size_arithmetic(op)
+    if family is not None:  # on SymInts: `s0 * s1`, `Max(3, s0)`, `(s0//2)`
         inputs = [env.get(v, UNKNOWN) for v in op.operands]
         if any(i is UNKNOWN for i in inputs):
             return [UNKNOWN]
-        return [SCALAR_SIZE_OPS[name](*inputs)]
+        return [family.fold(*inputs)]
     overload_name = op_overload_name(op)
     overload = lookup_overload(SIZE_QUERY_ALIASES.get(overload_name, overload_name)) if overload_name else None
     if overload is None:

@@ -33,6 +33,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import func as func_dialect
 
 from etmlir.dialects.edge import DYNAMIC, EDGE_ELEMENT_TYPES, edge_op_of, named_operands
+from etmlir.dialects.sym_ops import SYM_OPS, SymOp
 from etmlir.frontend.aten_ops import lookup_overload
 from etmlir.lazy import lazy_module
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
@@ -67,7 +68,7 @@ def torch_type(t: ir.Type) -> ir.Type:
 class _Builder:
     def __init__(self) -> None:
         self.values: dict[Any, ir.Value] = {}  # edge value -> torch value (tensor)
-        self.ints: dict[Any, ir.Value] = {}  # edge 0-d i64 value -> !torch.int
+        self.ints: dict[Any, ir.Value] = {}  # edge 0-d size (or size arithmetic) value -> !torch.int/float/bool
 
     def constant(self, kind: str, value: Any) -> ir.Value:
         if value is None:
@@ -205,6 +206,11 @@ def _convert_op(op: ir.Operation, builder: _Builder) -> None:
                                              builder.constant("int", op.attributes["dim"].value)])
         builder.ints[op.results[0]] = size.result
         return
+    family = SYM_OPS.get(op.name.removeprefix("edge."))
+    if family is not None:
+        builder.ints[op.results[0]] = _size_arithmetic(family, [builder.scalar(v) for v in op.operands],
+                                                       op.results[0].type)
+        return
     groups = named_operands(op, info)
     sym_values = iter(groups.get("sym_values", []))
     operands: list[ir.Value] = []
@@ -243,6 +249,27 @@ def _convert_op(op: ir.Operation, builder: _Builder) -> None:
         results = list(unpack.results)
     for old, value in zip(op.results, results):
         builder.values[old] = value
+
+
+_SCALAR_KINDS = {"!torch.int": "int", "!torch.float": "float", "!torch.bool": "bool"}
+
+
+def _size_arithmetic(family: SymOp, operands: list[ir.Value], result: ir.Type) -> ir.Value:
+    """`edge.sym_mul` on (!torch.int, !torch.int) -> `torch.aten.mul.int`: the family's overload for these kinds."""
+    kinds = [_SCALAR_KINDS.get(str(v.type)) for v in operands]
+    for name in family.torch_ops:
+        schema = lookup_overload(name)._schema
+        if [str(a.type) for a in schema.arguments] in (kinds, ["number"] * len(kinds)):
+            break
+    else:
+        raise ValueError(f"{family.edge_name} has no torch overload for operands ({', '.join(map(str, kinds))})")
+    element = str(ir.RankedTensorType(result).element_type)
+    result_type = ir.Type.parse({"i64": "!torch.int", "i1": "!torch.bool"}.get(element, "!torch.float"))
+    op_name = "torch." + name.removesuffix(".default")
+    if ir.Context.current.is_registered_operation(op_name):
+        return ir.Operation.create(op_name, results=[result_type], operands=operands).result
+    return ir.Operation.create("torch.operator", results=[result_type], operands=operands,
+                               attributes={"name": ir.StringAttr.get(op_name)}).result
 
 
 def _attribute_operand(builder: _Builder, kind: str, attr: ir.Attribute, sym_values: Any) -> ir.Value:

@@ -10,8 +10,9 @@ reports, at each op's source location:
     error: 'edge.softmax' (aten::_softmax) does not accept dtypes (self=i32, result=i32): self must be one of ...
     error: 'torch.aten.relu' is not an edge op
 
-Besides edge ops, a function body may hold `func.return` and `tensor.cast`
-(a static-shape refinement et-to-edge emits for `torch.tensor_static_info_cast`).
+Besides edge ops, a function body may hold `func.return`, `tensor.cast`
+(a static-shape refinement et-to-edge emits for `torch.tensor_static_info_cast`)
+and control flow (`scf.if`/`scf.while` on `etcf.predicate`, `arith.select`).
 Dtype checks are the edge ops' own verifiers (generated dtype tables); this
 pass runs them for every op and reports all failures, not just the first.
 """
@@ -20,10 +21,14 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
+from etmlir.dialects.control_flow import CONTROL_FLOW_OPS, SELECT
 from etmlir.dialects.edge import edge_op_problem
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
 
-_STRUCTURE = ("builtin.module", "func.func", "func.return", "tensor.cast", "edge.constant", "edge.custom_op")
+_STRUCTURE = ("builtin.module", "func.func", "func.return", "tensor.cast", "edge.constant", "edge.custom_op",
+              # control flow (etmlir.dialects.control_flow); canonicalize turns an scf.if whose
+              # branches both return earlier values into an arith.select of whole tensors
+              *sorted(CONTROL_FLOW_OPS), SELECT)
 
 
 def edge_problems(module: ir.Operation) -> list[tuple[ir.Operation, str]]:

@@ -57,6 +57,7 @@ from torch_mlir.dialects import func
 
 from etmlir.delegation.partitioner import DELEGATE_CALL, OpGraph, defining_op, delegate_symbol, tag_backend
 from etmlir.dialects import attrs
+from etmlir.dialects.control_flow import function_blocks
 from etmlir.dialects.edge import DYNAMIC
 from etmlir.frontend.locations import source_line
 from etmlir.frontend.shape_bounds import argument_max_sizes
@@ -74,6 +75,8 @@ def _result_bounds(value: ir.Value, func_op: ir.Operation) -> list[int] | None:
         return None
     owner = defining_op(value)
     if owner is None:
+        if value.owner != func_op.regions[0].blocks[0]:
+            return None  # a loop-carried value: its bound is not recorded at this level
         maxes = argument_max_sizes(func_op, ir.BlockArgument(value).arg_number)
         return [maxes.get(d, DYNAMIC) if t.is_dynamic_dim(d) else t.shape[d] for d in range(t.rank)]
     return recorded_upper_bounds(owner, ir.OpResult(value).result_number)
@@ -141,7 +144,7 @@ class _Outliner:
         def collect(op: ir.Operation) -> None:
             for value in op.operands:
                 owner = defining_op(value)
-                if owner is not None and owner not in member_set and graph.free[position[owner]] \
+                if owner is not None and owner not in member_set and owner in position and graph.free[position[owner]] \
                         and owner not in copied and not _shared_weight(owner, member_set):
                     collect(owner)
                     copied.append(owner)
@@ -240,7 +243,7 @@ def outline_delegates(module: ir.Operation) -> None:
     for func_op in [op.operation for op in module.regions[0].blocks[0].operations]:
         if func_op.name != "func.func" or len(func_op.regions[0].blocks) == 0:
             continue
-        for block in func_op.regions[0].blocks:
+        for block in function_blocks(func_op):  # a branch's or loop body's groups: in their block
             outliner = _Outliner(module, func_op, block)
             for tag, members in outliner.groups().items():
                 try:

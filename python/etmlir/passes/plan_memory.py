@@ -2,7 +2,10 @@
 
 A tensor is live from the instruction that defines it (inputs: from the
 start) to its last use, through any `etx.list` that holds it; method outputs
-stay live to the end. Dynamic dims are planned at their `upper_bounds`.
+stay live to the end; a tensor defined before a loop (a backward `etx.jump_false`)
+and read inside it stays live to the loop's last instruction. Program state (`etx.state`) is live for the whole
+method, so no other tensor ever shares its bytes and its value survives
+from one call to the next. Dynamic dims are planned at their `upper_bounds`.
 The placement itself is `etmlir.executable.planner` (greedy by size, best
 fit, never worse than ExecuTorch's shared-object greedy):
 
@@ -34,6 +37,7 @@ import sys
 from torch_mlir import ir
 
 from etmlir.dialects.etx import method_functions, output_owners, tensor_type, upper_bounds
+from etmlir.executable.control_flow import live_until, loop_ranges
 from etmlir.executable.dtypes import nbytes
 from etmlir.frontend.locations import source_line
 from etmlir.executable.planner import Arena, Buffer, Placement, Plan, PlanningError, parse_arenas, plan_memory
@@ -53,6 +57,8 @@ def describe(op: ir.Operation) -> str:
     where = f" at {line}" if line != "unknown" else ""
     if op.name == "etx.input":
         return f"input {ir.IntegerAttr(op.attributes['index']).value}{where}"
+    if op.name == "etx.state":
+        return f"state '{ir.StringAttr(op.attributes['name']).value}'{where}"
     writer = None
     for use in op.result.uses:
         if use.owner.name == "etx.kernel_call":
@@ -67,6 +73,7 @@ def tensor_lifetimes(func_op: ir.Operation, alloc_inputs: bool = True,
     ops = [op.operation for op in func_op.regions[0].blocks[0].operations]
     index = {op: i for i, op in enumerate(ops)}
     end_of_method = len(ops)
+    loops = loop_ranges(ops)  # (first, last) op of each loop: its backward etx.jump_false
     outputs = output_owners(func_op)
 
     def last_use(value: ir.Value) -> int:
@@ -80,15 +87,17 @@ def tensor_lifetimes(func_op: ir.Operation, alloc_inputs: bool = True,
 
     planned, buffers = [], []
     for op in ops:
-        if op.name not in ("etx.alloc", "etx.input") or tensor_type(op) is None:
+        if op.name not in ("etx.alloc", "etx.input", "etx.state") or tensor_type(op) is None:
             continue
         if op.name == "etx.input" and not alloc_inputs:
             continue
         is_output = op in outputs
         if is_output and not alloc_outputs:
             continue
-        start = 0 if op.name == "etx.input" else index[op]
-        end = end_of_method if is_output else max(last_use(op.result), start)
+        # State lives across calls: live for the whole method, it shares its bytes with nothing.
+        start = 0 if op.name in ("etx.input", "etx.state") else index[op]
+        end = end_of_method if is_output or op.name == "etx.state" else max(last_use(op.result), start)
+        end = live_until(start, end, loops)  # read inside a loop it entered: live for the whole loop
         t = tensor_type(op)
         buffers.append(Buffer(nbytes(upper_bounds(op), t.element_type), start, end, describe(op)))
         planned.append(op)

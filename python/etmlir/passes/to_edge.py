@@ -25,9 +25,18 @@ converted ops illegal, in two steps (function signatures, then ops) joined by
   * `aten._to_copy` becomes `edge.to_dim_order_copy` (memory format as a dim order).
   * Ops of other namespaces (custom ops from `torch.library`) become
     `edge.custom_op` with their qualified name, schema and constant arguments.
-  * Scalar arithmetic on constant sizes is folded; anything else that has no
-    edge form is an error naming the op and its source line, reported before
-    anything is rewritten.
+  * Scalar arithmetic on sizes (`torch.aten.mul.int`, `torch.prim.max.int`,
+    ...) is folded when its operands are constants, and otherwise becomes the
+    edge op of its family (`edge.sym_mul`, `edge.sym_max`: see
+    `etmlir.dialects.sym_ops`) on 0-d tensors, like `edge.sym_size_int`:
+
+        %m = torch.aten.mul.int %n0, %n1 : !torch.int, !torch.int -> !torch.int
+        %m = "edge.sym_mul"(%n0, %n1) : (tensor<i64>, tensor<i64>) -> tensor<i64>
+
+    A number where a tensor is expected (`torch.prim.NumToTensor.Scalar`)
+    becomes `edge.scalar_tensor` with the result's dtype.
+  * Anything else that has no edge form is an error naming the op and its
+    source line, reported before anything is rewritten.
 """
 
 from __future__ import annotations
@@ -42,10 +51,11 @@ from torch_mlir.dialects import func as func_dialect
 from torch_mlir.passmanager import PassManager
 
 from etmlir.dialects import attrs
+from etmlir.dialects.control_flow import body_ops, is_control_flow, join_converted, retype_for_edge
 from etmlir.dialects.edge import DYNAMIC, EDGE_ELEMENT_TYPES, EdgeOp, check_dtypes, edge_ops, edge_ops_by_aten
 from etmlir.frontend.aten_ops import (
     RuntimeValue, UndecodableOperand, declared_argument_types, decode_arguments, lookup_overload, op_overload_name, parse_vtensor_type)
-from etmlir.frontend.core_aten import SCALAR_SIZE_OPS, SIZE_QUERY_ALIASES, is_custom_op
+from etmlir.frontend.core_aten import NUM_TO_TENSOR, SIZE_QUERY_ALIASES, is_custom_op, is_scalar_only, size_arithmetic
 from etmlir.frontend.shape_bounds import upper_bounds
 from etmlir.lazy import lazy_module
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
@@ -94,8 +104,14 @@ def _to_edge(module: ir.Operation) -> None:
     for function in functions:
         _record_upper_bounds(function)
     converter = _EdgeTypeConverter()
+    problems = retype_for_edge(module, edge_tensor_type)  # scf results and region arguments
+    if problems:
+        for op, message in problems:
+            emit_error(op, message)
+        raise PassFailure()
     _convert_signatures(module, converter)
     _convert_ops(module, converter)
+    join_converted(module)
     _erase_dissolved(module)
     PassManager.parse("builtin.module(reconcile-unrealized-casts)", module.context).run(module)
     leftovers = _ops_not_converted(module)
@@ -151,6 +167,11 @@ class _Plan:
 
 
 def _plan(op: ir.Operation) -> _Plan:
+    family = size_arithmetic(op)
+    if family is not None:
+        return _plan_size_arithmetic(op, edge_ops()[family.name])
+    if op.name == NUM_TO_TENSOR:
+        return _plan_num_to_tensor(op)
     name = op_overload_name(op)
     if name is None:
         raise ConversionError(f"'{op.name}' has no edge form")
@@ -158,6 +179,9 @@ def _plan(op: ir.Operation) -> _Plan:
     overload = lookup_overload(name)
     if overload is None:
         raise ConversionError(f"PyTorch has no operator '{name}'")
+    if is_scalar_only(op) and not is_custom_op(name) and name not in edge_ops_by_aten():
+        raise ConversionError(f"scalar op '{name}' on a value known only at run time has no edge form "
+                              "(the size arithmetic edge ops are listed in etmlir.dialects.sym_ops)")
     decoded = _decode(op, overload)
     if is_custom_op(name):
         return _plan_custom(op, name, overload, decoded)
@@ -168,6 +192,44 @@ def _plan(op: ir.Operation) -> _Plan:
         raise ConversionError(f"'{name}' is not Core ATen and has no edge op; run et-decompose-to-core-aten "
                               "first (or keep it out of the program)")
     return _plan_edge(op, info, decoded)
+
+
+def _plan_size_arithmetic(op: ir.Operation, info: EdgeOp) -> _Plan:
+    """`torch.aten.mul.int %n, %int2` -> `edge.sym_mul(%n, %c2)`: Scalar operands as 0-d tensors."""
+    if len(op.operands) != len(info.args) or len(op.results) != 1:
+        raise ConversionError(f"internal: '{op.name}' does not match the operands of '{info.name}'")
+    groups: list[list[Any]] = []
+    for value in op.operands:
+        owner = value.owner.operation if isinstance(value.owner, (ir.Operation, ir.OpView)) else None
+        constant = owner is not None and owner.name in (
+            "torch.constant.int", "torch.constant.float", "torch.constant.bool")
+        groups.append([owner.attributes["value"].value if constant else value])
+    result_types = [_scalar_tensor_type(op.results[0].type)]
+    _check_plan_dtypes(info, groups, result_types)
+    return _Plan(info.name, groups, {}, result_types, info.needs_segment_sizes)
+
+
+def _plan_num_to_tensor(op: ir.Operation) -> _Plan:
+    """`torch.prim.NumToTensor.Scalar %n` -> `edge.scalar_tensor(%n) {dtype = <result dtype>}`.
+
+    A constant number (`2 - x` decomposes to `sub.Tensor(NumToTensor(2), x)`) becomes an `edge.constant`.
+    """
+    result = parse_vtensor_type(op.results[0].type)
+    if result is None or result.sizes:
+        raise ConversionError(f"'{op.name}' returns {op.results[0].type}; expected a 0-d tensor")
+    (_, value), = _decode(op, lookup_overload("prim.NumToTensor.Scalar"))
+    if not isinstance(value, RuntimeValue):
+        t = edge_tensor_type(op.results[0].type)
+        element = t.element_type
+        if isinstance(element, ir.IntegerType) and element.width == 1:
+            splat = ir.BoolAttr.get(bool(value))
+        elif isinstance(element, ir.IntegerType):
+            splat = ir.IntegerAttr.get(element, int(value))
+        else:
+            splat = ir.FloatAttr.get(element, float(value))
+        return _Plan("edge.constant", [], {"value": ir.DenseElementsAttr.get_splat(t, splat)}, [t], False)
+    decoded = [("s", value), ("dtype", result.dtype), ("layout", None), ("device", None), ("pin_memory", None)]
+    return _plan_edge(op, edge_ops_by_aten()["aten.scalar_tensor.default"], decoded)
 
 
 def _decode(op: ir.Operation, overload: Any) -> list[tuple[str, Any]]:
@@ -272,7 +334,8 @@ def _edge_element(item: Any) -> str:
         return "i64"
     if isinstance(item, float):
         return "f64"
-    converted = edge_tensor_type(item.type) or _scalar_tensor_type(item.type)
+    converted = item.type if isinstance(item.type, ir.RankedTensorType) else (
+        edge_tensor_type(item.type) or _scalar_tensor_type(item.type))
     return str(converted.element_type)
 
 
@@ -420,17 +483,24 @@ def _custom_attribute(declared: str, value: Any, where: str) -> ir.Attribute:
 # ---------------------------------------------------------------------------------------------- checks
 
 def _fold_scalar_constants(function: ir.Operation) -> None:
-    """`torch.aten.Int.bool %true` -> `torch.constant.int 1` (and other scalar ops on constants)."""
-    for op in list(function.regions[0].blocks[0].operations):
-        op = op.operation
-        fold = SCALAR_SIZE_OPS.get(op.name)
-        if fold is None:
+    """`torch.aten.Int.bool %true` -> `torch.constant.int 1` (and other scalar ops on constants).
+
+    An op Python would raise on (`1 // 0`) or whose int leaves 64 bits stays: its
+    runtime kernel reports it, naming the op.
+    """
+    for op in body_ops(function):
+        family = size_arithmetic(op)
+        if family is None:
             continue
-        owners = [v.owner for v in op.operands]
-        if not all(isinstance(o, (ir.Operation, ir.OpView)) and o.name.startswith("torch.constant.")
-                   for o in owners):
+        owners = [v.owner.operation for v in op.operands if isinstance(v.owner, (ir.Operation, ir.OpView))]
+        if len(owners) != len(op.operands) or not all(o.name.startswith("torch.constant.") for o in owners):
             continue
-        value = fold(*[o.attributes["value"].value for o in owners])
+        try:
+            value = _as_result_type(family.fold(*[o.attributes["value"].value for o in owners]), op.results[0].type)
+        except (ArithmeticError, ValueError):
+            continue
+        if isinstance(value, int) and not -2**63 <= value < 2**63:
+            continue
         with ir.InsertionPoint(op), op.location:
             if isinstance(value, bool):
                 const = ir.Operation.create("torch.constant.bool", results=[ir.Type.parse("!torch.bool")],
@@ -446,20 +516,28 @@ def _fold_scalar_constants(function: ir.Operation) -> None:
         op.erase()
 
 
+def _as_result_type(value: Any, result_type: ir.Type) -> Any:
+    """A folded value as the op's result type says (`pow.int` is a float in its schema, an int in Python)."""
+    kind = str(result_type)
+    if kind == "!torch.float":
+        return float(value)
+    if kind == "!torch.int":
+        return int(value)
+    if kind == "!torch.bool":
+        return bool(value)
+    return value
+
+
 def _converts(op: ir.Operation) -> bool:
-    return op.name not in ("builtin.module", "func.func", "func.return") and not op.name.startswith(_DISSOLVED)
+    return op.name not in ("builtin.module", "func.func", "func.return") and not op.name.startswith(_DISSOLVED) \
+        and not is_control_flow(op)
 
 
 def _unconvertible(function: ir.Operation) -> list[tuple[ir.Operation, Exception]]:
     """Every op of `function` that cannot become edge, with the reason (checked before rewriting)."""
     failures = []
-    for op in function.regions[0].blocks[0].operations:
-        op = op.operation
+    for op in body_ops(function):
         if not _converts(op) or op.name in ("torch.vtensor.literal", "torch.tensor_static_info_cast"):
-            continue
-        if op.name in SCALAR_SIZE_OPS:
-            failures.append((op, ConversionError(
-                f"scalar op '{op.name}' on a size known only at run time has no edge form yet")))
             continue
         try:
             _plan(op)
@@ -471,7 +549,7 @@ def _unconvertible(function: ir.Operation) -> list[tuple[ir.Operation, Exception
 def _record_upper_bounds(function: ir.Operation) -> None:
     """Stamp `etmlir.upper_bounds` on torch ops with dynamic results; conversion carries it over."""
     if "?" not in str(function.attributes["function_type"]) and not any(
-            "?" in str(r.type) for op in function.regions[0].blocks[0].operations for r in op.results):
+            "?" in str(r.type) for op in body_ops(function) for r in op.results):
         return
     for op, bounds in upper_bounds(function).items():
         if op.name == "torch.prim.ListUnpack":  # bounds of a Tensor[] result live on its producer
@@ -480,6 +558,10 @@ def _record_upper_bounds(function: ir.Operation) -> None:
                 producer.attributes[attrs.UPPER_BOUNDS] = _bounds_attribute(bounds)
             continue
         op.attributes[attrs.UPPER_BOUNDS] = _bounds_attribute(bounds)
+
+
+def _all_static(types: list[ir.Type]) -> bool:
+    return all(ir.RankedTensorType(t).has_static_shape for t in types)
 
 
 def _bounds_attribute(bounds: list[list[int | None]]) -> ir.ArrayAttr:
@@ -560,6 +642,12 @@ def _convert_ops(module: ir.Operation, converter: _EdgeTypeConverter) -> None:
         result_types = plan.result_types
         if plan.variadic_results:
             result_types = [joined_type(result_types)] * len(result_types)
+            if attrs.UPPER_BOUNDS not in attributes and _all_static(plan.result_types) \
+                    and not ir.RankedTensorType(result_types[0]).has_static_shape:
+                # Static results of different sizes (split [96] into 32 and 64) share a `?` type;
+                # each result's bound is its own static size.
+                attributes[attrs.UPPER_BOUNDS] = _bounds_attribute(
+                    [list(ir.RankedTensorType(t).shape) for t in plan.result_types])
         with rewriter.ip, op.location:
             new = ir.Operation.create(plan.name, results=result_types, operands=operands,
                                       attributes=attributes)

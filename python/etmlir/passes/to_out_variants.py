@@ -29,8 +29,18 @@ Dynamic dims keep `?` in `type` and get `upper_bounds` (from et-to-edge's
 et-plan-memory reserves. Size queries (`edge.sym_size_int`) become
 `etmlir_prim::` kernels writing an Int (`etx.alloc {type = i64}`), and lists
 with run-time sizes refer to those Ints. Weights become `etx.constant` over the
-same data. Each call keeps the edge op's location and a debug handle (the
+same data. A state argument (`etmlir.state`, a buffer forward mutates) becomes
+an `etx.state` and its state result a write into it: in place by the kernel
+computing it when that is safe, else a copy at the end (`executable/state.py`).
+Each call keeps the edge op's location and a debug handle (the
 op's `etmlir.debug_handle` if set, else its position among the edge ops).
+
+Control flow (`scf.if`, `scf.while` on `etcf.predicate`, and `arith.select` of
+whole tensors) becomes `etx.jump_false` and `etx.move` in the method's one
+block: each result or loop-carried value gets an `etx.alloc` slot that every
+branch moves its value into, and a loop ends in a backward jump (see
+`etmlir.executable.control_flow`). An op inside a branch that cannot be
+lowered is reported at its own location.
 
 An edge op whose operator has no out-variant kernel, or a Scalar argument
 computed at run time by a tensor op, is an error at the op's location; the
@@ -47,18 +57,21 @@ from torch_mlir.dialects import func
 from etmlir.dialects import attrs
 from etmlir.dialects.edge import DYNAMIC, EdgeOp, edge_op_of, named_operands
 from etmlir.dialects.etx import value_type
+from etmlir.executable.control_flow import ControlFlowError, ControlFlowLowering, lowers, resolve_jumps
 from etmlir.executable.dtypes import LAYOUTS, MEMORY_FORMATS, UnsupportedElementType, element_info
 from etmlir.executable.out_variants import OutVariant, functional_schema, out_variant
+from etmlir.executable.state import StateWrite, write_in_place, write_state
 from etmlir.delegation.partitioner import delegate_callee, is_delegate_call
 from etmlir.frontend.locations import source_line
 from etmlir.frontend.shape_bounds import argument_max_sizes
+from etmlir.frontend.state import state_arguments, state_initial, state_results
 from etmlir.passes.preprocess_delegates import delegate_modules
 from etmlir.passes.registry import Option, PassFailure, emit_error, register_pass
 from etmlir.passes.to_edge import recorded_upper_bounds
 
 METHOD_ATTR = "etx.method"
 # Attributes of the edge function carried over to the etx function.
-_KEEP_FUNC_ATTRS = ("sym_name", "sym_visibility")
+_KEEP_FUNC_ATTRS = ("sym_name", "sym_visibility", attrs.IO_STRUCTURE)
 
 
 class _Unsupported(Exception):
@@ -105,6 +118,12 @@ class _MethodBuilder:
         self.consts: dict[str, ir.Value] = {}            # dedup of etx.const values
         self.none_value: ir.Value | None = None
         self.handle = 0
+        # Ops that failed, with why; results of a failed op (and all computed from them) are poisoned.
+        self.failures: list[tuple[ir.Operation, str]] = []
+        self.poisoned: set[ir.Value] = set()
+        self.control_flow = ControlFlowLowering(self)  # scf.if / scf.while -> jumps and moves
+        self.states: dict[str, ir.Value] = {}            # state name -> its etx.state
+        self.state_writes: list[StateWrite] = []
 
     # -- values ---------------------------------------------------------------------------
 
@@ -170,9 +189,18 @@ class _MethodBuilder:
     # -- ops ------------------------------------------------------------------------------
 
     def inputs(self, block: ir.Block) -> None:
+        state = state_arguments(self.edge_func)
         for index, arg in enumerate(block.arguments):
             t = ir.RankedTensorType(arg.type)
             element_info(t.element_type)
+            if index in state:  # program state: planned memory the method keeps, not an input
+                if not t.has_static_shape:
+                    raise _Unsupported(f"state '{state[index]}' has the dynamic type {t}; state has a static shape")
+                self.tensors[arg] = self.states[state[index]] = ir.Operation.create(
+                    "etx.state", results=[value_type()], loc=arg.location, attributes={
+                        "name": ir.StringAttr.get(state[index]), "type": ir.TypeAttr.get(t),
+                        "value": state_initial(self.edge_func, index)}).result
+                continue
             fields: dict[str, ir.Attribute] = {"index": _i64(index), "type": ir.TypeAttr.get(t)}
             bounds = _input_bounds(self.edge_func, index, t)
             if bounds is not None:
@@ -180,8 +208,26 @@ class _MethodBuilder:
             self.tensors[arg] = ir.Operation.create("etx.input", results=[value_type()], attributes=fields,
                                                     loc=arg.location).result
 
+    def convert_ops(self, ops: list[ir.Operation]) -> None:
+        """Convert `ops` in order at the insertion point, recording each failure at its op."""
+        for op in ops:
+            op = op.operation
+            if any(v in self.poisoned for v in op.operands):
+                self.poisoned.update(op.results)
+                continue
+            with op.location:
+                try:
+                    self.convert(op)
+                except (_Unsupported, UnsupportedElementType, ControlFlowError) as error:
+                    message = str(error)
+                    self.failures.append((op, message if op.name in message else f"'{op.name}': {message}"))
+                    self.poisoned.update(op.results)
+
     def convert(self, op: ir.Operation) -> None:
         name = op.name
+        if lowers(op):  # control flow: jumps and moves in this block (etmlir.executable.control_flow)
+            self.control_flow.lower(op)
+            return
         if name == "edge.constant":
             self.constants[op.result] = op
             return
@@ -193,7 +239,16 @@ class _MethodBuilder:
                 self.tensors[op.result] = self.tensor(source, "the cast's operand")
             return
         if name == "func.return":
-            outputs = [self.tensor(v, f"output {i}") for i, v in enumerate(op.operands)]
+            state = state_results(self.edge_func)
+            outputs = [self.tensor(v, f"output {i}") for i, v in enumerate(op.operands) if i not in state]
+            updates = []
+            for i, value in enumerate(op.operands):
+                if i in state:
+                    if state[i] not in self.states:
+                        raise _Unsupported(f"result {i} updates state '{state[i]}', which no argument reads")
+                    updates.append((self.states[state[i]], self.tensor(value, f"the new value of '{state[i]}'")))
+            if updates or self.states:
+                outputs, self.state_writes = write_state(updates, outputs, self.none(), op.location)
             ir.Operation.create("etx.output", operands=outputs, loc=op.location)
             func.ReturnOp([], loc=op.location)
             return
@@ -355,32 +410,23 @@ def _convert_function(edge_func: ir.Operation) -> None:
     block = new_func.add_entry_block()
     builder = _MethodBuilder(edge_func)
     edge_block = edge_func.regions[0].blocks[0]
-    failures: list[tuple[ir.Operation, str]] = []
+    failures = builder.failures
     with ir.InsertionPoint(block):
         try:
             builder.inputs(edge_block)
         except (_Unsupported, UnsupportedElementType) as error:
             failures.append((edge_func, str(error)))
         if not failures:
-            # Results of a failed op, and of everything computed from them, are not reported again.
-            poisoned: set[ir.Value] = set()
-            for op in edge_block.operations:
-                op = op.operation
-                if any(v in poisoned for v in op.operands):
-                    poisoned.update(op.results)
-                    continue
-                with op.location:
-                    try:
-                        builder.convert(op)
-                    except (_Unsupported, UnsupportedElementType) as error:
-                        message = str(error)
-                        failures.append((op, message if op.name in message else f"'{op.name}': {message}"))
-                        poisoned.update(op.results)
+            builder.convert_ops(list(edge_block.operations))
     if failures:
         new_func.operation.erase()
         for op, message in failures:
             emit_error(op, message)
         raise PassFailure()
+    # Jump targets become instruction indices first: write_in_place may then drop state copies,
+    # which come after every jump target (they end the method), so no target moves.
+    resolve_jumps(new_func.operation)
+    write_in_place(new_func.operation, builder.state_writes)
     edge_func.erase()
 
 

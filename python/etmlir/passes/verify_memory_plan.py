@@ -37,8 +37,8 @@ def plan_problems(func_op: ir.Operation) -> list[str]:
     outputs = output_owners(func_op)
     problems = [f"{describe(op)} has no planned memory"
                 for op in (o.operation for o in func_op.regions[0].blocks[0].operations)
-                if op.name == "etx.alloc" and tensor_type(op) is not None and "mem_id" not in op.attributes
-                and op not in outputs]
+                if ((op.name == "etx.alloc" and op not in outputs) or op.name == "etx.state")
+                and tensor_type(op) is not None and "mem_id" not in op.attributes]
     return problems + verify_plan(buffers, plan)
 
 

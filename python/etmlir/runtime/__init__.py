@@ -12,6 +12,23 @@ were torch tensors. numpy has no bfloat16: bfloat16 inputs must be torch
 tensors, and bfloat16 outputs always come back as torch tensors (torch must
 be installed to receive one). The extension module is `etmlir._runtime`.
 
+A method takes the arguments the model took and returns what it returned, when
+the `.pte` records the call structure (`etmlir.export` does):
+
+    out = forward(ids, attention_mask=mask)          # nested, keyword, as exported
+    out.last_hidden_state                            # a ModelOutput rebuilt
+    (y,) = forward.call_flat(x)                      # the flat tensors, as et-run sees them
+
+Constants the export fixed (None, ints, floats, bools, strings) must be passed
+with the same value (or left out); a wrong one raises `Error` naming the
+argument (`inputs['mask'] expected None ...`). A model that returned one tensor
+or a flat tuple/list of tensors still comes back as a tuple (see `Method.__call__`).
+
+A model's mutated buffers (a KV cache, a step counter) are the method's state:
+filled from their exported values when the method loads, updated in place by
+every call, read with `forward.state("cache")` (a copy) and restarted with
+`forward.reset_state()`.
+
 Random ops (rand, randn, randperm, dropout) draw from the method's own
 generator (Philox-4x32-10), seeded with `DEFAULT_SEED` at load; its stream
 continues across calls, and `forward.set_seed(n)` restarts it:
@@ -31,6 +48,7 @@ pool); `backend_counter(backend, name)` reads a statistic a backend keeps
 
 from __future__ import annotations
 
+import mmap
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +56,8 @@ from typing import Any
 import numpy as np
 
 from etmlir import _runtime
+from etmlir.executable import pte
+from etmlir.executable.io_structure import IOStructure, StructureError, read_structures
 
 Error = _runtime.Error
 
@@ -141,9 +161,49 @@ class Method:
         self.outputs: list[TensorSpec | None] = [_spec(e) for e in meta["outputs"]]
         self.arenas: list[tuple[str, int]] = [tuple(a) for a in meta["arenas"]]
         self.operators: list[str] = list(meta["operators"])
+        # How the model's call nests the flat inputs/outputs (None: flat; etmlir.executable.io_structure).
+        self.io_structure: IOStructure | None = program._structure(name)
         self._native = _runtime.Method(program._native, name, temp_bytes)
 
-    def __call__(self, *inputs: Any) -> tuple:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Runs the method on a call shaped like the model's, returns a result shaped like the model's.
+
+        With a recorded call structure, `args`/`kwargs` are bound like a call of the model's forward
+        (nested tuples, lists, dicts; constants checked against their exported values) and the
+        result is rebuilt: tuples, lists, dicts and constants as themselves, and a custom class
+        (namedtuple, dataclass, transformers ModelOutput) as that class when its module imports
+        here, else as a dict from field name to value. A model that returned one tensor or a flat
+        tuple/list of tensors comes back as a tuple of outputs, as from `call_flat`; so does every
+        method of a `.pte` without a structure, which takes its tensors positionally.
+        """
+        structure = self.io_structure
+        if structure is None or (not kwargs and structure.flat_inputs(len(self.inputs))):
+            if kwargs:
+                raise Error(f"method '{self.name}' takes its {len(self.inputs)} inputs positionally "
+                            f"(the .pte records no call structure), got keyword arguments {sorted(kwargs)}")
+            outputs = self.call_flat(*args)
+        else:
+            outputs = self.call_flat(*self._flatten(structure, args, kwargs))
+        if structure is None or structure.flat_outputs(len(self.outputs)):
+            return outputs
+        return structure.build(outputs)
+
+    def _flatten(self, structure: IOStructure, args: tuple, kwargs: dict[str, Any]) -> list[Any]:
+        try:
+            leaves = structure.flatten_call(args, kwargs)
+        except StructureError as error:
+            raise Error(f"method '{self.name}': {error}") from None
+        if len(leaves) != len(self.inputs):
+            raise Error(f"method '{self.name}' takes {len(self.inputs)} inputs, its call structure names "
+                        f"{len(leaves)}")
+        for index, (path, value) in enumerate(leaves):
+            if not (_is_torch(value) or isinstance(value, np.ndarray)):
+                raise Error(f"method '{self.name}': {path} expected a numpy array or torch tensor "
+                            f"({self.inputs[index]}), got {type(value).__name__}")
+        return [value for _, value in leaves]
+
+    def call_flat(self, *inputs: Any) -> tuple:
+        """Runs the method on its flat inputs (tensors, in order); returns its flat outputs as a tuple."""
         if len(inputs) != len(self.inputs):
             expected = ", ".join(str(s) for s in self.inputs)
             raise Error(f"method '{self.name}' takes {len(self.inputs)} inputs ({expected}), got {len(inputs)}")
@@ -167,6 +227,19 @@ class Method:
     def seed(self) -> int:
         """The generator's seed (`DEFAULT_SEED` until `set_seed`)."""
         return self._native.seed()
+
+    @property
+    def state_names(self) -> list[str]:
+        """The method's state: buffers the model mutates (KV caches, counters), by fully qualified name."""
+        return list(self._native.state_names())
+
+    def state(self, name: str) -> np.ndarray:
+        """A copy of state `name` as it is now (what the next call reads); raises Error for an unknown name."""
+        return self._native.state(name)
+
+    def reset_state(self) -> None:
+        """Puts every state tensor back to its initial value (the buffer's value at export), as after loading."""
+        self._native.reset_state()
 
     def _as_array(self, index: int, value: Any) -> Any:
         if not (_is_torch(value) or isinstance(value, np.ndarray)):
@@ -196,9 +269,14 @@ class Method:
 class Program:
     """A verified `.pte` in memory (or mapped from its file)."""
 
-    def __init__(self, native: Any, source: str):
+    def __init__(self, native: Any, source: str, data: bytes | None = None):
         self._native = native
         self.source = source
+        # Call structures by method: read from `data` now when loaded from memory (no copy is kept),
+        # from the file at `source` when a method is first made.
+        self._structures: dict[str, IOStructure | None] | None = None
+        if data is not None:
+            self._read_structures(data)
 
     @property
     def method_names(self) -> list[str]:
@@ -207,6 +285,19 @@ class Program:
     def method(self, name: str = "forward", temp_bytes: int = DEFAULT_TEMP_BYTES) -> Method:
         return Method(self, name, temp_bytes)
 
+    def _structure(self, method: str) -> IOStructure | None:
+        """The call structure of `method` (None: flat), read once per program from the FlatBuffer."""
+        if self._structures is None:
+            with open(self.source, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                self._read_structures(data)
+        return self._structures.get(method)
+
+    def _read_structures(self, data: Any) -> None:
+        try:
+            self._structures = read_structures(data, pte.read_header(data).program_offset)
+        except (StructureError, pte.PteError) as error:
+            raise Error(f"{self.source}: cannot read the call structure: {error}") from None
+
     def __repr__(self) -> str:
         return f"Program({self.source}, methods={self.method_names})"
 
@@ -214,7 +305,8 @@ class Program:
 def load(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryview) -> Program:
     """Loads and verifies a `.pte` from a path (memory-mapped) or from bytes."""
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
-        return Program(_runtime.Program.from_bytes(bytes(path_or_bytes)), f"<{len(path_or_bytes)} bytes>")
+        data = bytes(path_or_bytes)
+        return Program(_runtime.Program.from_bytes(data), f"<{len(data)} bytes>", data)
     path = os.fspath(path_or_bytes)
     return Program(_runtime.Program.from_file(path), path)
 

@@ -239,7 +239,74 @@ class Method(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
         return o == 0
 
-def MethodStart(builder): builder.StartObject(9)
+    # Method
+    def InputStructure(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            from etmlir.schema.TreeNode import TreeNode
+            obj = TreeNode()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Method
+    def OutputStructure(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(24))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            from etmlir.schema.TreeNode import TreeNode
+            obj = TreeNode()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Method
+    def ArgNames(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.String(a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return ""
+
+    # Method
+    def ArgNamesLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Method
+    def ArgNamesIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        return o == 0
+
+    # Method
+    def State(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from etmlir.schema.State import State
+            obj = State()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Method
+    def StateLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Method
+    def StateIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
+        return o == 0
+
+def MethodStart(builder): builder.StartObject(13)
 def Start(builder):
     return MethodStart(builder)
 def MethodAddName(builder, name): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
@@ -293,6 +360,24 @@ def AddDebugInfo(builder, debugInfo):
 def MethodStartDebugInfoVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartDebugInfoVector(builder, numElems):
     return MethodStartDebugInfoVector(builder, numElems)
+def MethodAddInputStructure(builder, inputStructure): builder.PrependUOffsetTRelativeSlot(9, flatbuffers.number_types.UOffsetTFlags.py_type(inputStructure), 0)
+def AddInputStructure(builder, inputStructure):
+    return MethodAddInputStructure(builder, inputStructure)
+def MethodAddOutputStructure(builder, outputStructure): builder.PrependUOffsetTRelativeSlot(10, flatbuffers.number_types.UOffsetTFlags.py_type(outputStructure), 0)
+def AddOutputStructure(builder, outputStructure):
+    return MethodAddOutputStructure(builder, outputStructure)
+def MethodAddArgNames(builder, argNames): builder.PrependUOffsetTRelativeSlot(11, flatbuffers.number_types.UOffsetTFlags.py_type(argNames), 0)
+def AddArgNames(builder, argNames):
+    return MethodAddArgNames(builder, argNames)
+def MethodStartArgNamesVector(builder, numElems): return builder.StartVector(4, numElems, 4)
+def StartArgNamesVector(builder, numElems):
+    return MethodStartArgNamesVector(builder, numElems)
+def MethodAddState(builder, state): builder.PrependUOffsetTRelativeSlot(12, flatbuffers.number_types.UOffsetTFlags.py_type(state), 0)
+def AddState(builder, state):
+    return MethodAddState(builder, state)
+def MethodStartStateVector(builder, numElems): return builder.StartVector(4, numElems, 4)
+def StartStateVector(builder, numElems):
+    return MethodStartStateVector(builder, numElems)
 def MethodEnd(builder): return builder.EndObject()
 def End(builder):
     return MethodEnd(builder)
@@ -302,8 +387,10 @@ import etmlir.schema.Delegate
 import etmlir.schema.EValue
 import etmlir.schema.Instruction
 import etmlir.schema.Operator
+import etmlir.schema.State
+import etmlir.schema.TreeNode
 try:
-    from typing import List
+    from typing import List, Optional
 except:
     pass
 
@@ -320,6 +407,10 @@ class MethodT(object):
         self.delegates = None  # type: List[etmlir.schema.Delegate.DelegateT]
         self.arenas = None  # type: List[etmlir.schema.Arena.ArenaT]
         self.debugInfo = None  # type: List[etmlir.schema.DebugEntry.DebugEntryT]
+        self.inputStructure = None  # type: Optional[etmlir.schema.TreeNode.TreeNodeT]
+        self.outputStructure = None  # type: Optional[etmlir.schema.TreeNode.TreeNodeT]
+        self.argNames = None  # type: List[str]
+        self.state = None  # type: List[etmlir.schema.State.StateT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -400,6 +491,22 @@ class MethodT(object):
                 else:
                     debugEntry_ = etmlir.schema.DebugEntry.DebugEntryT.InitFromObj(method.DebugInfo(i))
                     self.debugInfo.append(debugEntry_)
+        if method.InputStructure() is not None:
+            self.inputStructure = etmlir.schema.TreeNode.TreeNodeT.InitFromObj(method.InputStructure())
+        if method.OutputStructure() is not None:
+            self.outputStructure = etmlir.schema.TreeNode.TreeNodeT.InitFromObj(method.OutputStructure())
+        if not method.ArgNamesIsNone():
+            self.argNames = []
+            for i in range(method.ArgNamesLength()):
+                self.argNames.append(method.ArgNames(i))
+        if not method.StateIsNone():
+            self.state = []
+            for i in range(method.StateLength()):
+                if method.State(i) is None:
+                    self.state.append(None)
+                else:
+                    state_ = etmlir.schema.State.StateT.InitFromObj(method.State(i))
+                    self.state.append(state_)
 
     # MethodT
     def Pack(self, builder):
@@ -469,6 +576,26 @@ class MethodT(object):
             for i in reversed(range(len(self.debugInfo))):
                 builder.PrependUOffsetTRelative(debugInfolist[i])
             debugInfo = builder.EndVector()
+        if self.inputStructure is not None:
+            inputStructure = self.inputStructure.Pack(builder)
+        if self.outputStructure is not None:
+            outputStructure = self.outputStructure.Pack(builder)
+        if self.argNames is not None:
+            argNameslist = []
+            for i in range(len(self.argNames)):
+                argNameslist.append(builder.CreateString(self.argNames[i]))
+            MethodStartArgNamesVector(builder, len(self.argNames))
+            for i in reversed(range(len(self.argNames))):
+                builder.PrependUOffsetTRelative(argNameslist[i])
+            argNames = builder.EndVector()
+        if self.state is not None:
+            statelist = []
+            for i in range(len(self.state)):
+                statelist.append(self.state[i].Pack(builder))
+            MethodStartStateVector(builder, len(self.state))
+            for i in reversed(range(len(self.state))):
+                builder.PrependUOffsetTRelative(statelist[i])
+            state = builder.EndVector()
         MethodStart(builder)
         if self.name is not None:
             MethodAddName(builder, name)
@@ -488,5 +615,13 @@ class MethodT(object):
             MethodAddArenas(builder, arenas)
         if self.debugInfo is not None:
             MethodAddDebugInfo(builder, debugInfo)
+        if self.inputStructure is not None:
+            MethodAddInputStructure(builder, inputStructure)
+        if self.outputStructure is not None:
+            MethodAddOutputStructure(builder, outputStructure)
+        if self.argNames is not None:
+            MethodAddArgNames(builder, argNames)
+        if self.state is not None:
+            MethodAddState(builder, state)
         method = MethodEnd(builder)
         return method

@@ -152,7 +152,18 @@ class Tensor(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
         return o == 0
 
-def TensorStart(builder): builder.StartObject(8)
+    # Tensor
+    def Initial(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            x = o + self._tab.Pos
+            from etmlir.schema.DataLocation import DataLocation
+            obj = DataLocation()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+def TensorStart(builder): builder.StartObject(9)
 def Start(builder):
     return TensorStart(builder)
 def TensorAddDtype(builder, dtype): builder.PrependInt8Slot(0, dtype, 0)
@@ -188,6 +199,9 @@ def AddDynamicDims(builder, dynamicDims):
 def TensorStartDynamicDimsVector(builder, numElems): return builder.StartVector(1, numElems, 1)
 def StartDynamicDimsVector(builder, numElems):
     return TensorStartDynamicDimsVector(builder, numElems)
+def TensorAddInitial(builder, initial): builder.PrependStructSlot(8, flatbuffers.number_types.UOffsetTFlags.py_type(initial), 0)
+def AddInitial(builder, initial):
+    return TensorAddInitial(builder, initial)
 def TensorEnd(builder): return builder.EndObject()
 def End(builder):
     return TensorEnd(builder)
@@ -210,6 +224,7 @@ class TensorT(object):
         self.constant = None  # type: Optional[etmlir.schema.DataLocation.DataLocationT]
         self.nbytes = 0  # type: int
         self.dynamicDims = None  # type: List[bool]
+        self.initial = None  # type: Optional[etmlir.schema.DataLocation.DataLocationT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -255,6 +270,8 @@ class TensorT(object):
                     self.dynamicDims.append(tensor.DynamicDims(i))
             else:
                 self.dynamicDims = tensor.DynamicDimsAsNumpy()
+        if tensor.Initial() is not None:
+            self.initial = etmlir.schema.DataLocation.DataLocationT.InitFromObj(tensor.Initial())
 
     # TensorT
     def Pack(self, builder):
@@ -298,5 +315,8 @@ class TensorT(object):
         TensorAddNbytes(builder, self.nbytes)
         if self.dynamicDims is not None:
             TensorAddDynamicDims(builder, dynamicDims)
+        if self.initial is not None:
+            initial = self.initial.Pack(builder)
+            TensorAddInitial(builder, initial)
         tensor = TensorEnd(builder)
         return tensor

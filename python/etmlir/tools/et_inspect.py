@@ -1,6 +1,6 @@
 """et-inspect: print a readable summary of a `.pte` file.
 
-    et-inspect model.pte                 # methods, inputs/outputs, arenas, segments, delegates, instructions
+    et-inspect model.pte                 # methods, inputs/outputs, state, arenas, segments, delegates, instructions
     et-inspect model.pte --instructions 0    # leave the instruction listing out
     et-inspect model.pte --values        # also list the whole value table
 
@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from etmlir.executable import pte
 from etmlir.executable.dtypes import SCALAR_TYPE_NAMES
+from etmlir.executable.io_structure import IOStructure
 from etmlir.schema.Dynamism import Dynamism
 from etmlir.schema.InstructionKind import InstructionKind
 from etmlir.schema.Value import Value
@@ -37,6 +38,8 @@ def _tensor(t: object) -> str:
         text = f"{dtype}[{', '.join(str(s) for s in sizes)}]"
     if t.allocation is not None:
         text += f" arena {t.allocation.memId} @ {t.allocation.offset}"
+        if t.initial is not None:
+            text += f", initial value @ {t.initial.offset} ({t.initial.size:,} bytes)"
     elif t.constant is not None:
         text += f" constant @ {t.constant.offset} ({t.constant.size:,} bytes)"
     return text
@@ -104,6 +107,9 @@ def describe(data: bytes, name: str = "<buffer>", max_instructions: int = 60, sh
         delegates = method.delegates or []
         out.append(f"method '{_text(method.name)}': {len(values)} values, {len(instructions)} instructions, "
                    f"{len(operators)} operators, {len(delegates)} delegates")
+        structure = IOStructure.from_flatbuffer(method.inputStructure, method.outputStructure, method.argNames)
+        if structure is not None:  # how the model's call nests inputs (inN) and outputs (outN)
+            out.append(f"  call: {structure.describe(_text(method.name))}")
         for label, indices in (("inputs", method.inputs), ("outputs", method.outputs)):
             indices = list(indices) if indices is not None else []
             out.append(f"  {label} ({len(indices)}):")
@@ -111,6 +117,12 @@ def describe(data: bytes, name: str = "<buffer>", max_instructions: int = 60, sh
                 v = values[index]
                 desc = _tensor(v.value) if v.valueType == Value.Tensor else _KIND_NAMES.get(v.valueType, "?")
                 out.append(f"    {position}: %{index} {desc}")
+        if method.state:  # tensors the method keeps across calls (the model's mutated buffers)
+            out.append(f"  state ({len(method.state)}):")
+            for entry in method.state:
+                v = values[entry.value] if 0 <= entry.value < len(values) else None
+                desc = _tensor(v.value) if v is not None and v.valueType == Value.Tensor else "<not a tensor>"
+                out.append(f"    {_text(entry.name)}: %{entry.value} {desc}")
         out.append("  arenas:" if method.arenas else "  arenas: none (nothing planned)")
         for mem_id, arena in enumerate(method.arenas or []):
             out.append(f"    {mem_id}: {_text(arena.name):<10} {arena.size:>12,} bytes")

@@ -28,21 +28,42 @@ ScalarType result_type(const Tensor& self, TensorOrScalar other) {
 }
 
 // Runs `make_op(T{})`'s op over self and other, computing in out's dtype T
-// (one of the compute dtypes; float for float16/bfloat16 outs).
+// (one of the compute dtypes; float for float16/bfloat16 outs). A Scalar or a
+// 0-d tensor of another dtype is first converted to `result` (binutil::operand),
+// as PyTorch's TensorIterator converts every input to the common dtype:
+// 0.7 + a float16 tensor adds float16's 0.7. `round_other` false keeps a
+// Scalar `other` as it is (mul and div read it unrounded, see below).
 template <typename MakeOp>
-Error arith(KernelContext& ctx, const Tensor& self, kutil::TensorOrScalar other, Tensor& out, MakeOp make_op) {
+Error arith(KernelContext& ctx, ScalarType result, const Tensor& self, kutil::TensorOrScalar other, Tensor& out,
+            bool round_other, MakeOp make_op) {
   Error err;
   bool ok = kutil::dispatch_elementwise_compute(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    T scalar{};
-    Operand ins[2] = {Operand::of(self, "self"), other.operand(&scalar, "other")};
+    T storage[2] = {};
+    Operand ins[2] = {binutil::operand(result, TensorOrScalar::of(self), &storage[0], "self"),
+                      round_other ? binutil::operand(result, other, &storage[1], "other")
+                                  : other.operand(&storage[1], "other")};
     err = make_op(tag, ins);
   });
   if (!ok) return kutil::unsupported_dtype(ctx, "out", out.dtype());
   return err;
 }
 
-// add/sub: out = self ± alpha * other.
+// A Scalar argument (alpha) converted to `result` first, then to T: float16's
+// 0.3 for a float16 add, as PyTorch's add takes `alpha.to<scalar_t>()`.
+template <typename T>
+T scalar_in(ScalarType result, const EValue& v) {
+  T value = kutil::scalar_as<T>(v);
+  kutil::dispatch_storage(result, [&](auto tag) {
+    using R = decltype(tag);
+    value = kutil::convert<T>(kutil::scalar_as<R>(v));
+  });
+  return value;
+}
+
+// add/sub: out = self ± alpha * other, with other and alpha in the result
+// dtype (float16/bfloat16: rounded to it, then one float multiply-add and one
+// rounding, as PyTorch's vectorized CPU loop).
 template <bool kSub>
 Error add_sub(KernelContext& ctx, const Tensor& self, kutil::TensorOrScalar other, const EValue& alpha, Tensor& out) {
   ScalarType result = result_type(self, other);
@@ -55,19 +76,26 @@ Error add_sub(KernelContext& ctx, const Tensor& self, kutil::TensorOrScalar othe
     return ctx.fail(ErrorCode::InvalidArgument, "alpha must not be a floating point number for %s inputs",
                     dtype_name(result));
   }
-  return arith(ctx, self, other, out, [&](auto tag, const Operand* ins) {
+  return arith(ctx, result, self, other, out, /*round_other=*/true, [&](auto tag, const Operand* ins) {
     using T = decltype(tag);
     // One instantiation for every alpha: x + 1 * y == x + y exactly.
-    const T a = kutil::scalar_as<T>(alpha);
+    const T a = scalar_in<T>(result, alpha);
     return kutil::elementwise<T, T, T>(ctx, ins, out, [a](T x, T y) {
       return kSub ? kutil::wrap_sub(x, kutil::wrap_mul(a, y)) : kutil::wrap_add(x, kutil::wrap_mul(a, y));
     });
   });
 }
 
+// mul and div read a Scalar or 0-d `other` unrounded when the result is
+// float16/bfloat16 (PyTorch's CPU kernels take its original value as float:
+// x * 0.1 is float(x) * 0.1f, rounded once); a 0-d `self` of another dtype
+// converts to the result dtype like any TensorIterator input.
+bool rounds_other(ScalarType result) { return !kutil::is_half_dtype(result); }
+
 Error mul(KernelContext& ctx, const Tensor& self, kutil::TensorOrScalar other, Tensor& out) {
-  ET_CHECK_OK(check_result_fits_out(ctx, result_type(self, other), out));
-  return arith(ctx, self, other, out, [&](auto tag, const Operand* ins) {
+  const ScalarType result = result_type(self, other);
+  ET_CHECK_OK(check_result_fits_out(ctx, result, out));
+  return arith(ctx, result, self, other, out, rounds_other(result), [&](auto tag, const Operand* ins) {
     using T = decltype(tag);
     return kutil::elementwise<T, T, T>(ctx, ins, out, [](T x, T y) { return kutil::wrap_mul(x, y); });
   });
@@ -79,11 +107,15 @@ Error div(KernelContext& ctx, const Tensor& self, kutil::TensorOrScalar other, T
     return ctx.fail(ErrorCode::InvalidArgument, "true division writes floating point, but out has dtype %s",
                     dtype_name(out.dtype()));
   }
+  ScalarType result = result_type(self, other);
+  if (!kutil::is_floating(result)) result = ScalarType::Float;  // integers divide as the default dtype
   Error err;
   bool ok = kutil::dispatch_elementwise_floating(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    T scalar{};
-    Operand ins[2] = {Operand::of(self, "self"), other.operand(&scalar, "other")};
+    T storage[2] = {};
+    Operand ins[2] = {binutil::operand(result, TensorOrScalar::of(self), &storage[0], "self"),
+                      rounds_other(result) ? binutil::operand(result, other, &storage[1], "other")
+                                           : other.operand(&storage[1], "other")};
     err = kutil::elementwise<T, T, T>(ctx, ins, out, [](T x, T y) { return x / y; });
   });
   if (!ok) return kutil::unsupported_dtype(ctx, "out", out.dtype(), "float32, float64, float16, bfloat16");

@@ -3,13 +3,14 @@
 //
 // Data movement copies elements as bytes, so every dtype works (float16 and
 // bfloat16 included); the scatter reductions and index_put's accumulate
-// compute per element in float (half types, rounded back on every store, as
-// PyTorch's CPU kernels do), double or int64 (integers wrap like the narrow
-// type; bool sum is `or`, prod `and`). Index tensors are int64 or int32, masks
-// bool (or uint8 for index/index_put). Every index is range-checked:
-// index/index_put wrap negative indices like PyTorch, gather/scatter/
-// index_select do not (neither does PyTorch); out of range is an error naming
-// the index, the dim and its size.
+// compute per element in float, double or int64, like PyTorch's CPU kernels:
+// float16/bfloat16 index_put rounds back on every store, scatter_add and
+// scatter_reduce's sum/prod/mean accumulate in float and round once.
+// Integers wrap like the narrow type; bool sum is `or`, prod `and`. Index
+// tensors are int64 or int32, masks bool (or uint8 for index/index_put).
+// Every index is range-checked: index/index_put wrap negative indices like
+// PyTorch, gather/scatter/index_select do not (neither does PyTorch); out of
+// range is an error naming the index, the dim and its size.
 //
 // Iteration goes through kutil::Plan over the index (or result) shape, so
 // contiguous runs become memcpy or tight loops.
@@ -225,23 +226,38 @@ inline CT mean_of(CT a, int64_t count) {
 
 // out[index] op= src, for one reduction and dtype. include_self false: the
 // scattered-to elements restart from the reduction's identity. counts (mean
-// only): how many values each element holds.
+// only): how many values each element holds. `acc` (float16/bfloat16 sum,
+// prod and mean only, else null): out.numel() floats to accumulate in.
 template <Reduce R, typename T>
 __attribute__((noinline)) Error scatter_reduce_typed(KernelContext& ctx, const Tensor& index, const IndexWalk& walk,
                                                      const Tensor& src, bool include_self, int64_t* counts,
-                                                     Tensor& out) {
+                                                     float* acc, Tensor& out) {
   using CT = ixutil::compute_t<T>;
   T* o = out.data_as<T>();
   const T* s = src.data_as<const T>();
-  if (!include_self) {
-    const CT identity = reduce_identity<T>(R);
-    ET_CHECK_OK(for_each_index(ctx, index, walk,
-                               [&](int64_t pos, int64_t, int64_t) { ixutil::store(o, pos, identity); }));
+  if constexpr (kutil::is_half_v<T> && R != Reduce::kAmax && R != Reduce::kAmin) {
+    // PyTorch accumulates these in float and rounds once (mean: the sum rounds, then the quotient).
+    for (int64_t i = 0; i < out.numel(); ++i) acc[i] = ixutil::load(o, i);
+    if (!include_self) {
+      const float identity = reduce_identity<T>(R);
+      ET_CHECK_OK(for_each_index(ctx, index, walk, [&](int64_t pos, int64_t, int64_t) { acc[pos] = identity; }));
+    }
+    ET_CHECK_OK(for_each_index(ctx, index, walk, [&](int64_t pos, int64_t at, int64_t) {
+      acc[pos] = reduce_op<R>(acc[pos], ixutil::load(s, at));
+      if constexpr (R == Reduce::kMean) ++counts[pos];
+    }));
+    for (int64_t i = 0; i < out.numel(); ++i) ixutil::store(o, i, acc[i]);
+  } else {
+    if (!include_self) {
+      const CT identity = reduce_identity<T>(R);
+      ET_CHECK_OK(for_each_index(ctx, index, walk,
+                                 [&](int64_t pos, int64_t, int64_t) { ixutil::store(o, pos, identity); }));
+    }
+    ET_CHECK_OK(for_each_index(ctx, index, walk, [&](int64_t pos, int64_t at, int64_t) {
+      ixutil::store(o, pos, reduce_op<R>(ixutil::load(o, pos), ixutil::load(s, at)));
+      if constexpr (R == Reduce::kMean) ++counts[pos];
+    }));
   }
-  ET_CHECK_OK(for_each_index(ctx, index, walk, [&](int64_t pos, int64_t at, int64_t) {
-    ixutil::store(o, pos, reduce_op<R>(ixutil::load(o, pos), ixutil::load(s, at)));
-    if constexpr (R == Reduce::kMean) ++counts[pos];
-  }));
   if constexpr (R == Reduce::kMean) {
     for (int64_t i = 0; i < out.numel(); ++i) {
       if (counts[i] > 1) ixutil::store(o, i, mean_of(ixutil::load(o, i), counts[i]));
@@ -274,11 +290,20 @@ Error scatter_reduce(KernelContext& ctx, const Tensor& self, int64_t dim, const 
     }
     for (int64_t i = 0; i < self.numel(); ++i) counts[i] = include_self ? 1 : 0;
   }
+  float* acc = nullptr;
+  if (kutil::is_half_dtype(self.dtype()) && reduce != Reduce::kAmax && reduce != Reduce::kAmin) {
+    const size_t bytes = static_cast<size_t>(self.numel()) * sizeof(float);
+    acc = static_cast<float*>(ctx.allocate_temp(bytes));
+    if (acc == nullptr) {
+      return ctx.fail(ErrorCode::OutOfMemory, "needs %zu bytes of scratch to accumulate %s in float", bytes,
+                      dtype_name(self.dtype()));
+    }
+  }
   Error err;
   kutil::dispatch_storage(self.dtype(), [&](auto tag) {
     using T = decltype(tag);
     auto run = [&](auto r) {
-      err = scatter_reduce_typed<decltype(r)::value, T>(ctx, index, walk, src, include_self, counts, out);
+      err = scatter_reduce_typed<decltype(r)::value, T>(ctx, index, walk, src, include_self, counts, acc, out);
     };
     switch (reduce) {
       case Reduce::kSum: run(std::integral_constant<Reduce, Reduce::kSum>{}); break;
