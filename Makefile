@@ -39,10 +39,10 @@ demo: setup
 	$(VENV)/bin/etmlir-demo
 
 # pytest and the C++ tests are independent and each mostly uses one core: they run side by side
-# (the C++ builds with one job), lines interleaved but whole; either failing fails the target.
+# (the C++ build with one job, its output printed when both are done); either failing fails the target.
 test: setup
 	$(MAKE) --no-print-directory check-generated lit
-	$(MAKE) --no-print-directory -j2 --output-sync=line pytest cpp-test CPP_TEST_JOBS=1
+	bash scripts/pytest_and_cpp_test.sh $(VENV)
 
 # Generated files must match what their generators make: the kernel registration
 # (from the kernel table), the edge dialect (from the pinned PyTorch and the kernel
@@ -65,9 +65,8 @@ pytest:
 	$(PY) -m pytest -q test/python
 
 # GoogleTest suites of the runtime core, plus the loader fuzz test under ASan+UBSan (test/cpp).
-CPP_TEST_JOBS ?= 2
 cpp-test: setup
-	JOBS=$(CPP_TEST_JOBS) bash scripts/cpp_test.sh $(VENV)
+	bash scripts/cpp_test.sh $(VENV)
 
 # Planned arena bytes, ours vs ExecuTorch 1.5.1, per zoo model (separate environment: the bench extra).
 BENCH_VENV ?= .venv-bench
