@@ -31,7 +31,7 @@ from etmlir.frontend.call_structure import record_call_structure, take_call_stru
 from etmlir.frontend.control_flow import ControlFlowImporter, erase_inlined_functions, unroll_maps
 from etmlir.frontend.literals import literal_array, literal_attribute, splat_literal
 from etmlir.frontend.locations import anchor_locations
-from etmlir.frontend.state import SignatureWithoutState, StateBuffer, lift_state, mark_state
+from etmlir.frontend.state import SignatureWithoutState, StateBuffer, exported_tensor, lift_state, mark_state
 from etmlir.frontend.sym_calls import make_sym_calls_importable
 
 
@@ -245,8 +245,9 @@ class _WithAllState:
         self.graph_signature = SignatureWithoutState(exported.graph_signature, state)
         self.state_dict = dict(exported.state_dict)
         for fqn in exported.graph_signature.inputs_to_buffers.values():
-            if fqn not in self.state_dict and fqn in exported.constants:
-                self.state_dict[fqn] = exported.constants[fqn]
+            tensor = exported_tensor(exported, fqn)
+            if fqn not in self.state_dict and tensor is not None:
+                self.state_dict[fqn] = tensor
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._exported, name)
@@ -275,13 +276,9 @@ def _weight_names(exported: torch.export.ExportedProgram) -> dict[int, str]:
     """
     sig = exported.graph_signature
     names: dict[int, str] = {}
-    # Non-persistent buffers (a rotary embedding's inv_freq, BERT's position_ids) are not in the
-    # state dict: torch.export keeps them, like lifted constants, in `constants`.
     for fqn in (list(sig.inputs_to_parameters.values()) + list(sig.inputs_to_buffers.values())
                 + list(sig.inputs_to_lifted_tensor_constants.values())):
-        tensor = exported.state_dict.get(fqn)
-        if tensor is None:
-            tensor = exported.constants.get(fqn)
+        tensor = exported_tensor(exported, fqn)
         if isinstance(tensor, torch.Tensor):
             names[id(tensor)] = fqn
     return names

@@ -106,10 +106,18 @@ def lift_state(exported: Any) -> list[StateBuffer]:
     return state
 
 
-def _initial_value(exported: Any, fqn: str) -> np.ndarray:
+def exported_tensor(exported: Any, fqn: str) -> Any:
+    """The tensor an exported program holds under `fqn`, or None.
+
+    Parameters and persistent buffers are in `state_dict`; non-persistent buffers (a rotary
+    embedding's `inv_freq`, BERT's `position_ids`) and lifted constants are in `constants`.
+    """
     tensor = exported.state_dict.get(fqn)
-    if tensor is None:
-        tensor = exported.constants.get(fqn)  # a non-persistent buffer
+    return exported.constants.get(fqn) if tensor is None else tensor
+
+
+def _initial_value(exported: Any, fqn: str) -> np.ndarray:
+    tensor = exported_tensor(exported, fqn)
     if not isinstance(tensor, torch.Tensor):
         raise ValueError(f"state buffer '{fqn}' has no value in the exported program")
     array = literal_array(tensor)  # bfloat16: a tagged int16 view of its bits
