@@ -24,7 +24,9 @@ void free_heap(void*, const void* data, size_t) { std::free(const_cast<void*>(da
 
 // Opens `path` read-only; it must be a regular file. On success the caller owns *fd.
 Error open_regular_file(const char* path, int* fd, uint64_t* size) {
-  *fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO or a device must not block the open (it is refused below); reads of a
+  // regular file ignore the flag.
+  *fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (*fd < 0) return Error::make(ErrorCode::Io, "cannot open %s: %s", path, std::strerror(errno));
   struct stat st;
   if (::fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -82,10 +84,24 @@ Result<FreeableBuffer> FileDataLoader::load(uint64_t offset, uint64_t size) {
   return FreeableBuffer(buffer, static_cast<size_t>(size), free_heap);
 }
 
+namespace {
+
+int64_t mtime_ns(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + static_cast<int64_t>(st.st_mtim.tv_nsec);
+}
+
+}  // namespace
+
 Result<MmapDataLoader> MmapDataLoader::open(const char* path) {
   int fd = -1;
   uint64_t size = 0;
   ET_CHECK_OK(open_regular_file(path, &fd, &size));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int saved = errno;
+    ::close(fd);
+    return Error::make(ErrorCode::Io, "cannot stat %s: %s", path, std::strerror(saved));
+  }
   const void* mapping = nullptr;
   if (size > 0) {
     void* m = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
@@ -96,21 +112,36 @@ Result<MmapDataLoader> MmapDataLoader::open(const char* path) {
     }
     mapping = m;
   }
-  ::close(fd);
-  return MmapDataLoader(mapping, size);
+  return MmapDataLoader(mapping, size, fd, mtime_ns(st));
 }
 
-MmapDataLoader::MmapDataLoader(MmapDataLoader&& other) noexcept : mapping_(other.mapping_), size_(other.size_) {
+MmapDataLoader::MmapDataLoader(MmapDataLoader&& other) noexcept
+    : mapping_(other.mapping_), size_(other.size_), fd_(other.fd_), mtime_ns_(other.mtime_ns_) {
   other.mapping_ = nullptr;
   other.size_ = 0;
+  other.fd_ = -1;
 }
 
 MmapDataLoader::~MmapDataLoader() {
   if (mapping_ != nullptr) ::munmap(const_cast<void*>(mapping_), static_cast<size_t>(size_));
+  if (fd_ >= 0) ::close(fd_);
 }
 
 Result<FreeableBuffer> MmapDataLoader::load(uint64_t offset, uint64_t size) {
   if (!in_range(offset, size, size_)) return range_error("mmap loader", offset, size, size_);
+  // The mapping is the file: a file that changed since it was mapped would be read as garbage
+  // (overwritten) or fault with SIGBUS (truncated). One fstat per load catches a change made
+  // before this load; data_loader.h says what it cannot catch.
+  struct stat st;
+  if (fd_ >= 0 && ::fstat(fd_, &st) == 0 &&
+      (static_cast<uint64_t>(st.st_size) != size_ || mtime_ns(st) != mtime_ns_)) {
+    return Error::make(ErrorCode::Io,
+                       "mmap loader: the file changed after it was mapped (%llu bytes then, %llu now%s): a file "
+                       "loaded by mmap must not change while a program loaded from it lives; replace it by "
+                       "rename, or load it with FileDataLoader (et-run --loader file)",
+                       static_cast<unsigned long long>(size_), static_cast<unsigned long long>(st.st_size),
+                       static_cast<uint64_t>(st.st_size) == size_ ? ", modified in place" : "");
+  }
   return FreeableBuffer(static_cast<const uint8_t*>(mapping_) + offset, static_cast<size_t>(size));
 }
 

@@ -17,6 +17,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::Io: return "Io";
     case ErrorCode::KernelFailed: return "KernelFailed";
     case ErrorCode::Internal: return "Internal";
+    case ErrorCode::Untrusted: return "Untrusted";
   }
   return "Unknown";
 }

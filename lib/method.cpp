@@ -171,6 +171,35 @@ void read_compile_specs(const schema::Delegate& d, CompileSpec* out) {
   }
 }
 
+// Holds a Method's busy flag for one call (method.h, "Threads"): the first call takes it with a
+// compare-exchange; a call that overlaps it (another thread, or a kernel re-entering its own
+// method) does not get it and is refused with refusal(). Lock-free and allocation-free, so
+// execute() keeps its no-heap promise.
+class CallGuard {
+ public:
+  CallGuard(std::atomic<const char*>& busy, const char* call) : busy_(busy), call_(call) {
+    held_ = busy.compare_exchange_strong(running_, call, std::memory_order_acquire, std::memory_order_relaxed);
+  }
+  CallGuard(const CallGuard&) = delete;
+  CallGuard& operator=(const CallGuard&) = delete;
+  ~CallGuard() {
+    if (held_) busy_.store(nullptr, std::memory_order_release);
+  }
+  bool held() const { return held_; }
+  Error refusal(const char* method) const {
+    return Error::make(ErrorCode::InvalidArgument,
+                       "method '%s' is already in %s() on another thread (or re-entered): %s() refused; a Method "
+                       "runs one call at a time (load the method once per thread to run in parallel)",
+                       method, running_ ? running_ : "a call", call_);
+  }
+
+ private:
+  std::atomic<const char*>& busy_;
+  const char* call_;
+  const char* running_ = nullptr;  // who held the flag when this call was refused
+  bool held_ = false;
+};
+
 }  // namespace
 
 size_t MethodMeta::method_allocator_bytes() const {
@@ -220,7 +249,7 @@ Result<size_t> MethodMeta::method_allocator_bytes(const BackendRegistry* backend
 // ---- Loading ------------------------------------------------------------------
 
 Result<Method> Program::load_method(const char* name, MemoryManager* memory, const KernelRegistry* kernels,
-                                    const BackendRegistry* backends) const {
+                                    const BackendRegistry* backends, const NativeCodeTrust* trust) const {
   int index = find_method(name);
   if (index < 0) return method_meta(name).error();
   if (memory == nullptr || memory->method_allocator == nullptr)
@@ -549,7 +578,16 @@ Result<Method> Program::load_method(const char* name, MemoryManager* memory, con
     CompileSpec* specs = alloc.allocate_array<CompileSpec>(num_specs ? num_specs : 1);
     if (!specs) return out_of_method_memory(method_name, "compile specs");
     read_compile_specs(*d, specs);
-    BackendInitContext context{&alloc, method_name, static_cast<uint32_t>(i), kernels, backends};
+    BackendInitContext context{&alloc, method_name, static_cast<uint32_t>(i), kernels, backends, trust};
+    // The payload's signatures, for a backend whose payload is native code (native_code.h): views into the
+    // program, needed during init only (Program::load checked their count and sizes).
+    PayloadSignature signatures[kMaxPayloadSignatures];
+    size_t num_signatures = count(d->signatures());
+    for (size_t k = 0; k < num_signatures; ++k) {
+      const schema::PayloadSignature* s = d->signatures()->Get(static_cast<flatbuffers::uoffset_t>(k));
+      signatures[k] = PayloadSignature{s->public_key()->data(), s->signature()->data()};
+    }
+    context.signatures = Span<const PayloadSignature>(signatures, num_signatures);
     Result<DelegateHandle> handle =
         backend->init(context, Span<const uint8_t>(loaded.payload.bytes(), loaded.payload.size()),
                       Span<const CompileSpec>(specs, num_specs));
@@ -610,6 +648,8 @@ const char* Method::instruction_name(size_t i) const {
 }
 
 Error Method::set_input(size_t i, const void* data, size_t nbytes, ScalarType dtype, Span<const int64_t> sizes) {
+  CallGuard guard(busy_, "set_input");
+  if (!guard.held()) return guard.refusal(name_);
   if (i >= num_inputs_)
     return Error::make(ErrorCode::InvalidArgument, "method '%s' has %zu inputs; there is no input %zu", name_,
                        num_inputs_, i);
@@ -647,6 +687,8 @@ Error Method::set_input(size_t i, const void* data, size_t nbytes, ScalarType dt
 }
 
 Error Method::set_output_buffer(size_t i, void* data, size_t nbytes) {
+  CallGuard guard(busy_, "set_output_buffer");
+  if (!guard.held()) return guard.refusal(name_);
   if (i >= num_outputs_)
     return Error::make(ErrorCode::InvalidArgument, "method '%s' has %zu outputs; there is no output %zu", name_,
                        num_outputs_, i);
@@ -714,6 +756,8 @@ const Tensor* Method::state(const char* name) const {
 }
 
 Error Method::reset_state() {
+  CallGuard guard(busy_, "reset_state");
+  if (!guard.held()) return guard.refusal(name_);
   const schema::Method& m = schema_method(*program_, method_index_);
   for (size_t i = 0; i < count(m.state()); ++i) {
     int32_t index = m.state()->Get(static_cast<flatbuffers::uoffset_t>(i))->value();
@@ -728,6 +772,8 @@ Error Method::reset_state() {
 }
 
 Error Method::execute() {
+  CallGuard guard(busy_, "execute");
+  if (!guard.held()) return guard.refusal(name_);
   failed_debug_handle_ = 0;
   for (size_t i = 0; i < num_inputs_; ++i) {
     const EValue& v = values_[inputs_[i]];

@@ -1,8 +1,10 @@
 // Semantic checks of a verified FlatBuffer: everything the FlatBuffers
 // verifier cannot know (indices in range, byte counts consistent, data inside
 // its segment). After these pass, Method loading can index without checks.
+#include <cstdio>
 #include <cstring>
 
+#include "etmlir/runtime/native_code.h"
 #include "etmlir/runtime/tensor.h"
 #include "pte_format.h"
 
@@ -144,12 +146,25 @@ Error check_indices(const schema::Method& method, const flatbuffers::Vector<int3
 
 }  // namespace
 
+// Checks the header field by field; each message names the field (and its
+// byte offset in the header) so that a hand-edited or truncated file can be
+// fixed. et-verify-pte reports these same messages.
 Error parse_header(const uint8_t* bytes, uint64_t actual_size, Header* h) {
   if (actual_size < kHeaderSize)
     return Error::make(ErrorCode::InvalidProgram, "invalid program: %llu bytes is too short for the %llu-byte header",
                        static_cast<ull>(actual_size), static_cast<ull>(kHeaderSize));
-  if (std::memcmp(bytes, "ETXH", 4) != 0)
-    return Error::make(ErrorCode::InvalidProgram, "invalid program: header magic is not \"ETXH\": not an etmlir .pte");
+  if (std::memcmp(bytes, "ETXH", 4) != 0) {
+    char shown[20];
+    int n = 0;
+    for (int i = 0; i < 4; ++i) {
+      uint8_t c = bytes[i];
+      bool plain = c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+      size_t room = sizeof(shown) - static_cast<size_t>(n);
+      n += plain ? std::snprintf(shown + n, room, "%c", c) : std::snprintf(shown + n, room, "\\x%02x", c);
+    }
+    return Error::make(ErrorCode::InvalidProgram,
+                       "invalid program: header magic (bytes 0..3) is \"%s\", not \"ETXH\": not an etmlir .pte", shown);
+  }
   h->header_version = read_u32(bytes + 4);
   h->header_size = read_u32(bytes + 8);
   h->segment_alignment = read_u32(bytes + 12);
@@ -164,22 +179,47 @@ Error parse_header(const uint8_t* bytes, uint64_t actual_size, Header* h) {
   if (h->header_size != kHeaderSize)
     return Error::make(ErrorCode::InvalidProgram, "invalid program: header_size is %u, expected %llu", h->header_size,
                        static_cast<ull>(kHeaderSize));
+  // Version 1 reserves bytes 56..63: zero now, so that a later version can use them.
+  for (uint64_t i = 56; i < kHeaderSize; ++i) {
+    if (bytes[i] != 0)
+      return Error::make(ErrorCode::InvalidProgram, "invalid program: reserved header byte %llu is %u, expected 0",
+                         static_cast<ull>(i), bytes[i]);
+  }
   if (h->file_size != actual_size)
     return Error::make(ErrorCode::InvalidProgram,
                        "invalid program: header says the file is %llu bytes but it is %llu (truncated, or bytes appended)",
                        static_cast<ull>(h->file_size), static_cast<ull>(actual_size));
-  if (h->program_offset < kHeaderSize || h->program_offset % kProgramAlignment != 0 ||
-      !fits(h->program_offset, h->program_size, actual_size) || h->program_size < 8 ||
-      h->program_size >= FLATBUFFERS_MAX_BUFFER_SIZE)
-    return Error::make(ErrorCode::InvalidProgram, "invalid program: program bytes [%llu, +%llu) are not a valid range",
-                       static_cast<ull>(h->program_offset), static_cast<ull>(h->program_size));
+  const char* program_problem = nullptr;
+  if (h->program_offset < kHeaderSize) {
+    program_problem = "they start inside the header (program_offset, byte 16)";
+  } else if (h->program_offset % kProgramAlignment != 0) {
+    program_problem = "program_offset (byte 16) is not a multiple of 8 (FlatBuffers reads 8-byte scalars in place)";
+  } else if (!fits(h->program_offset, h->program_size, actual_size)) {
+    program_problem = "they end past the end of the file (program_size, byte 24)";
+  } else if (h->program_size < 8) {
+    program_problem = "a FlatBuffer needs at least 8 bytes (program_size, byte 24)";
+  } else if (h->program_size >= FLATBUFFERS_MAX_BUFFER_SIZE) {
+    program_problem = "FlatBuffers are smaller than 2 GiB (program_size, byte 24)";
+  }
+  if (program_problem != nullptr)
+    return Error::make(ErrorCode::InvalidProgram, "invalid program: program bytes [%llu, +%llu) are not a valid range: %s",
+                       static_cast<ull>(h->program_offset), static_cast<ull>(h->program_size), program_problem);
   uint32_t a = h->segment_alignment;
   if (a == 0 || (a & (a - 1)) != 0 || a < 16)
-    return Error::make(ErrorCode::InvalidProgram, "invalid program: segment_alignment %u is not a power of two >= 16", a);
-  if (!fits(h->segment_base_offset, h->segment_data_size, actual_size) || h->segment_base_offset % a != 0)
     return Error::make(ErrorCode::InvalidProgram,
-                       "invalid program: segment data [%llu, +%llu) is outside the file or not %u-aligned",
-                       static_cast<ull>(h->segment_base_offset), static_cast<ull>(h->segment_data_size), a);
+                       "invalid program: segment_alignment %u (byte 12) is not a power of two >= 16", a);
+  const char* segment_problem = nullptr;
+  if (!fits(h->segment_base_offset, h->segment_data_size, actual_size)) {
+    segment_problem = "it ends past the end of the file (segment_base_offset, byte 32; segment_data_size, byte 40)";
+  } else if (h->segment_base_offset % a != 0) {
+    segment_problem = "segment_base_offset (byte 32) is not a multiple of segment_alignment";
+  } else if (h->segment_data_size > 0 && h->segment_base_offset < h->program_offset + h->program_size) {
+    segment_problem = "it overlaps the program";
+  }
+  if (segment_problem != nullptr)
+    return Error::make(ErrorCode::InvalidProgram, "invalid program: segment data [%llu, +%llu) is not valid: %s",
+                       static_cast<ull>(h->segment_base_offset), static_cast<ull>(h->segment_data_size),
+                       segment_problem);
   return Error::ok();
 }
 
@@ -294,6 +334,15 @@ Error validate_method(const schema::Program& program, const schema::Method& meth
     for (size_t k = 0; k < count(d->compile_specs()); ++k) {
       if (!d->compile_specs()->Get(static_cast<flatbuffers::uoffset_t>(k))->key())
         return bad(method, "delegate %zu: compile spec %zu has no key", i, k);
+    }
+    if (count(d->signatures()) > kMaxPayloadSignatures)
+      return bad(method, "delegate %zu has %zu signatures; at most %zu are read", i, count(d->signatures()),
+                 kMaxPayloadSignatures);
+    for (size_t k = 0; k < count(d->signatures()); ++k) {
+      const schema::PayloadSignature* s = d->signatures()->Get(static_cast<flatbuffers::uoffset_t>(k));
+      if (count(s->public_key()) != kEd25519PublicKeyBytes || count(s->signature()) != kEd25519SignatureBytes)
+        return bad(method, "delegate %zu: signature %zu has a %zu-byte key and a %zu-byte signature (Ed25519: %zu and %zu)",
+                   i, k, count(s->public_key()), count(s->signature()), kEd25519PublicKeyBytes, kEd25519SignatureBytes);
     }
   }
   size_t num_instructions = count(method.instructions());

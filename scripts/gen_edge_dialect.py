@@ -28,8 +28,10 @@ Outputs:
     (operands, results and required attributes of every op);
   * `dialects/edge/edge_ops.json`: per op, the ATen name and overload it comes
     from, its schema, how each schema argument is represented (operand or
-    attribute, and which kind), and its dtype table. The Python side
-    (`etmlir.dialects.edge`) reads it for conversion and verification.
+    attribute, and which kind), its dtype table, and `broadcast` for the ops
+    PyTorch tags pointwise (their tensor operands broadcast together, which the
+    verifier checks on static shapes). The Python side (`etmlir.dialects.edge`)
+    reads it for conversion and verification.
 """
 
 from __future__ import annotations
@@ -345,7 +347,11 @@ def collect_ops() -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
             if ops[mnemonic]["schema"] == str(schema):
                 return
             raise GeneratorError(f"op name collision: edge.{mnemonic} for {qualified} and {ops[mnemonic]['aten']}")
-        ops[mnemonic] = describe(qualified, schema, declared, dtype_source(packet, opinfo), stands_for)
+        entry = describe(qualified, schema, declared, dtype_source(packet, opinfo), stands_for)
+        found = lookup_overload(qualified)
+        if found is not None and torch.Tag.pointwise in found.tags:
+            entry["broadcast"] = True  # its tensor operands broadcast together (etmlir.dialects.edge_shapes)
+        ops[mnemonic] = entry
 
     for name in core:
         overload = lookup_overload(name)

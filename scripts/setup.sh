@@ -7,13 +7,15 @@ cd "$(dirname "$0")/.."
 
 # System packages the build needs: a C++ compiler, CMake, FlatBuffers 2.0.8
 # (Debian bookworm's: flatc generates the schema's C++ header at build time
-# and libflatbuffers-dev holds the headers with its verifier), and GoogleTest
-# for the C++ tests (test/cpp).
-apt_packages=(cmake g++ flatbuffers-compiler libflatbuffers-dev libgtest-dev)
+# and libflatbuffers-dev holds the headers with its verifier), GoogleTest
+# for the C++ tests (test/cpp), and libsodium for the Ed25519 signatures of
+# native delegate payloads (optional to CMake; without it only --allow-native works).
+apt_packages=(cmake g++ flatbuffers-compiler libflatbuffers-dev libgtest-dev libsodium-dev)
 missing=()
 for tool in cmake g++ flatc; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 [ -f /usr/include/flatbuffers/flatbuffers.h ] || missing+=(/usr/include/flatbuffers/flatbuffers.h)
 [ -f /usr/include/gtest/gtest.h ] || missing+=(/usr/include/gtest/gtest.h)
+[ -f /usr/include/sodium.h ] || missing+=(/usr/include/sodium.h)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "[setup] missing ${missing[*]}: installing Debian packages: ${apt_packages[*]}"
   sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"

@@ -4,6 +4,11 @@
 //   et-run model.pte [--inputs inputs.npz] [--iterations N] [--warmup N] [--method NAME]
 //                    [--temp-bytes N] [--loader mmap|file] [--seed N] [--int-bound N]
 //                    [--backend-threads N]   (--cpu-threads N: the same)
+//                    [--allow-native] [--trusted-key KEY.pub]...
+//
+// A delegate whose payload is native code (the "cpu" backend's shared object)
+// is refused unless --allow-native says the file is trusted, or the payload is
+// signed (et-sign) by a key given with --trusted-key (native_code.h).
 //
 // Delegates run on every backend the build compiles in (etmlir::register_backends,
 // the CMake list ETMLIR_BACKENDS). Like an embedded application would, it gives
@@ -34,8 +39,10 @@
 #include "etmlir/runtime/data_loader.h"
 #include "etmlir/runtime/kernel.h"
 #include "etmlir/runtime/method.h"
+#include "etmlir/runtime/native_code.h"
 #include "etmlir/runtime/platform.h"
 #include "etmlir/runtime/program.h"
+#include "cli_support.h"
 #include "npz.h"
 #include "portable_kernels.h"
 
@@ -46,6 +53,7 @@ namespace {
 constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
 constexpr size_t kMaxPrintedValues = 8;
+constexpr uint64_t kMaxRuns = 10000000;
 
 const char kUsage[] =
     "usage: et-run MODEL.pte [options]\n"
@@ -64,8 +72,8 @@ const char kUsage[] =
     "                      deterministic pseudo-random values: floats in [-1, 1],\n"
     "                      ints in [0, --int-bound), bools 0/1, dynamic dims at\n"
     "                      their upper bound.\n"
-    "  --iterations N      timed runs (default 10, at least 1)\n"
-    "  --warmup N          untimed runs before them (default 2)\n"
+    "  --iterations N      timed runs (default 10, 1 to 10000000)\n"
+    "  --warmup N          untimed runs before them (default 2, at most 10000000)\n"
     "  --method NAME       method to run (default: forward, or the only method)\n"
     "  --temp-bytes N      kernel scratch (temp allocator) size; suffix K, M or G\n"
     "                      for KiB, MiB, GiB (default 64M)\n"
@@ -80,6 +88,12 @@ const char kUsage[] =
     "                      included (1 to 256, default 1; backends that run on one\n"
     "                      thread ignore it)\n"
     "  --cpu-threads N     the same as --backend-threads N\n"
+    "  --allow-native      run delegates whose payload is native code (a \"cpu\"\n"
+    "                      delegate's shared object) whether signed or not: only\n"
+    "                      for a file you trust as you would a program\n"
+    "  --trusted-key FILE  run native payloads signed by this public key (a file\n"
+    "                      et-sign keygen writes); repeatable. Without either,\n"
+    "                      native payloads are refused\n"
     "  -h, --help          this text\n"
     "\n"
     "exit status: 0 ok, 1 error (bad file, input mismatch, kernel failure),\n"
@@ -96,27 +110,33 @@ struct Options {
   uint64_t seed = 0;
   uint64_t int_bound = 2;
   uint64_t backend_threads = 1;
+  bool allow_native = false;
+  std::vector<const char*> trusted_keys;  // public key files
 };
+
+// Every message is one line: names from a corrupt file or an argument may hold newlines or
+// escapes (tools::one_line makes them \xNN).
+void print_line(const char* prefix, const char* fmt, va_list args, const char* suffix) {
+  char message[2048];
+  std::vsnprintf(message, sizeof(message), fmt, args);
+  std::fprintf(stderr, "et-run: %s%s%s\n", prefix, tools::one_line(message).c_str(), suffix);
+}
 
 int usage_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 int usage_error(const char* fmt, ...) {
-  std::fprintf(stderr, "et-run: ");
   va_list args;
   va_start(args, fmt);
-  std::vfprintf(stderr, fmt, args);
+  print_line("", fmt, args, " (et-run --help for usage)");
   va_end(args);
-  std::fprintf(stderr, " (et-run --help for usage)\n");
   return kExitUsage;
 }
 
 int fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 int fail(const char* fmt, ...) {
-  std::fprintf(stderr, "et-run: error: ");
   va_list args;
   va_start(args, fmt);
-  std::vfprintf(stderr, fmt, args);
+  print_line("error: ", fmt, args, "");
   va_end(args);
-  std::fprintf(stderr, "\n");
   return kExitError;
 }
 
@@ -143,6 +163,24 @@ bool parse_count(const char* text, bool suffixes, uint64_t* out) {
   return true;
 }
 
+// A --trusted-key file: the public key et-sign keygen writes (parse_trusted_key).
+Error read_trusted_key(const char* path, TrustedKey* out) {
+  std::FILE* f = std::fopen(path, "rb");
+  if (f == nullptr) return Error::make(ErrorCode::Io, "--trusted-key %s: cannot open: %s", path, std::strerror(errno));
+  char text[1024];
+  size_t size = std::fread(text, 1, sizeof(text), f);
+  bool more = size == sizeof(text) && std::fgetc(f) != EOF;
+  bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) return Error::make(ErrorCode::Io, "--trusted-key %s: cannot read it", path);
+  if (more)
+    return Error::make(ErrorCode::InvalidArgument, "--trusted-key %s: over %zu bytes, not a public key file", path,
+                       sizeof(text));
+  Error e = parse_trusted_key(text, size, out);
+  if (e) e.prefix("--trusted-key %s", path);
+  return e;
+}
+
 // 0: parsed; -1: --help; otherwise the exit status of a usage error.
 int parse_options(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
@@ -162,9 +200,14 @@ int parse_options(int argc, char** argv, Options* o) {
       value = arg + eq + 1;
       name.resize(eq);
     }
+    if (name == "--allow-native") {
+      if (value != nullptr) return usage_error("--allow-native takes no value");
+      o->allow_native = true;
+      continue;
+    }
     static const char* const kKnown[] = {"--inputs", "--iterations", "--warmup", "--method", "--temp-bytes",
                                          "--loader", "--seed",       "--int-bound",  "--cpu-threads",
-                                         "--backend-threads"};
+                                         "--backend-threads", "--trusted-key"};
     bool known = false;
     for (const char* k : kKnown) known = known || name == k;
     if (!known) return usage_error("unknown option '%s'", name.c_str());
@@ -174,6 +217,8 @@ int parse_options(int argc, char** argv, Options* o) {
     }
     if (name == "--inputs") {
       o->inputs = value;
+    } else if (name == "--trusted-key") {
+      o->trusted_keys.push_back(value);
     } else if (name == "--method") {
       o->method = value;
     } else if (name == "--loader") {
@@ -199,6 +244,9 @@ int parse_options(int argc, char** argv, Options* o) {
   }
   if (o->model == nullptr) return usage_error("no model given");
   if (o->iterations == 0) return usage_error("--iterations must be at least 1");
+  // Each timed run keeps its time (8 bytes) for the median: bounded so that the list always fits.
+  if (o->iterations > kMaxRuns || o->warmup > kMaxRuns)
+    return usage_error("--iterations and --warmup take at most %" PRIu64 " runs each", kMaxRuns);
   if (o->int_bound == 0) return usage_error("--int-bound must be at least 1");
   if (o->backend_threads < 1 || o->backend_threads > static_cast<uint64_t>(kMaxBackendThreads))
     return usage_error("--backend-threads (--cpu-threads) must be 1 to %d, not %" PRIu64, kMaxBackendThreads,
@@ -524,8 +572,10 @@ int run(const Options& o) {
   if (!method_allocator_bytes.ok()) return fail("%s", method_allocator_bytes.error().message());
   size_t method_bytes = method_allocator_bytes.get();
   Buffer method_buffer = allocate_aligned(method_bytes);
+  if (!method_buffer) return fail("out of memory for the method allocator (%zu bytes)", method_bytes);
   Buffer temp_buffer = allocate_aligned(static_cast<size_t>(o.temp_bytes));
-  if (!method_buffer || !temp_buffer) return fail("out of memory for the method allocator or the temp allocator");
+  if (!temp_buffer)
+    return fail("cannot allocate the temp allocator's %s bytes (--temp-bytes): out of memory", grouped(o.temp_bytes).c_str());
   MemoryAllocator method_allocator(method_buffer.get(), method_bytes);
   MemoryAllocator temp_allocator(temp_buffer.get(), static_cast<size_t>(o.temp_bytes));
   std::vector<Buffer> arenas;
@@ -545,7 +595,16 @@ int run(const Options& o) {
   memory.planned_arenas = Span<Span<uint8_t>>(arena_spans.data(), arena_spans.size());
   memory.temp_allocator = &temp_allocator;
 
-  Result<Method> method = program->load_method(method_name, &memory, kernels.get(), &backends);
+  // ---- Trust in native code (native_code.h): --allow-native, --trusted-key ----
+  std::vector<TrustedKey> trusted_keys(o.trusted_keys.size());
+  for (size_t i = 0; i < o.trusted_keys.size(); ++i) {
+    if (Error e = read_trusted_key(o.trusted_keys[i], &trusted_keys[i])) return fail("%s", e.message());
+  }
+  NativeCodeTrust trust;
+  trust.allow_native_code = o.allow_native;
+  trust.trusted_keys = Span<const TrustedKey>(trusted_keys.data(), trusted_keys.size());
+
+  Result<Method> method = program->load_method(method_name, &memory, kernels.get(), &backends, &trust);
   if (!method.ok()) return fail("%s", method.error().message());
   std::vector<Buffer> output_buffers;
   for (size_t i = 0; i < meta->num_outputs(); ++i) {
@@ -607,6 +666,7 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tools::install_fatal_handlers("et-run");
   Options options;
   int parsed = parse_options(argc, argv, &options);
   if (parsed == -1) {

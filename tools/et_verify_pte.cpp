@@ -1,282 +1,487 @@
-// et-verify-pte: check that .pte files are well formed, before a runtime
-// trusts their offsets.
+// et-verify-pte: does this .pte load? Checked without running any of it.
 //
-//   et-verify-pte FILE.pte...
+//   et-verify-pte [--quiet] [--max-memory N] FILE.pte...
 //
-// For each file it checks the 64-byte "ETXH" header (magic, version, sizes,
-// every range inside the file), runs the FlatBuffers verifier over the
-// program (root etmlir.schema.Program, identifier "ETX1"), and checks every
-// Program.segments entry lies inside the segment data at a multiple of
-// segment_alignment. It prints "FILE: ok (...)" on stdout or
-// "FILE: error: ..." on stderr, and exits 0 only if every file passes
-// (1 if one fails, 2 on a usage error).
+// "ok" means that this build's runtime loads every method of the file. The
+// checks are the runtime's own, not a copy of them: the tool calls
 //
-// The header (runtime/schema/program.fbs has the layout), little-endian:
-//    0 magic "ETXH"           4 u32 header_version (1)   8 u32 header_size (64)
-//   12 u32 segment_alignment 16 u64 program_offset     24 u64 program_size
-//   32 u64 segment_base_offset  40 u64 segment_data_size  48 u64 file_size
-//   56 reserved, zero, up to 64
+//   Program::load            the 64-byte header (lib/validate.cpp parse_header),
+//                            the FlatBuffers verifier, the schema version, every
+//                            segment inside the segment data and aligned, and the
+//                            meaning of every method (value, operator, delegate
+//                            and arena indices, tensor sizes, dtypes and byte
+//                            counts, constants and state inside their segment,
+//                            jump targets, ...: pte::validate_method)
+//   MethodMeta::method_allocator_bytes(backends, kernels)
+//                            every delegate's backend is compiled in, available,
+//                            and accepts its payload and compile specs
+//   Program::load_method     with this build's kernels (the prim kernels and every
+//                            portable kernel, as et-run registers them) and
+//                            backends: every operator has a kernel whose
+//                            signature takes its arguments, no instruction
+//                            writes a constant, every delegate initializes
+//
+// with a FileDataLoader (the file is read into memory once: changing it
+// while the tool runs cannot crash it).
+//
+// Delegates. et-verify-pte never executes payload code, and checks structure,
+// not trust. A "nested" delegate (a whole .pte, run by this same runtime) is
+// loaded exactly as the runtime loads it, its own delegates included. Any
+// other backend is checked with its method_allocator_bytes(): everything it
+// checks before init (for "cpu": the payload header, the body's CRC-32, the
+// body format and ABI version, arch and CPU features, entry points, the ELF
+// header and program headers), but its init() is not called, because the cpu
+// backend's init dlopen()s the payload's shared object, which runs the
+// object's constructors. So a cpu payload that passes can still fail at load
+// for what only the dynamic loader sees (a symbol the shared object does not
+// export), and whether the runtime will run native code from this file at
+// all (its trust rule) is the loader's decision, not this tool's.
+//
+// Memory. Each method's method allocator and planned arenas are reserved
+// (mmap, MAP_NORESERVE) rather than allocated: loading touches only the bytes
+// it writes (tables, program state), so a 2 GB arena costs nothing here. A
+// method whose method allocator plus arenas exceed --max-memory (default: this
+// machine's physical memory) fails: the runtime could not give it that memory.
+//
+// Output: "FILE: ok (program N bytes, M methods, S segments)" on stdout, then
+// (unless --quiet) one line for the header, one per segment, one per method
+// and one per delegate checked up to its init (its signatures and whether
+// they verify: information, never a failure); "FILE: error: MESSAGE" on stderr (the runtime's message: it names
+// the method, value, instruction or header field). Exit status 0 only if
+// every file passes, 1 if one fails, 2 on a usage error.
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
-#include <cstdint>
+#include <cinttypes>
+#include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
+#include "etmlir/register_backends.h"
+#include "etmlir/runtime/backend.h"
+#include "etmlir/runtime/data_loader.h"
+#include "etmlir/runtime/kernel.h"
+#include "etmlir/runtime/method.h"
+#include "etmlir/runtime/native_code.h"
+#include "etmlir/runtime/program.h"
 #include "etmlir/schema/program_generated.h"
+#include "cli_support.h"
+#include "portable_kernels.h"
+#include "pte_format.h"
+
+using namespace etmlir;
 
 namespace {
 
-constexpr char kMagic[4] = {'E', 'T', 'X', 'H'};
-constexpr uint32_t kHeaderVersion = 1;
-constexpr uint64_t kHeaderSize = 64;
-constexpr uint64_t kReservedOffset = 56;
-// FlatBuffers reads scalars in place; its largest scalar is 8 bytes.
-constexpr uint64_t kProgramAlignment = 8;
-// Root offset (4 bytes) then the file identifier (4 bytes).
-constexpr uint64_t kMinProgramSize = 8;
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
 
-// What went wrong and where; an empty message means nothing did.
-struct Error {
-  std::string message;
-  explicit operator bool() const { return !message.empty(); }
-};
+const char kUsage[] =
+    "usage: et-verify-pte [options] FILE.pte...\n"
+    "\n"
+    "Checks that this build's runtime loads every method of each file, with the\n"
+    "runtime's own checks (Program::load, then load_method with every portable\n"
+    "kernel and every compiled-in backend), without running anything: delegates\n"
+    "other than 'nested' are checked up to, not through, their init (the cpu\n"
+    "backend's payload code is never loaded).\n"
+    "\n"
+    "options:\n"
+    "  -q, --quiet        print only each file's ok line (no header, segment and\n"
+    "                     method lines)\n"
+    "  --max-memory N     fail a method whose method allocator plus planned arenas\n"
+    "                     exceed N bytes (suffix K, M or G; default: this machine's\n"
+    "                     physical memory)\n"
+    "  -h, --help         this text\n"
+    "\n"
+    "exit status: 0 every file loads, 1 one does not, 2 usage error\n";
 
-Error ok() { return Error{}; }
-Error fail(std::string message) { return Error{std::move(message)}; }
-
-std::string num(uint64_t value) { return std::to_string(value); }
-
-// "[begin, begin + size)" in file offsets, without overflowing.
-std::string range(uint64_t begin, uint64_t size) {
-  if (size > UINT64_MAX - begin) return "[" + num(begin) + ", " + num(begin) + " + " + num(size) + ")";
-  return "[" + num(begin) + ", " + num(begin + size) + ")";
+int usage_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+int usage_error(const char* fmt, ...) {
+  std::fprintf(stderr, "et-verify-pte: ");
+  va_list args;
+  va_start(args, fmt);
+  std::vfprintf(stderr, fmt, args);
+  va_end(args);
+  std::fprintf(stderr, " (et-verify-pte --help for usage)\n");
+  return kExitUsage;
 }
 
-// True if [begin, begin + size) lies inside [0, limit).
-bool fits(uint64_t begin, uint64_t size, uint64_t limit) {
-  return begin <= limit && size <= limit - begin;
-}
-
-// Bytes as a C-like literal, e.g. "ET\x00\xff".
-std::string quoted(const uint8_t* bytes, size_t count) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
-  for (size_t i = 0; i < count; ++i) {
-    uint8_t c = bytes[i];
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    }
+// "1,647,104"
+std::string grouped(uint64_t v) {
+  std::string digits = std::to_string(v);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
   }
-  return out + "\"";
+  return out;
 }
 
-uint32_t read_u32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
+std::string plural(uint64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
-uint64_t read_u64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-
-struct Header {
-  uint32_t header_version;
-  uint32_t header_size;
-  uint32_t segment_alignment;
-  uint64_t program_offset;
-  uint64_t program_size;
-  uint64_t segment_base_offset;
-  uint64_t segment_data_size;
-  uint64_t file_size;
-};
-
-Header parse_header(const uint8_t* bytes) {
-  Header h;
-  h.header_version = read_u32(bytes + 4);
-  h.header_size = read_u32(bytes + 8);
-  h.segment_alignment = read_u32(bytes + 12);
-  h.program_offset = read_u64(bytes + 16);
-  h.program_size = read_u64(bytes + 24);
-  h.segment_base_offset = read_u64(bytes + 32);
-  h.segment_data_size = read_u64(bytes + 40);
-  h.file_size = read_u64(bytes + 48);
-  return h;
-}
-
-// Checks the header alone against the file's real size.
-Error check_header(const uint8_t* bytes, const Header& h, uint64_t actual_size) {
-  if (std::memcmp(bytes, kMagic, sizeof(kMagic)) != 0)
-    return fail("header: magic (bytes [0, 4)) is " + quoted(bytes, 4) + ", expected \"ETXH\": not an etmlir .pte file");
-  if (h.header_version != kHeaderVersion)
-    return fail("header: header_version (offset 4) is " + num(h.header_version) + "; this tool reads version " +
-                num(kHeaderVersion));
-  if (h.header_size != kHeaderSize)
-    return fail("header: header_size (offset 8) is " + num(h.header_size) + ", expected " + num(kHeaderSize) +
-                " for header_version 1");
-  for (uint64_t i = kReservedOffset; i < kHeaderSize; ++i) {
-    if (bytes[i] != 0)
-      return fail("header: reserved byte at offset " + num(i) + " is " + num(bytes[i]) + ", expected 0");
-  }
-  if (h.file_size != actual_size)
-    return fail("header: file_size (offset 48) is " + num(h.file_size) + " but the file is " + num(actual_size) +
-                " bytes (truncated, or bytes appended)");
-
-  // The program: after the header, aligned, inside the file.
-  if (h.program_offset < kHeaderSize)
-    return fail("header: program_offset (offset 16) is " + num(h.program_offset) + ", inside the " +
-                num(kHeaderSize) + "-byte header");
-  if (h.program_offset % kProgramAlignment != 0)
-    return fail("header: program_offset (offset 16) is " + num(h.program_offset) + ", not a multiple of " +
-                num(kProgramAlignment) + " (FlatBuffers reads 8-byte scalars in place)");
-  if (!fits(h.program_offset, h.program_size, actual_size))
-    return fail("header: program " + range(h.program_offset, h.program_size) +
-                " (program_offset at 16, program_size at 24) ends past the end of the file (" + num(actual_size) +
-                " bytes)");
-  if (h.program_size < kMinProgramSize)
-    return fail("header: program_size (offset 24) is " + num(h.program_size) +
-                "; a FlatBuffer needs at least 8 bytes (root offset and file identifier)");
-  if (h.program_size >= FLATBUFFERS_MAX_BUFFER_SIZE)
-    return fail("header: program_size (offset 24) is " + num(h.program_size) + "; FlatBuffers are smaller than " +
-                num(FLATBUFFERS_MAX_BUFFER_SIZE) + " bytes");
-
-  // The segment data: after the program, inside the file.
-  if (h.segment_alignment == 0 || (h.segment_alignment & (h.segment_alignment - 1)) != 0)
-    return fail("header: segment_alignment (offset 12) is " + num(h.segment_alignment) +
-                ", not a power of two");
-  uint64_t program_end = h.program_offset + h.program_size;
-  if (h.segment_base_offset < program_end)
-    return fail("header: segment_base_offset (offset 32) is " + num(h.segment_base_offset) +
-                ", before the end of the program " + range(h.program_offset, h.program_size));
-  if (!fits(h.segment_base_offset, h.segment_data_size, actual_size))
-    return fail("header: segment data " + range(h.segment_base_offset, h.segment_data_size) +
-                " (segment_base_offset at 32, segment_data_size at 40) ends past the end of the file (" +
-                num(actual_size) + " bytes)");
-  return ok();
-}
-
-// Checks the FlatBuffer, then the segments it lists against the header.
-Error check_program(const std::vector<uint8_t>& program, const Header& h, size_t* num_methods, size_t* num_segments) {
-  const uint8_t* data = program.data();
-  std::string where = "program " + range(h.program_offset, h.program_size);
-  if (!etmlir::schema::ProgramBufferHasIdentifier(data))
-    return fail(where + ": file identifier (program bytes [4, 8)) is " + quoted(data + 4, 4) + ", expected \"" +
-                etmlir::schema::ProgramIdentifier() + "\"");
-  flatbuffers::Verifier verifier(data, program.size());
-  if (!etmlir::schema::VerifyProgramBuffer(verifier))
-    return fail(where + ": the FlatBuffers verifier rejects it as an etmlir.schema.Program (an offset or length "
-                        "points outside the program, data is misaligned, or tables nest too deep)");
-
-  const etmlir::schema::Program* root = etmlir::schema::GetProgram(data);
-  *num_methods = root->methods() ? root->methods()->size() : 0;
-  const auto* segments = root->segments();
-  *num_segments = segments ? segments->size() : 0;
-  for (size_t i = 0; i < *num_segments; ++i) {
-    const etmlir::schema::Segment* segment = segments->Get(static_cast<flatbuffers::uoffset_t>(i));
-    std::string name = "Program.segments[" + num(i) + "] (offset " + num(segment->offset()) + ", size " +
-                       num(segment->size()) + ")";
-    if (!fits(segment->offset(), segment->size(), h.segment_data_size))
-      return fail(name + " ends past the segment data (segment_data_size " + num(h.segment_data_size) + ")");
-    uint64_t start = h.segment_base_offset + segment->offset();
-    if (start % h.segment_alignment != 0)
-      return fail(name + " starts at file offset " + num(start) + ", not a multiple of segment_alignment " +
-                  num(h.segment_alignment));
-  }
-  return ok();
-}
-
-// Reads `size` bytes at `offset` of an open file into `out`.
-Error read_at(std::FILE* file, uint64_t offset, uint64_t size, std::vector<uint8_t>* out, const char* what) {
-  out->resize(size);
+// A decimal byte count with an optional binary suffix (K, M, G).
+bool parse_bytes(const char* text, uint64_t* out) {
+  if (text == nullptr || *text < '0' || *text > '9') return false;
   errno = 0;
-  if (fseeko(file, static_cast<off_t>(offset), SEEK_SET) != 0 ||
-      std::fread(out->data(), 1, out->size(), file) != out->size()) {
-    int err = errno;
-    return fail("cannot read the " + std::string(what) + " " + range(offset, size) + ": " +
-                (std::ferror(file) && err != 0 ? std::strerror(err) : "the file is shorter than it was"));
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(text, &end, 10);
+  if (errno != 0) return false;
+  unsigned shift = 0;
+  if (*end != '\0') {
+    switch (*end) {
+      case 'k': case 'K': shift = 10; break;
+      case 'm': case 'M': shift = 20; break;
+      case 'g': case 'G': shift = 30; break;
+      default: return false;
+    }
+    ++end;
   }
-  return ok();
+  if (*end != '\0') return false;
+  if (shift != 0 && v > (UINT64_MAX >> shift)) return false;
+  *out = static_cast<uint64_t>(v) << shift;
+  return true;
 }
 
-// Closes its FILE when it goes out of scope.
-class OpenFile {
+uint64_t physical_memory() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return UINT64_MAX;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+// ---- Memory: reserved, committed only where load_method writes ---------------------
+
+class Reservation {
  public:
-  explicit OpenFile(const char* path) : file_(std::fopen(path, "rb")) {}
-  ~OpenFile() {
-    if (file_) std::fclose(file_);
+  Reservation() = default;
+  Reservation(const Reservation&) = delete;
+  Reservation& operator=(const Reservation&) = delete;
+  ~Reservation() {
+    if (data_ != nullptr) ::munmap(data_, size_);
   }
-  OpenFile(const OpenFile&) = delete;
-  OpenFile& operator=(const OpenFile&) = delete;
-  std::FILE* get() const { return file_; }
+  // False when the address space cannot hold `size` bytes.
+  bool reserve(uint64_t size) {
+    if (size == 0) return true;
+    if (size > SIZE_MAX) return false;
+    void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return false;
+    data_ = static_cast<uint8_t*>(p);
+    size_ = static_cast<size_t>(size);
+    return true;
+  }
+  uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
 
  private:
-  std::FILE* file_;
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
 };
 
-// Verifies one file; on success fills `summary` with the ok line's details.
-Error verify_file(const char* path, std::string* summary) {
-  errno = 0;
-  OpenFile file(path);
-  if (!file.get()) return fail(std::string("cannot open: ") + std::strerror(errno));
-  if (fseeko(file.get(), 0, SEEK_END) != 0) return fail(std::string("cannot seek: ") + std::strerror(errno));
-  off_t end = ftello(file.get());
-  if (end < 0) return fail(std::string("cannot find its size: ") + std::strerror(errno));
-  uint64_t actual_size = static_cast<uint64_t>(end);
-  if (actual_size < kHeaderSize)
-    return fail("the file is " + num(actual_size) + " bytes, shorter than the " + num(kHeaderSize) +
-                "-byte .pte header");
+// ---- Backends: the build's, with init only where it runs no payload code ------------
 
-  std::vector<uint8_t> header_bytes;
-  if (Error e = read_at(file.get(), 0, kHeaderSize, &header_bytes, "header")) return e;
-  Header header = parse_header(header_bytes.data());
-  if (Error e = check_header(header_bytes.data(), header, actual_size)) return e;
+// The backends whose init() loads its payload with this runtime alone (no
+// native code, no device): et-verify-pte runs their init for real.
+bool init_runs_no_payload_code(const char* id) { return std::strcmp(id, "nested") == 0; }
 
-  std::vector<uint8_t> program;
-  if (Error e = read_at(file.get(), header.program_offset, header.program_size, &program, "program")) return e;
-  size_t num_methods = 0;
-  size_t num_segments = 0;
-  if (Error e = check_program(program, header, &num_methods, &num_segments)) return e;
+// Wraps one compiled-in backend. For the others, init() stops at the checks
+// the backend makes before init (method_allocator_bytes) and hands back a
+// handle that is never executed.
+class CheckingBackend : public Backend {
+ public:
+  CheckingBackend(Backend* inner, bool real_init) : inner_(inner), real_init_(real_init) {}
 
-  *summary = "program " + num(header.program_size) + " bytes, " + num(num_methods) + " methods, " +
-             num(num_segments) + " segments";
-  return ok();
+  bool is_available() const override { return inner_->is_available(); }
+
+  Result<DelegateHandle> init(BackendInitContext& context, Span<const uint8_t> payload,
+                              Span<const CompileSpec> compile_specs) override {
+    if (real_init_) return inner_->init(context, payload, compile_specs);
+    Result<size_t> checked = inner_->method_allocator_bytes(context, payload, compile_specs);
+    if (!checked.ok()) return checked.error();
+    ++structure_only_;
+    return DelegateHandle(&not_initialized_);
+  }
+
+  Error execute(BackendExecuteContext&, DelegateHandle, Span<EValue*>) override {
+    return Error::make(ErrorCode::NotSupported, "et-verify-pte runs no delegate");
+  }
+
+  void destroy(DelegateHandle handle) override {
+    if (handle != &not_initialized_) inner_->destroy(handle);
+  }
+
+  Result<size_t> method_allocator_bytes(const BackendInitContext& context, Span<const uint8_t> payload,
+                                        Span<const CompileSpec> compile_specs) const override {
+    return inner_->method_allocator_bytes(context, payload, compile_specs);
+  }
+
+  bool real_init() const { return real_init_; }
+  // Delegates (at any nesting depth) checked up to their init since the last reset.
+  size_t structure_only() const { return structure_only_; }
+  void reset_counts() { structure_only_ = 0; }
+
+ private:
+  Backend* inner_;
+  bool real_init_;
+  size_t structure_only_ = 0;
+  char not_initialized_ = 0;
+};
+
+struct Runtime {
+  KernelRegistry kernels;
+  BackendRegistry compiled;  // the build's backends
+  BackendRegistry checking;  // what methods are loaded with: one CheckingBackend per compiled one
+  std::vector<std::unique_ptr<CheckingBackend>> wrappers;
+};
+
+Error make_runtime(Runtime* rt) {
+  ET_CHECK_OK(register_prim_kernels(rt->kernels));
+  ET_CHECK_OK(register_portable_kernels(rt->kernels));
+  ET_CHECK_OK(register_backends(rt->compiled, BackendOptions{}));
+  for (size_t i = 0; i < rt->compiled.size(); ++i) {
+    const char* id = rt->compiled.id(i);
+    rt->wrappers.emplace_back(new CheckingBackend(rt->compiled.find(id), init_runs_no_payload_code(id)));
+    ET_CHECK_OK(rt->checking.add(id, rt->wrappers.back().get()));
+  }
+  return Error::ok();
 }
 
-void print_usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: et-verify-pte FILE.pte...\n"
-               "Checks each file's header, program FlatBuffer and segments; exits 0 only if all pass.\n");
+// ---- One file --------------------------------------------------------------------
+
+struct Report {
+  std::string ok_line;             // "program N bytes, M methods, S segments"
+  std::vector<std::string> lines;  // header, segments, methods
+};
+
+// What each segment holds, for the report.
+std::vector<std::string> segment_roles(const schema::Program& p) {
+  size_t n = p.segments() ? p.segments()->size() : 0;
+  std::vector<std::string> roles(n);
+  if (n > 0 && p.constant_segment() < n) roles[p.constant_segment()] = "constants";
+  for (const schema::Method* m : *p.methods()) {
+    for (flatbuffers::uoffset_t d = 0; m->delegates() && d < m->delegates()->size(); ++d) {
+      const schema::Delegate* delegate = m->delegates()->Get(d);
+      uint32_t s = delegate->payload()->segment();
+      if (s >= n) continue;
+      std::string role = "payload of '" + std::string(m->name()->c_str()) + "' delegate " + std::to_string(d) +
+                         " (" + delegate->backend()->c_str() + ")";
+      roles[s] = roles[s].empty() ? role : roles[s] + ", " + role;
+    }
+  }
+  for (std::string& role : roles) {
+    if (role.empty()) role = "unused";
+  }
+  return roles;
+}
+
+// One line per delegate whose init et-verify-pte does not run (it may run payload code): its
+// signatures, and whether each verifies. Information only: trust is the loader's decision.
+void describe_delegates(const Program& program, const char* name, const Runtime& rt, Report* report) {
+  const schema::Program& p = *schema::GetProgram(program.flatbuffer());
+  const schema::Method* m = nullptr;
+  for (const schema::Method* candidate : *p.methods()) {
+    if (std::strcmp(candidate->name()->c_str(), name) == 0) m = candidate;
+  }
+  for (flatbuffers::uoffset_t d = 0; m != nullptr && m->delegates() && d < m->delegates()->size(); ++d) {
+    const schema::Delegate* delegate = m->delegates()->Get(d);
+    const char* id = delegate->backend()->c_str();
+    const CheckingBackend* backend = nullptr;
+    for (size_t i = 0; i < rt.compiled.size(); ++i) {
+      if (std::strcmp(rt.compiled.id(i), id) == 0) backend = rt.wrappers[i].get();
+    }
+    if (backend == nullptr || backend->real_init()) continue;
+    std::string line = "delegate " + std::to_string(d) + " (" + id + "): checked up to init; ";
+    size_t n = delegate->signatures() ? delegate->signatures()->size() : 0;
+    if (n == 0) {
+      line += "unsigned (if it is native code, a runtime runs it only when told to allow native code)";
+    } else {
+      const schema::DataLocation* at = delegate->payload();
+      Result<FreeableBuffer> payload = program.load_segment(at->segment(), at->offset(), at->size());
+      for (size_t k = 0; k < n; ++k) {
+        const schema::PayloadSignature* sig = delegate->signatures()->Get(static_cast<flatbuffers::uoffset_t>(k));
+        char fingerprint[40];
+        bool valid = payload.ok() && sig->public_key() && sig->signature() &&
+                     sig->public_key()->size() == kEd25519PublicKeyBytes &&
+                     sig->signature()->size() == kEd25519SignatureBytes &&
+                     verify_payload_signature(sig->public_key()->data(), sig->signature()->data(),
+                                              Span<const uint8_t>(payload->bytes(), payload->size()));
+        const char* key = sig->public_key() && sig->public_key()->size() == kEd25519PublicKeyBytes
+                              ? key_fingerprint(sig->public_key()->data(), fingerprint, sizeof(fingerprint))
+                              : "a malformed key";
+        line += std::string(k ? ", " : "signed by ") + key +
+                (valid ? " (verifies)"
+                       : native_code_signatures_supported() ? " (does NOT verify: changed after signing?)"
+                                                            : " (not checked: built without libsodium)");
+      }
+    }
+    report->lines.push_back(line);
+  }
+}
+
+// Loads method `name` the way the runtime does, into reserved memory; on
+// success appends its report line.
+Error check_method(const Program& program, const char* name, Runtime& rt, uint64_t max_memory, Report* report) {
+  Result<MethodMeta> meta = program.method_meta(name);
+  if (!meta.ok()) return meta.error();
+  Result<size_t> method_bytes = meta->method_allocator_bytes(&rt.checking, &rt.kernels);
+  if (!method_bytes.ok()) return method_bytes.error();
+  uint64_t arena_bytes = 0;
+  for (size_t i = 0; i < meta->num_arenas(); ++i) {
+    uint64_t size = meta->arena_size(i);
+    if (size > UINT64_MAX - arena_bytes) return Error::make(ErrorCode::OutOfMemory, "method '%s': arenas overflow", name);
+    arena_bytes += size;
+  }
+  uint64_t total = arena_bytes > UINT64_MAX - method_bytes.get() ? UINT64_MAX : arena_bytes + method_bytes.get();
+  if (total > max_memory)
+    return Error::make(ErrorCode::OutOfMemory,
+                       "method '%s' needs %s bytes of memory (method allocator %s, planned arenas %s), more than "
+                       "--max-memory %s",
+                       name, grouped(total).c_str(), grouped(method_bytes.get()).c_str(), grouped(arena_bytes).c_str(),
+                       grouped(max_memory).c_str());
+
+  // The reservations outlive the Method (declared first, destroyed last).
+  Reservation method_memory;
+  std::vector<std::unique_ptr<Reservation>> arenas;
+  std::vector<Span<uint8_t>> arena_spans;
+  if (!method_memory.reserve(method_bytes.get()))
+    return Error::make(ErrorCode::OutOfMemory, "method '%s': cannot reserve %s bytes for its method allocator", name,
+                       grouped(method_bytes.get()).c_str());
+  for (size_t i = 0; i < meta->num_arenas(); ++i) {
+    arenas.emplace_back(new Reservation());
+    if (!arenas.back()->reserve(meta->arena_size(i)))
+      return Error::make(ErrorCode::OutOfMemory, "method '%s': cannot reserve %s bytes for arena %zu ('%s')", name,
+                         grouped(meta->arena_size(i)).c_str(), i, meta->arena_name(i));
+    arena_spans.emplace_back(arenas.back()->data(), arenas.back()->size());
+  }
+  MemoryAllocator method_allocator(method_memory.data(), method_memory.size());
+  MemoryManager memory;
+  memory.method_allocator = &method_allocator;
+  memory.planned_arenas = Span<Span<uint8_t>>(arena_spans.data(), arena_spans.size());
+
+  for (auto& wrapper : rt.wrappers) wrapper->reset_counts();
+  Result<Method> method = program.load_method(name, &memory, &rt.kernels, &rt.checking);
+  if (!method.ok()) return method.error();
+
+  size_t structure_only = 0;
+  for (auto& wrapper : rt.wrappers) structure_only += wrapper->structure_only();
+  size_t num_delegates = meta->num_delegates();
+  std::string line = "method '" + std::string(name) + "': " + plural(meta->num_inputs(), "input", "inputs") + ", " +
+                     plural(meta->num_outputs(), "output", "outputs") + ", " +
+                     plural(meta->num_instructions(), "instruction", "instructions") + ", " +
+                     plural(meta->num_operators(), "operator", "operators") + ", " +
+                     plural(num_delegates, "delegate", "delegates");
+  if (structure_only > 0)
+    line += " (" + plural(structure_only, "delegate", "delegates") + " checked up to init, not initialized)";
+  line += "; memory: method allocator " + grouped(method_bytes.get()) + " B, planned arenas " + grouped(arena_bytes) +
+          " B";
+  report->lines.push_back(line);
+  describe_delegates(program, name, rt, report);
+  return Error::ok();
+}
+
+Error verify_file(const char* path, Runtime& rt, uint64_t max_memory, Report* report) {
+  Result<FileDataLoader> opened = FileDataLoader::open(path);
+  if (!opened.ok()) return opened.error();
+  FileDataLoader& loader = opened.get();
+  Result<Program> program = Program::load(&loader);
+  if (!program.ok()) return program.error();
+
+  // The header again, through the same parser, for the report (Program::load accepted it).
+  pte::Header header;
+  {
+    Result<FreeableBuffer> head = loader.load(0, pte::kHeaderSize);
+    if (!head.ok()) return head.error();
+    ET_CHECK_OK(pte::parse_header(head->bytes(), loader.size(), &header));
+  }
+  const schema::Program& p = *schema::GetProgram(program->flatbuffer());
+  size_t num_segments = p.segments() ? p.segments()->size() : 0;
+
+  for (size_t i = 0; i < program->num_methods(); ++i) {
+    if (Error e = check_method(*program, program->method_name(i), rt, max_memory, report)) return e;
+  }
+
+  report->ok_line = "program " + std::to_string(header.program_size) + " bytes, " +
+                    std::to_string(program->num_methods()) + " methods, " + std::to_string(num_segments) + " segments";
+  std::vector<std::string> method_lines = std::move(report->lines);
+  report->lines.clear();
+  report->lines.push_back("file " + grouped(loader.size()) + " B: header v" + std::to_string(header.header_version) +
+                          ", program schema v" + std::to_string(program->version()) + " at " +
+                          grouped(header.program_offset) + " (" + grouped(header.program_size) +
+                          " B), segment data at " + grouped(header.segment_base_offset) + " (" +
+                          grouped(header.segment_data_size) + " B, " + std::to_string(header.segment_alignment) +
+                          "-aligned)");
+  std::vector<std::string> roles = segment_roles(p);
+  for (size_t i = 0; i < num_segments; ++i) {
+    const schema::Segment* s = p.segments()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    report->lines.push_back("segment " + std::to_string(i) + ": " + grouped(s->size()) + " B at file offset " +
+                            grouped(header.segment_base_offset + s->offset()) + " (" + roles[i] + ")");
+  }
+  for (std::string& line : method_lines) report->lines.push_back(std::move(line));
+  return Error::ok();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    print_usage(stderr);
-    return 2;
+  tools::install_fatal_handlers("et-verify-pte");
+  bool quiet = false;
+  uint64_t max_memory = 0;
+  bool max_memory_given = false;
+  std::vector<const char*> files;
+  bool options_done = false;
+  for (int i = 1; i < argc; ++i) {
+    const char* arg = argv[i];
+    if (options_done || arg[0] != '-' || arg[1] == '\0') {
+      files.push_back(arg);
+      continue;
+    }
+    if (std::strcmp(arg, "--") == 0) {
+      options_done = true;
+    } else if (std::strcmp(arg, "-h") == 0 || std::strcmp(arg, "--help") == 0) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (std::strcmp(arg, "-q") == 0 || std::strcmp(arg, "--quiet") == 0) {
+      quiet = true;
+    } else if (std::strncmp(arg, "--max-memory", 12) == 0 && (arg[12] == '\0' || arg[12] == '=')) {
+      const char* value = arg[12] == '=' ? arg + 13 : (i + 1 < argc ? argv[++i] : nullptr);
+      if (value == nullptr) return usage_error("--max-memory needs a value");
+      if (!parse_bytes(value, &max_memory))
+        return usage_error("--max-memory takes a byte count (like 1048576 or 512M), not '%s'", value);
+      max_memory_given = true;
+    } else {
+      return usage_error("unknown option '%s'", arg);
+    }
   }
-  if (argc == 2 && (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0)) {
-    print_usage(stdout);
-    return 0;
+  if (files.empty()) return usage_error("no file given");
+  if (!max_memory_given) max_memory = physical_memory();
+
+  Runtime rt;
+  if (Error e = make_runtime(&rt)) {
+    std::fprintf(stderr, "et-verify-pte: error: %s\n", tools::one_line(e.message()).c_str());
+    return kExitError;
   }
   int status = 0;
-  for (int i = 1; i < argc; ++i) {
-    std::string summary;
-    if (Error e = verify_file(argv[i], &summary)) {
-      std::fprintf(stderr, "%s: error: %s\n", argv[i], e.message.c_str());
-      status = 1;
-    } else {
-      std::printf("%s: ok (%s)\n", argv[i], summary.c_str());
+  for (const char* path : files) {
+    Report report;
+    // One line each: names from a corrupt file may hold newlines or escapes (one_line makes them \xNN).
+    std::string shown = tools::one_line(path);
+    if (Error e = verify_file(path, rt, max_memory, &report)) {
+      std::fprintf(stderr, "%s: error: %s\n", shown.c_str(), tools::one_line(e.message()).c_str());
+      status = kExitError;
+      continue;
     }
+    std::printf("%s: ok (%s)\n", shown.c_str(), report.ok_line.c_str());
+    if (!quiet) {
+      for (const std::string& line : report.lines) std::printf("  %s\n", tools::one_line(line.c_str()).c_str());
+    }
+    std::fflush(stdout);
   }
   return status;
 }

@@ -5,7 +5,9 @@
 // the central directory, widened by its ZIP64 extra field where numpy wrote one.
 #include "npz.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -376,18 +378,35 @@ Error parse_npz(const uint8_t* data, size_t size, const char* label, std::vector
 }
 
 Error read_npz(const char* path, NpzFile* out) {
-  std::FILE* f = std::fopen(path, "rb");
-  if (f == nullptr) return Error::make(ErrorCode::Io, "cannot open %s: %s", path, std::strerror(errno));
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
+  if (fd < 0) return Error::make(ErrorCode::Io, "cannot open %s: %s", path, std::strerror(errno));
   struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    std::fclose(f);
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
     return Error::make(ErrorCode::Io, "%s is not a regular file", path);
   }
-  out->bytes.resize(static_cast<size_t>(st.st_size));
-  size_t got = out->bytes.empty() ? 0 : std::fread(out->bytes.data(), 1, out->bytes.size(), f);
-  std::fclose(f);
-  if (got != out->bytes.size()) return Error::make(ErrorCode::Io, "cannot read %s", path);
-  return parse_npz(out->bytes.data(), out->bytes.size(), path, &out->arrays);
+  size_t size = static_cast<size_t>(st.st_size);
+  std::free(out->bytes);
+  out->bytes = static_cast<uint8_t*>(std::malloc(size == 0 ? 1 : size));
+  out->size = size;
+  if (out->bytes == nullptr) {
+    ::close(fd);
+    return Error::make(ErrorCode::OutOfMemory, "%s: cannot allocate %zu bytes to read it", path, size);
+  }
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::read(fd, out->bytes + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int saved = errno;
+      ::close(fd);
+      return Error::make(ErrorCode::Io, "cannot read %s: %s", path,
+                         n == 0 ? "it became shorter while being read" : std::strerror(saved));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return parse_npz(out->bytes, size, path, &out->arrays);
 }
 
 void sort_for_inputs(std::vector<NpyArray>* arrays) {

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,12 @@ struct NpyArray {
 };
 
 struct NpzFile {
-  std::vector<uint8_t> bytes;    // the whole file
+  NpzFile() = default;
+  NpzFile(const NpzFile&) = delete;
+  NpzFile& operator=(const NpzFile&) = delete;
+  ~NpzFile() { std::free(bytes); }
+  uint8_t* bytes = nullptr;      // the whole file (malloc'ed: a file too large for memory is an Error, not an abort)
+  size_t size = 0;
   std::vector<NpyArray> arrays;  // in the zip's central-directory order
 };
 

@@ -8,7 +8,9 @@
 `to_executorch` runs `et-fold-constants` (unless the config says not to),
 `et-to-out-variants`, `et-plan-memory` and `et-verify-memory-plan` on a copy
 of the edge module, then serializes it (`etmlir.serialize`). The edge program
-is left unchanged.
+is left unchanged. The `.pte` is this process's own: `etmlir.runtime.load(et.buffer)` runs its
+native ("cpu") delegates without `allow_native_code` (another process, or `et-run`, needs
+`allow_native_code=True` / `--allow-native`, or a signature: `etmlir.devtools.signing`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Mapping
 import numpy as np
 from torch_mlir import ir
 
+from etmlir import runtime
 from etmlir.executable.planner import Plan
 from etmlir.executable.serialize import serialize as _serialize
 from etmlir.passes.pipeline import PipelineElement, run_pipeline
@@ -108,6 +111,9 @@ def to_executorch(edge_program: Program, config: ExecutorchConfig | None = None)
     run_pipeline(module, passes)
     with module.context:
         buffer = _serialize(module, edge_program.weight_buffers, config.segment_alignment)
+    # The user's own program: runtime.load of exactly these bytes runs its native ("cpu") delegates
+    # without allow_native_code (runtime/README.md, "Trust and native code").
+    runtime._note_compiled(buffer)
     return ExecutorchProgram(module=module, example_args=edge_program.example_args,
                              dynamic_dims=list(edge_program.dynamic_dims),
                              weight_buffers=edge_program.weight_buffers, buffer=buffer, config=config)

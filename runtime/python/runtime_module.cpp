@@ -1,6 +1,7 @@
 // etmlir._runtime: the Python face of the C++ runtime (nanobind).
 //
 //   program = _runtime.Program.from_file(path)        (mmap) or .from_bytes(b)
+//       (allow_native_code=False, trusted_keys=[32-byte keys]: the NativeCodeTrust its methods load with)
 //   method = program.load_method("forward", temp_bytes)
 //   outputs = method.run([ndarray, ...])              → list of ndarrays (copies)
 //   method.set_seed(n)                                 (the random ops' generator)
@@ -20,10 +21,12 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -35,6 +38,7 @@
 #include "etmlir/runtime/generator.h"
 #include "etmlir/runtime/kernel.h"
 #include "etmlir/runtime/method.h"
+#include "etmlir/runtime/native_code.h"
 #include "etmlir/runtime/platform.h"
 #include "etmlir/runtime/program.h"
 #include "portable_kernels.h"
@@ -44,9 +48,41 @@ using namespace etmlir;
 
 namespace {
 
-// An exception type the Python layer re-exports as etmlir.runtime.RuntimeError.
+// `text` as valid UTF-8: names and messages from a .pte are bytes the file chose, and Python
+// decodes every str it gets (a bad byte would raise UnicodeDecodeError in place of the real
+// error). Valid sequences are kept, every other byte becomes "\xNN".
+std::string valid_utf8(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    unsigned char c = s[i];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = len > 0 && i + len <= n;
+    for (size_t k = 1; ok && k < len; ++k) ok = (s[i + k] & 0xC0) == 0x80;
+    if (ok && len > 1) {  // no overlong forms, surrogates or code points past U+10FFFF
+      uint32_t cp = c & (0xFF >> (len + 1));
+      for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (s[i + k] & 0x3F);
+      ok = cp >= (len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u) && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+    }
+    if (ok) {
+      out.append(text, i, len);
+      i += len;
+    } else {
+      static const char hex[] = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 0xF];
+      ++i;
+    }
+  }
+  return out;
+}
+
+// An exception type the Python layer re-exports as etmlir.runtime.Error (a RuntimeError).
 struct RuntimeFailure : std::runtime_error {
-  explicit RuntimeFailure(const std::string& message) : std::runtime_error(message) {}
+  explicit RuntimeFailure(const std::string& message) : std::runtime_error(valid_utf8(message)) {}
 };
 
 [[noreturn]] void raise(const Error& error) { throw RuntimeFailure(error.message()); }
@@ -89,8 +125,11 @@ void set_backend_threads(int n, const char* function) {
 }
 
 struct AlignedBuffer {
-  explicit AlignedBuffer(size_t n) : size(n) {
-    if (n > 0 && posix_memalign(&data, 64, n) != 0) throw std::bad_alloc();
+  // `what` names the buffer in the error when the memory is not there (a size a .pte asks for
+  // may be absurd: that is an etmlir.runtime.Error, not a MemoryError from std::bad_alloc).
+  explicit AlignedBuffer(size_t n, const std::string& what = "a runtime buffer") : size(n) {
+    if (n > 0 && posix_memalign(&data, 64, n) != 0)
+      throw RuntimeFailure(what + ": cannot allocate " + std::to_string(n) + " bytes (out of memory)");
   }
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
@@ -148,7 +187,10 @@ nb::object tensor_to_python(const Tensor& t) {
     }
   }
   size_t nbytes = t.nbytes();
-  auto* copy = new uint8_t[nbytes ? nbytes : 1];
+  auto* copy = new (std::nothrow) uint8_t[nbytes ? nbytes : 1];
+  if (copy == nullptr)
+    throw RuntimeFailure("cannot allocate " + std::to_string(nbytes) + " bytes for a copy of a " +
+                         dtype_name(t.dtype()) + " result: out of memory");
   if (nbytes) std::memcpy(copy, t.data(), nbytes);
   nb::capsule owner(copy, [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
   std::vector<size_t> shape(static_cast<size_t>(t.dim()));
@@ -182,16 +224,22 @@ class PyMethod;
 // Owns the bytes or mapping, the loader and the verified Program.
 class PyProgram {
  public:
-  static std::shared_ptr<PyProgram> from_bytes(nb::bytes data) {
+  // allow_native_code / trusted_keys (32-byte Ed25519 public keys): the trust every method of this
+  // program is loaded with (NativeCodeTrust, native_code.h).
+  static std::shared_ptr<PyProgram> from_bytes(nb::bytes data, bool allow_native_code,
+                                               const std::vector<nb::bytes>& trusted_keys) {
     auto p = std::shared_ptr<PyProgram>(new PyProgram());
+    p->set_trust(allow_native_code, trusted_keys);
     p->buffer_ = std::make_unique<AlignedBuffer>(data.size());
     if (data.size()) std::memcpy(p->buffer_->data, data.c_str(), data.size());
     p->loader_ = std::make_unique<BufferDataLoader>(p->buffer_->data, data.size());
     p->finish_load();
     return p;
   }
-  static std::shared_ptr<PyProgram> from_file(const std::string& path) {
+  static std::shared_ptr<PyProgram> from_file(const std::string& path, bool allow_native_code,
+                                              const std::vector<nb::bytes>& trusted_keys) {
     auto p = std::shared_ptr<PyProgram>(new PyProgram());
+    p->set_trust(allow_native_code, trusted_keys);
     Result<MmapDataLoader> loader = MmapDataLoader::open(path.c_str());
     if (!loader.ok()) raise(loader.error());
     p->mmap_ = std::make_unique<MmapDataLoader>(static_cast<MmapDataLoader&&>(loader.get()));
@@ -201,7 +249,7 @@ class PyProgram {
 
   std::vector<std::string> method_names() const {
     std::vector<std::string> names;
-    for (size_t i = 0; i < program_->num_methods(); ++i) names.emplace_back(program_->method_name(i));
+    for (size_t i = 0; i < program_->num_methods(); ++i) names.push_back(valid_utf8(program_->method_name(i)));
     return names;
   }
 
@@ -238,11 +286,11 @@ class PyProgram {
     d["outputs"] = tensors(false);
     nb::list arenas;
     for (size_t i = 0; i < meta->num_arenas(); ++i)
-      arenas.append(nb::make_tuple(std::string(meta->arena_name(i)), meta->arena_size(i)));
+      arenas.append(nb::make_tuple(valid_utf8(meta->arena_name(i)), meta->arena_size(i)));
     d["arenas"] = arenas;
     nb::list ops;
     char buffer[256];
-    for (size_t i = 0; i < meta->num_operators(); ++i) ops.append(std::string(meta->operator_name(i, buffer, 256)));
+    for (size_t i = 0; i < meta->num_operators(); ++i) ops.append(valid_utf8(meta->operator_name(i, buffer, 256)));
     d["operators"] = ops;
     d["num_instructions"] = meta->num_instructions();
     // The method's own tables; its delegates' state comes on top (PyMethod sizes both).
@@ -252,9 +300,22 @@ class PyProgram {
   }
 
   Program& program() { return *program_; }
+  const NativeCodeTrust* trust() const { return &trust_; }
+  bool allow_native_code() const { return trust_.allow_native_code; }
 
  private:
   PyProgram() = default;
+  void set_trust(bool allow_native_code, const std::vector<nb::bytes>& trusted_keys) {
+    keys_.resize(trusted_keys.size());
+    for (size_t i = 0; i < trusted_keys.size(); ++i) {
+      if (trusted_keys[i].size() != kEd25519PublicKeyBytes)
+        throw RuntimeFailure("trusted key " + std::to_string(i) + " is " + std::to_string(trusted_keys[i].size()) +
+                             " bytes; an Ed25519 public key is " + std::to_string(kEd25519PublicKeyBytes));
+      std::memcpy(keys_[i].bytes, trusted_keys[i].c_str(), kEd25519PublicKeyBytes);
+    }
+    trust_.allow_native_code = allow_native_code;
+    trust_.trusted_keys = Span<const TrustedKey>(keys_.data(), keys_.size());
+  }
   void finish_load() {
     DataLoader* loader = mmap_ ? static_cast<DataLoader*>(mmap_.get()) : loader_.get();
     Result<Program> program = Program::load(loader);
@@ -266,9 +327,15 @@ class PyProgram {
   std::unique_ptr<BufferDataLoader> loader_;
   std::unique_ptr<MmapDataLoader> mmap_;
   std::unique_ptr<Program> program_;
+  std::vector<TrustedKey> keys_;
+  NativeCodeTrust trust_;
 };
 
 // Owns every buffer a loaded method uses: method allocator, arenas, temp.
+//
+// One call at a time: a run sets the inputs, executes (the GIL released) and copies the outputs,
+// and another thread's run in between would hand back outputs of its inputs. etmlir.runtime.Method
+// serializes its calls with a lock; Busy turns a caller that bypasses it into an error.
 class PyMethod {
  public:
   PyMethod(std::shared_ptr<PyProgram> program, const std::string& name, size_t temp_bytes)
@@ -279,19 +346,22 @@ class PyMethod {
     // The method's tables and what its delegates' backends keep (their state, arenas).
     Result<size_t> method_bytes = meta->method_allocator_bytes(&backends, &kernel_registry());
     if (!method_bytes.ok()) raise(method_bytes.error());
-    method_buffer_ = std::make_unique<AlignedBuffer>(method_bytes.get());
+    std::string where = "method '" + name + "': ";
+    method_buffer_ = std::make_unique<AlignedBuffer>(method_bytes.get(), where + "the method allocator");
     method_allocator_ = MemoryAllocator(method_buffer_->data, method_buffer_->size);
-    temp_buffer_ = std::make_unique<AlignedBuffer>(temp_bytes);
+    temp_buffer_ = std::make_unique<AlignedBuffer>(temp_bytes, where + "the temp allocator (temp_bytes)");
     temp_allocator_ = MemoryAllocator(temp_buffer_->data, temp_buffer_->size);
     for (size_t i = 0; i < meta->num_arenas(); ++i) {
-      arenas_.push_back(std::make_unique<AlignedBuffer>(static_cast<size_t>(meta->arena_size(i))));
+      arenas_.push_back(std::make_unique<AlignedBuffer>(
+          static_cast<size_t>(meta->arena_size(i)),
+          where + "arena " + std::to_string(i) + " ('" + valid_utf8(meta->arena_name(i)) + "')"));
       arena_spans_.emplace_back(static_cast<uint8_t*>(arenas_.back()->data), arenas_.back()->size);
     }
     memory_.method_allocator = &method_allocator_;
     memory_.planned_arenas = Span<Span<uint8_t>>(arena_spans_.data(), arena_spans_.size());
     memory_.temp_allocator = &temp_allocator_;
     Result<Method> method =
-        program_->program().load_method(name.c_str(), &memory_, &kernel_registry(), &backends);
+        program_->program().load_method(name.c_str(), &memory_, &kernel_registry(), &backends, program_->trust());
     if (!method.ok()) raise(method.error());
     method_ = std::make_unique<Method>(static_cast<Method&&>(method.get()));
     // Unplanned outputs get a buffer here, at their planned (upper-bound) size.
@@ -300,16 +370,20 @@ class PyMethod {
       if (!meta->output_tensor(i, &info) || info.planned) continue;
       size_t n = element_size(info.dtype);
       for (int32_t d = 0; d < info.dim; ++d) n *= static_cast<size_t>(info.sizes[d]);
-      output_buffers_.push_back(std::make_unique<AlignedBuffer>(n));
+      output_buffers_.push_back(std::make_unique<AlignedBuffer>(n, where + "output " + std::to_string(i)));
       if (Error e = method_->set_output_buffer(i, output_buffers_.back()->data, n)) raise(e);
     }
   }
 
   size_t num_inputs() const { return method_->num_inputs(); }
-  void set_seed(uint64_t seed) { method_->set_seed(seed); }
+  void set_seed(uint64_t seed) {
+    Busy busy(this, "set_seed");
+    method_->set_seed(seed);
+  }
   uint64_t seed() const { return method_->generator().seed(); }
 
   nb::list run(const std::vector<Array>& inputs) {
+    Busy busy(this, "run");
     if (inputs.size() != method_->num_inputs())
       throw RuntimeFailure("method '" + std::string(method_->name()) + "' takes " +
                            std::to_string(method_->num_inputs()) + " inputs, got " + std::to_string(inputs.size()));
@@ -346,6 +420,7 @@ class PyMethod {
   // Runs `iterations` times on the inputs of the last run() (set again,
   // untimed, before each execute); returns ns per execute.
   std::vector<uint64_t> time_runs(size_t iterations) {
+    Busy busy(this, "time_runs");
     if (last_inputs_.size() != method_->num_inputs()) throw RuntimeFailure("time_runs: call the method once first");
     std::vector<uint64_t> times;
     for (size_t i = 0; i < iterations; ++i) {
@@ -366,6 +441,7 @@ class PyMethod {
 
   // Per-instruction time of one execute: [(name, ns), ...].
   nb::list profile() {
+    Busy busy(this, "profile");
     if (last_inputs_.size() != method_->num_inputs()) throw RuntimeFailure("profile: call the method once first");
     set_inputs(last_inputs_);
     std::vector<uint64_t> ns(method_->num_instructions());
@@ -374,7 +450,7 @@ class PyMethod {
     method_->set_profiling(nullptr);
     if (e) raise(e);
     nb::list out;
-    for (size_t i = 0; i < ns.size(); ++i) out.append(nb::make_tuple(std::string(method_->instruction_name(i)), ns[i]));
+    for (size_t i = 0; i < ns.size(); ++i) out.append(nb::make_tuple(valid_utf8(method_->instruction_name(i)), ns[i]));
     return out;
   }
 
@@ -383,7 +459,7 @@ class PyMethod {
   // Program state: names, a copy of one state tensor's current value, and refilling all of it.
   std::vector<std::string> state_names() const {
     std::vector<std::string> names;
-    for (size_t i = 0; i < method_->num_state(); ++i) names.emplace_back(method_->state_name(i));
+    for (size_t i = 0; i < method_->num_state(); ++i) names.push_back(valid_utf8(method_->state_name(i)));
     return names;
   }
   nb::object state(const std::string& name) const {
@@ -397,6 +473,7 @@ class PyMethod {
     return tensor_to_python(*t);
   }
   void reset_state() {
+    Busy busy(this, "reset_state");
     if (Error e = method_->reset_state()) raise(e);
   }
 
@@ -412,6 +489,21 @@ class PyMethod {
   MemoryManager memory_;
   std::unique_ptr<Method> method_;
   std::vector<Array> last_inputs_;  // keeps the arrays alive for time_runs/profile
+  std::atomic<bool> busy_{false};
+
+  struct Busy {
+    Busy(PyMethod* m, const char* call) : method(m) {
+      bool expected = false;
+      if (!method->busy_.compare_exchange_strong(expected, true))
+        throw RuntimeFailure("method '" + std::string(method->method_->name()) + "': " + call +
+                             "() while another call of this method runs on another thread: call it through "
+                             "etmlir.runtime.Method (which serializes calls), or load one method per thread");
+    }
+    ~Busy() { method->busy_.store(false); }
+    Busy(const Busy&) = delete;
+    Busy& operator=(const Busy&) = delete;
+    PyMethod* method;
+  };
 };
 
 // ---- run_kernel: one kernel call on Python values (for kernel tests) ----------
@@ -592,8 +684,11 @@ NB_MODULE(_runtime, m) {
   nb::exception<RuntimeFailure>(m, "Error", PyExc_RuntimeError);
 
   nb::class_<PyProgram>(m, "Program")
-      .def_static("from_bytes", &PyProgram::from_bytes)
-      .def_static("from_file", &PyProgram::from_file)
+      .def_static("from_bytes", &PyProgram::from_bytes, nb::arg("data"), nb::arg("allow_native_code") = false,
+                  nb::arg("trusted_keys") = std::vector<nb::bytes>())
+      .def_static("from_file", &PyProgram::from_file, nb::arg("path"), nb::arg("allow_native_code") = false,
+                  nb::arg("trusted_keys") = std::vector<nb::bytes>())
+      .def("allow_native_code", &PyProgram::allow_native_code)
       .def("method_names", &PyProgram::method_names)
       .def("method_meta", &PyProgram::method_meta);
 
@@ -630,6 +725,40 @@ NB_MODULE(_runtime, m) {
       },
       nb::arg("backend"), nb::arg("name"));
   m.def("max_backend_threads", [] { return kMaxBackendThreads; });
+  // Trust in native code (native_code.h): keys, fingerprints, payload signatures (libsodium).
+  m.def("signatures_supported", [] { return native_code_signatures_supported(); });
+  m.def("parse_trusted_key", [](nb::bytes text) {
+    TrustedKey key;
+    if (Error e = parse_trusted_key(text.c_str(), text.size(), &key)) raise(e);
+    return nb::bytes(reinterpret_cast<const char*>(key.bytes), sizeof(key.bytes));
+  }, nb::arg("text"));
+  auto exact = [](const nb::bytes& b, size_t n, const char* what) {
+    if (b.size() != n)
+      throw RuntimeFailure(std::string(what) + " is " + std::to_string(b.size()) + " bytes, not " + std::to_string(n));
+    return reinterpret_cast<const uint8_t*>(b.c_str());
+  };
+  m.def("key_fingerprint", [exact](nb::bytes key) {
+    char buffer[32];
+    return std::string(key_fingerprint(exact(key, kEd25519PublicKeyBytes, "an Ed25519 public key"), buffer,
+                                       sizeof(buffer)));
+  }, nb::arg("public_key"));
+  m.def("ed25519_public_key", [exact](nb::bytes seed) {
+    uint8_t key[kEd25519PublicKeyBytes];
+    if (Error e = ed25519_public_key(exact(seed, kEd25519SeedBytes, "an Ed25519 secret key (seed)"), key)) raise(e);
+    return nb::bytes(reinterpret_cast<const char*>(key), sizeof(key));
+  }, nb::arg("seed"));
+  m.def("sign_payload", [exact](nb::bytes seed, nb::bytes payload) {
+    uint8_t signature[kEd25519SignatureBytes];
+    Span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(payload.c_str()), payload.size());
+    if (Error e = sign_payload(exact(seed, kEd25519SeedBytes, "an Ed25519 secret key (seed)"), bytes, signature))
+      raise(e);
+    return nb::bytes(reinterpret_cast<const char*>(signature), sizeof(signature));
+  }, nb::arg("seed"), nb::arg("payload"));
+  m.def("verify_payload_signature", [exact](nb::bytes key, nb::bytes signature, nb::bytes payload) {
+    Span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(payload.c_str()), payload.size());
+    return verify_payload_signature(exact(key, kEd25519PublicKeyBytes, "an Ed25519 public key"),
+                                    exact(signature, kEd25519SignatureBytes, "an Ed25519 signature"), bytes);
+  }, nb::arg("public_key"), nb::arg("signature"), nb::arg("payload"));
   m.def("run_kernel", &run_kernel, nb::arg("name"), nb::arg("args"), nb::arg("temp_bytes") = size_t{64} << 20,
         nb::arg("seed") = nb::none());
   m.def("default_seed", [] { return Generator::kDefaultSeed; });

@@ -130,7 +130,7 @@ class CpuBackendTest : public ::testing::Test {
     size_t size = needed.ok() ? needed.get() : size_t{1} << 20;
     memory_.push_back(std::make_unique<test::AlignedBuffer>(size));
     allocators_.push_back(std::make_unique<MemoryAllocator>(memory_.back()->data(), size));
-    BackendInitContext context{allocators_.back().get(), "forward", index, nullptr, nullptr};
+    BackendInitContext context{allocators_.back().get(), "forward", index, nullptr, nullptr, test::allow_native_code()};
     Result<DelegateHandle> handle = backend(num_threads)->init(context, bytes, Span<const CompileSpec>());
     if (handle.ok()) {
       EXPECT_TRUE(needed.ok()) << "init accepts what method_allocator_bytes refuses: " << needed.error().message();
@@ -328,7 +328,7 @@ TEST_F(CpuBackendTest, RunsAsAMethodsDelegate) {
   BackendRegistry backends;
   ASSERT_FALSE(register_cpu_backend(backends, BackendOptions{2}));
   test::LoadedMethod loaded;
-  Error loaded_program = test::load_forward(pte, &backends, &loaded);
+  Error loaded_program = test::load_forward(pte, &backends, &loaded, test::allow_native_code());
   ASSERT_FALSE(loaded_program) << loaded_program.message();
   ASSERT_TRUE(loaded.method) << loaded.error.message();
   Method* method = loaded.method.get();
@@ -355,7 +355,7 @@ TEST_F(CpuBackendTest, AMethodWithABadPayloadFailsToLoadNamingTheDelegate) {
   BackendRegistry backends;
   ASSERT_FALSE(register_cpu_backend(backends));
   test::LoadedMethod loaded;
-  Error loaded_program = test::load_forward(pte, &backends, &loaded);
+  Error loaded_program = test::load_forward(pte, &backends, &loaded, test::allow_native_code());
   ASSERT_FALSE(loaded_program) << loaded_program.message();
   ASSERT_FALSE(loaded.method);
   EXPECT_EQ(loaded.error.code(), ErrorCode::NotSupported);
@@ -585,7 +585,7 @@ TEST_F(CpuBackendTest, StateArenaAndPoolComeFromTheMethodAllocator) {
     EXPECT_GE(bytes.get(), 4096u + 64u) << "the 4096-byte arena and the delegate state";
     test::AlignedBuffer memory(bytes.get());
     MemoryAllocator allocator(memory.data(), memory.size());
-    BackendInitContext context{&allocator, "forward", 0, nullptr, nullptr};
+    BackendInitContext context{&allocator, "forward", 0, nullptr, nullptr, test::allow_native_code()};
     Result<DelegateHandle> handle = backend(threads)->init(
         context, Span<const uint8_t>(payload.data(), payload.size()), Span<const CompileSpec>());
     ASSERT_TRUE(handle.ok()) << handle.error().message();
@@ -606,7 +606,7 @@ TEST_F(CpuBackendTest, ATooSmallMethodAllocatorIsOutOfMemory) {
   std::vector<uint8_t> payload = test::write_cpu_payload(add_header(), so_);
   test::AlignedBuffer memory(1024);  // the delegate state fits, the 4096-byte arena does not
   MemoryAllocator allocator(memory.data(), memory.size());
-  BackendInitContext context{&allocator, "forward", 1, nullptr, nullptr};
+  BackendInitContext context{&allocator, "forward", 1, nullptr, nullptr, test::allow_native_code()};
   Result<DelegateHandle> handle =
       backend()->init(context, Span<const uint8_t>(payload.data(), payload.size()), Span<const CompileSpec>());
   ASSERT_FALSE(handle.ok());

@@ -340,7 +340,7 @@ TEST(NoHeap, CpuDelegatesAllocateNothing) {
     Backend* backend = backends.find("cpu");
     test::AlignedBuffer memory(size_t{1} << 20);  // the delegates' state, descriptors and arenas
     MemoryAllocator method_allocator(memory.data(), memory.size());
-    BackendInitContext init{&method_allocator, "forward", 0, nullptr, nullptr};
+    BackendInitContext init{&method_allocator, "forward", 0, nullptr, nullptr, test::allow_native_code()};
     Result<DelegateHandle> add_handle =
         backend->init(init, Span<const uint8_t>(add_payload.data(), add_payload.size()), Span<const CompileSpec>());
     Result<DelegateHandle> scale_handle = backend->init(
@@ -385,7 +385,7 @@ TEST(NoHeap, AMethodWithACpuDelegateAllocatesNothing) {
   BackendRegistry backends;
   ASSERT_FALSE(register_cpu_backend(backends, BackendOptions{2}));
   test::LoadedMethod loaded;
-  Error loaded_program = test::load_forward(pte, &backends, &loaded);
+  Error loaded_program = test::load_forward(pte, &backends, &loaded, test::allow_native_code());
   ASSERT_FALSE(loaded_program) << loaded_program.message();
   ASSERT_TRUE(loaded.method) << loaded.error.message();
   Method* method = loaded.method.get();

@@ -80,12 +80,12 @@ const char* loader_kind_name(LoaderKind kind) {
 namespace {
 
 // A program already in out->program: its "forward" method (see load_forward).
-Error load_forward_method(const BackendRegistry* backends, LoadedMethod* out) {
+Error load_forward_method(const BackendRegistry* backends, LoadedMethod* out, const NativeCodeTrust* trust) {
   Result<MethodMeta> meta = out->program->program->method_meta("forward");
   if (!meta.ok()) return meta.error();
   out->memory = std::make_unique<MethodMemory>(*meta, kDefaultTempBytes, backends);
   Result<Method> method =
-      out->program->program->load_method("forward", &out->memory->manager, &all_kernels(), backends);
+      out->program->program->load_method("forward", &out->memory->manager, &all_kernels(), backends, trust);
   if (method.ok()) {
     out->method = std::make_unique<Method>(static_cast<Method&&>(method.get()));
   } else {
@@ -110,17 +110,28 @@ Error load_from_loader(LoadedProgram* out) {
 
 }  // namespace
 
-Error load_forward(const std::string& file, LoaderKind kind, const BackendRegistry* backends, LoadedMethod* out) {
+Error load_forward(const std::string& file, LoaderKind kind, const BackendRegistry* backends, LoadedMethod* out,
+                   const NativeCodeTrust* trust) {
   out->program = std::make_unique<LoadedProgram>();
   if (Error e = load_program(fixture_path(file), kind, out->program.get())) return e;
-  return load_forward_method(backends, out);
+  return load_forward_method(backends, out, trust);
 }
 
-Error load_forward(const std::vector<uint8_t>& pte, const BackendRegistry* backends, LoadedMethod* out) {
+Error load_forward(const std::vector<uint8_t>& pte, const BackendRegistry* backends, LoadedMethod* out,
+                   const NativeCodeTrust* trust) {
   out->program = std::make_unique<LoadedProgram>();
   buffer_loader(pte, out->program.get());
   if (Error e = load_from_loader(out->program.get())) return e;
-  return load_forward_method(backends, out);
+  return load_forward_method(backends, out, trust);
+}
+
+const NativeCodeTrust* allow_native_code() {
+  static const NativeCodeTrust trust = [] {
+    NativeCodeTrust t;
+    t.allow_native_code = true;
+    return t;
+  }();
+  return &trust;
 }
 
 Error load_program(const std::string& path, LoaderKind kind, LoadedProgram* out) {
@@ -222,7 +233,8 @@ std::vector<uint8_t> pack_pte(const uint8_t* flatbuffer, size_t flatbuffer_size,
 }
 
 std::vector<uint8_t> one_delegate_program(const char* backend, const std::vector<uint8_t>& payload,
-                                          const std::vector<int64_t>& sizes) {
+                                          const std::vector<int64_t>& sizes,
+                                          const std::vector<PteSignature>& signatures) {
   namespace fbs = etmlir::schema;
   flatbuffers::FlatBufferBuilder fbb;
   std::vector<uint8_t> dim_order(sizes.size());
@@ -243,8 +255,11 @@ std::vector<uint8_t> one_delegate_program(const char* backend, const std::vector
   auto call = fbs::CreateDelegateCallDirect(fbb, 0, &args, 1);
   std::vector<flatbuffers::Offset<fbs::Instruction>> instructions = {
       fbs::CreateInstruction(fbb, fbs::InstructionKind::DelegateCall, call.Union(), 0)};
-  std::vector<flatbuffers::Offset<fbs::Delegate>> delegates = {
-      fbs::CreateDelegateDirect(fbb, backend, nullptr, &payload_at)};
+  std::vector<flatbuffers::Offset<fbs::PayloadSignature>> signature_tables;
+  for (const PteSignature& s : signatures)
+    signature_tables.push_back(fbs::CreatePayloadSignatureDirect(fbb, &s.public_key, &s.signature));
+  std::vector<flatbuffers::Offset<fbs::Delegate>> delegates = {fbs::CreateDelegateDirect(
+      fbb, backend, nullptr, &payload_at, signatures.empty() ? nullptr : &signature_tables)};
   std::vector<flatbuffers::Offset<fbs::Arena>> arenas = {fbs::CreateArenaDirect(fbb, "planned", 2 * slot)};
   std::vector<int32_t> inputs = {0};
   std::vector<int32_t> outputs = {1};

@@ -95,12 +95,18 @@ struct LoadedMethod {
   std::unique_ptr<Method> method;
   Error error;  // load_method's error, when method is null
 };
-// Loads fixture `file` through `kind`, then its "forward" method with every kernel and
-// `backends`. Returns the error if the program (or its MethodMeta) does not load; a method
-// that does not load leaves out->method null and its error in out->error.
-Error load_forward(const std::string& file, LoaderKind kind, const BackendRegistry* backends, LoadedMethod* out);
+// Loads fixture `file` through `kind`, then its "forward" method with every kernel,
+// `backends` and `trust` (native_code.h: nullptr refuses "cpu" delegates). Returns the error if
+// the program (or its MethodMeta) does not load; a method that does not load leaves out->method
+// null and its error in out->error.
+Error load_forward(const std::string& file, LoaderKind kind, const BackendRegistry* backends, LoadedMethod* out,
+                   const NativeCodeTrust* trust = nullptr);
 // The same for a program held in memory (copied into an aligned buffer, read by BufferDataLoader).
-Error load_forward(const std::vector<uint8_t>& pte, const BackendRegistry* backends, LoadedMethod* out);
+Error load_forward(const std::vector<uint8_t>& pte, const BackendRegistry* backends, LoadedMethod* out,
+                   const NativeCodeTrust* trust = nullptr);
+
+// A NativeCodeTrust that allows native code: the tests' own "cpu" payloads.
+const NativeCodeTrust* allow_native_code();
 
 // A reference input/output pair written by make_fixtures.py.
 struct Reference {
@@ -123,11 +129,18 @@ std::vector<uint8_t> pack_pte(const uint8_t* flatbuffer, size_t flatbuffer_size,
                               const std::vector<std::vector<uint8_t>>& segments,
                               uint32_t alignment = kSegmentAlignment);
 
+// A signature of a delegate's payload as the program stores it (Delegate.signatures).
+struct PteSignature {
+  std::vector<uint8_t> public_key;
+  std::vector<uint8_t> signature;
+};
+
 // A program whose method "forward" is one DelegateCall of `backend` with
 // `payload`: x (a planned float32 input of `sizes`) -> live-out y (a planned
-// float32 output of the same sizes).
+// float32 output of the same sizes); the delegate carries `signatures`.
 std::vector<uint8_t> one_delegate_program(const char* backend, const std::vector<uint8_t>& payload,
-                                          const std::vector<int64_t>& sizes);
+                                          const std::vector<int64_t>& sizes,
+                                          const std::vector<PteSignature>& signatures = {});
 
 // ---- Delegate payloads: the shared header (runtime/schema/payload.fbs) + a body ----------
 

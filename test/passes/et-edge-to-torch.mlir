@@ -28,3 +28,18 @@ func.func @attributes() -> tensor<3x2xf32> {
   %0 = "edge.permute_copy"(%w) {dims = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
   return %0 : tensor<3x2xf32>
 }
+
+// -----
+
+// A size used as a tensor (returned, or an operand of a tensor op) goes through NumToTensor.
+// CHECK-LABEL: func.func @size_as_tensor
+// CHECK: %[[SIZE:.*]] = torch.aten.size.int %arg0, %{{.*}} : !torch.vtensor<[?],f32>, !torch.int -> !torch.int
+// CHECK: %[[T:.*]] = torch.prim.NumToTensor.Scalar %[[SIZE]] : !torch.int -> !torch.vtensor<[],si64>
+// CHECK: %[[SUM:.*]] = torch.aten.add.Tensor %[[T]], %[[T]], %{{.*}} : !torch.vtensor<[],si64>, !torch.vtensor<[],si64>, !torch.int -> !torch.vtensor<[],si64>
+// CHECK: return %[[T]], %[[SUM]]
+func.func @size_as_tensor(%x: tensor<?xf32>) -> (tensor<i64>, tensor<i64>) {
+  %one = "edge.constant"() {value = dense<1> : tensor<i64>} : () -> tensor<i64>
+  %0 = "edge.sym_size_int"(%x) {dim = 0 : i64} : (tensor<?xf32>) -> tensor<i64>
+  %1 = "edge.add_tensor"(%0, %0, %one) : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<i64>
+  return %0, %1 : tensor<i64>, tensor<i64>
+}

@@ -42,3 +42,41 @@ func.func @mixed(%x: tensor<2x3xf32>, %y: tensor<3x4xf16>) -> tensor<2x4xf32> {
 func.func @torch_signature(%x: !torch.vtensor<[2],f32>) -> !torch.vtensor<[2],f32> {
   return %x : !torch.vtensor<[2],f32>
 }
+
+// -----
+
+// Static shapes must work together: pointwise operands broadcast (the error names op, shapes and line).
+func.func @no_broadcast(%x: tensor<2x3xf32>, %y: tensor<4x5xf32>) -> tensor<2x3xf32> {
+  %one = "edge.constant"() {value = dense<1> : tensor<i64>} : () -> tensor<i64>
+  // expected-error @+1 {{'edge.add_tensor' (aten::add.Tensor): shapes do not broadcast: self [2, 3], other [4, 5] (sizes 2 and 4 at dim 0 of the broadcast shape)}}
+  %0 = "edge.add_tensor"(%x, %y, %one) : (tensor<2x3xf32>, tensor<4x5xf32>, tensor<i64>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// Broadcasting shapes (and dynamic dims, checked at run time) verify.
+// CHECK-LABEL: func.func @broadcasts
+func.func @broadcasts(%x: tensor<2x1xf32>, %y: tensor<3xf32>, %z: tensor<?x3xf32>) -> (tensor<2x3xf32>, tensor<?x3xf32>) {
+  %0 = "edge.mul_tensor"(%x, %y) : (tensor<2x1xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %1 = "edge.mul_tensor"(%z, %y) : (tensor<?x3xf32>, tensor<3xf32>) -> tensor<?x3xf32>
+  return %0, %1 : tensor<2x3xf32>, tensor<?x3xf32>
+}
+
+// -----
+
+// A matrix product's inner dims agree.
+func.func @mm_inner(%x: tensor<2x3xf32>, %y: tensor<4x5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{'edge.mm' (aten::mm): inner dims differ: self [2, 3], mat2 [4, 5] (self has 3 columns, mat2 4 rows)}}
+  %0 = "edge.mm"(%x, %y) : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+// cat's inputs agree in every dim but the cat dim.
+func.func @cat_dims(%x: tensor<2x3xf32>, %y: tensor<4x5xf32>) -> tensor<6x3xf32> {
+  // expected-error @+1 {{'edge.cat' (aten::cat): input 1 [4, 5] differs from input 0 [2, 3] in dim 1 (only the cat dim 0 may differ)}}
+  %0 = "edge.cat"(%x, %y) {dim = 0 : i64} : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<6x3xf32>
+  return %0 : tensor<6x3xf32>
+}

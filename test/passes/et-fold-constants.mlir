@@ -94,10 +94,10 @@ func.func @left_alone(%x: tensor<2xf32>) -> (tensor<4xf32>, tensor<2xf32>, tenso
 // CHECK-DAG: %[[T:.*]] = "edge.constant"() {etmlir.param = "w.transpose_copy_int", value = dense<{{\[}}[1.000000e+00], [2.000000e+00]]> : tensor<2x1xf32>}
 // CHECK: "edge.mm"(%arg0, %[[T]])
 // CHECK: "edge.mm"(%[[W]], %arg1)
-func.func @shared_constant(%x: tensor<1x1xf32>, %y: tensor<2x1xf32>) -> (tensor<1x1xf32>, tensor<1x1xf32>) {
+func.func @shared_constant(%x: tensor<1x2xf32>, %y: tensor<2x1xf32>) -> (tensor<1x1xf32>, tensor<1x1xf32>) {
   %w = "edge.constant"() {etmlir.param = "w", value = dense<[[1.0, 2.0]]> : tensor<1x2xf32>} : () -> tensor<1x2xf32>
   %0 = "edge.transpose_copy_int"(%w) {dim0 = 0 : i64, dim1 = 1 : i64} : (tensor<1x2xf32>) -> tensor<2x1xf32>
-  %1 = "edge.mm"(%x, %0) : (tensor<1x1xf32>, tensor<2x1xf32>) -> tensor<1x1xf32>
+  %1 = "edge.mm"(%x, %0) : (tensor<1x2xf32>, tensor<2x1xf32>) -> tensor<1x1xf32>
   %2 = "edge.mm"(%w, %y) : (tensor<1x2xf32>, tensor<2x1xf32>) -> tensor<1x1xf32>
   return %1, %2 : tensor<1x1xf32>, tensor<1x1xf32>
 }

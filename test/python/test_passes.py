@@ -35,9 +35,11 @@ def test_pipeline_parser_keeps_nested_options_and_pipelines():
 
 def test_options_are_typed_and_checked():
     info = get_pass("et-decompose-to-core-aten")
-    assert info.parse_options("keep=aten.a.default,aten.b") == {"keep": ["aten.a.default", "aten.b"]}
+    assert info.parse_options("keep=aten.linear.default,aten.relu") == {"keep": ["aten.linear.default", "aten.relu"]}
     with pytest.raises(PassOptionError, match="unknown option 'nope'"):
         info.parse_options("nope=1")
+    with pytest.raises(PassOptionError, match="unknown op 'aten.a.default'"):
+        info.parse_options("keep=aten.a.default")
 
 
 def test_python_and_upstream_passes_run_in_one_pipeline():

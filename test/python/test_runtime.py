@@ -72,24 +72,24 @@ def test_wrong_input_count_names_the_method_and_the_signature(methods):
 
 
 def test_wrong_input_shape_names_the_input_expected_and_actual(methods):
-    with pytest.raises(rt.Error, match=r"input 0: expected float32\[8, 784\], got float32\[8, 783\]"):
+    with pytest.raises(rt.Error, match=r"input 0 \('x'\): expected float32\[8, 784\], got float32\[8, 783\]"):
         methods["mlp"](np.zeros((8, 783), np.float32))
 
 
 def test_dynamic_input_beyond_its_bound_is_rejected(methods):
-    with pytest.raises(rt.Error, match=r"input 0: expected int64\[1, <=256\], got int64\[1, 257\]"):
+    with pytest.raises(rt.Error, match=r"input 0 \('idx'\): expected int64\[1, <=256\], got int64\[1, 257\]"):
         methods["nanogpt"](np.zeros((1, 257), np.int64))
 
 
 def test_static_dim_of_a_dynamic_input_must_match_exactly(methods):
     """Only the sequence dim was exported as dynamic: the batch stays 1 (not any size up to 1)."""
     assert str(methods["nanogpt"].inputs[0]) == "int64[1, <=256]"
-    with pytest.raises(rt.Error, match=r"input 0: expected int64\[1, <=256\], got int64\[0, 5\]"):
+    with pytest.raises(rt.Error, match=r"input 0 \('idx'\): expected int64\[1, <=256\], got int64\[0, 5\]"):
         methods["nanogpt"](np.zeros((0, 5), np.int64))
 
 
 def test_wrong_input_dtype_names_both_dtypes(methods):
-    with pytest.raises(rt.Error, match=r"input 0: expected float32\[8, 784\], got float64\[8, 784\]"):
+    with pytest.raises(rt.Error, match=r"input 0 \('x'\): expected float32\[8, 784\], got float64\[8, 784\]"):
         methods["mlp"](np.zeros((8, 784), np.float64))
 
 

@@ -104,7 +104,7 @@ def test_method_takes_and_returns_bfloat16():
     total, product = forward(x, y)
     assert total.dtype == torch.bfloat16 and torch.equal(total, x + y)
     assert product.dtype == torch.float32 and torch.equal(product, (x * y).float())
-    with pytest.raises(rt.Error, match=r"input 0: expected bfloat16\[3, 4\], got float32\[3, 4\]"):
+    with pytest.raises(rt.Error, match=r"input 0 \('x'\): expected bfloat16\[3, 4\], got float32\[3, 4\]"):
         forward(x.float().numpy(), y)
 
 

@@ -23,12 +23,12 @@
 // PRINT: IR Dump After CSE
 
 // LIST: --et-decompose-to-core-aten {{.*}}rewrite non-Core-ATen ops into Core ATen ops
-// LIST-NEXT: keep=list
+// LIST-NEXT: keep=<comma-separated list>
 // LIST: --et-verify-core-aten {{.*}}report every op outside Core ATen with its source location
 
 // UNKNOWN: et-opt: error: unknown pass or bad options 'no-such-pass'
 // NESTED: et-opt: error: Python pass 'et-verify-core-aten' cannot be nested under 'func.func'
-// OPTION: et-opt: error: et-verify-core-aten: unknown option 'bogus' (options: keep)
+// OPTION: et-opt: error: et-verify-core-aten: unknown option 'bogus' (options: keep=<comma-separated list>)
 // FLAG: et-opt: error: unknown option or pass '--no-such-flag'
 
 func.func @f(%x: !torch.vtensor<[2,3],f32>, %w: !torch.vtensor<[4,3],f32>) -> !torch.vtensor<[2,4],f32> {

@@ -27,6 +27,7 @@
 #include "etmlir/runtime/error.h"
 #include "etmlir/runtime/evalue.h"
 #include "etmlir/runtime/memory.h"
+#include "etmlir/runtime/native_code.h"
 #include "etmlir/runtime/span.h"
 
 namespace etmlir {
@@ -59,12 +60,29 @@ constexpr int kMaxBackendThreads = 256;
 // (runtime/backends/nested) loads it with the same kernels and backends. The
 // registries outlive the method (nullptr when the method was loaded without
 // backends). For Backend::method_allocator_bytes, method_allocator is nullptr.
+// `trust` and `signatures` decide whether a payload that is native code may
+// run (native_code.h: check_native_code); a backend that runs a program of its
+// own loads it with the same `trust`.
 struct BackendInitContext {
+  // {allocator, method, index[, kernels, backends[, trust]]}; signatures are set apart.
+  BackendInitContext(MemoryAllocator* method_allocator, const char* method_name, uint32_t delegate_index,
+                     const KernelRegistry* kernels = nullptr, const BackendRegistry* backends = nullptr,
+                     const NativeCodeTrust* trust = nullptr)
+      : method_allocator(method_allocator),
+        method_name(method_name),
+        delegate_index(delegate_index),
+        kernels(kernels),
+        backends(backends),
+        trust(trust) {}
   MemoryAllocator* method_allocator;
   const char* method_name;
   uint32_t delegate_index;
   const KernelRegistry* kernels = nullptr;
   const BackendRegistry* backends = nullptr;
+  // What the host trusts (load_method's `trust`); nullptr: no native code.
+  const NativeCodeTrust* trust = nullptr;
+  // The delegate's signatures (program.fbs Delegate.signatures), views into the program.
+  Span<const PayloadSignature> signatures;
 };
 
 // What execute() may use: scratch memory valid during the call. A backend

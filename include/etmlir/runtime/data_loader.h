@@ -7,6 +7,29 @@
 //    execute); each FreeableBuffer frees its copy.
 //  * MmapDataLoader: maps the file read-only; views into the mapping, so
 //    constants are paged in on first use and shared between processes.
+//
+// Files that change. FileDataLoader and BufferDataLoader hold copies: once
+// Program::load and load_method have returned, the file can be overwritten,
+// truncated or deleted and loaded methods run on unchanged. MmapDataLoader's
+// bytes *are* the file (MAP_PRIVATE copies a page only when this process
+// writes it, and the runtime never does), so the file must not change or
+// shrink while a Program loaded from it, or one of its Methods, lives:
+//   * overwritten in place: later calls read the new bytes, as weights (wrong
+//     outputs, NaN) and as the program's tables, which set_input() and
+//     execute() read at every call and the loader checked only before the
+//     change (undefined behaviour: in practice a crash);
+//   * truncated: touching a page past the new end raises SIGBUS, which kills
+//     the process.
+// Replacing the file by rename (write a new file, then rename it over the old
+// name) is safe: the mapping keeps the old file's bytes. MmapDataLoader
+// checks what it cheaply can: it keeps the file open and, at every load()
+// (the header, the program, the constant segment, each delegate payload),
+// compares the file's size and modification time with those it mapped, so a
+// change made before Program::load or load_method returns an Io error instead
+// of a crash (a same-size rewrite within the file system's timestamp
+// granularity, a clock tick, goes unseen). A change made after (while methods
+// execute) cannot be caught without copying the file, which is what
+// FileDataLoader does.
 #pragma once
 
 #include <cstddef>
@@ -111,9 +134,12 @@ class MmapDataLoader : public DataLoader {
   uint64_t size() const override { return size_; }
 
  private:
-  MmapDataLoader(const void* mapping, uint64_t size) : mapping_(mapping), size_(size) {}
+  MmapDataLoader(const void* mapping, uint64_t size, int fd, int64_t mtime_ns)
+      : mapping_(mapping), size_(size), fd_(fd), mtime_ns_(mtime_ns) {}
   const void* mapping_ = nullptr;
   uint64_t size_ = 0;
+  int fd_ = -1;            // kept open to notice a change (load())
+  int64_t mtime_ns_ = 0;   // the modification time when mapped
 };
 
 }  // namespace etmlir

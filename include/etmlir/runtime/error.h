@@ -24,6 +24,7 @@ enum class ErrorCode : uint8_t {
   Io,                // the data loader could not read
   KernelFailed,      // a kernel or delegate reported a failure at run time
   Internal,
+  Untrusted,         // native code the host neither allowed nor trusts a signature of (native_code.h)
 };
 
 const char* error_code_name(ErrorCode code);

@@ -21,8 +21,17 @@
 // no other value shares. load_method fills each state tensor from its initial
 // value; execute() reads and updates it in place, so it carries over from one
 // call to the next; reset_state() refills it (no allocation, like execute).
+//
+// Threads: a Method runs one call at a time. execute(), set_input(),
+// set_output_buffer() and reset_state() hold the method's busy flag (an
+// atomic compare-exchange: no lock, no allocation) while they run, and a call
+// that finds it taken (another thread in execute(), or a kernel re-entering
+// its own method) returns an InvalidArgument Error naming both calls instead
+// of racing on the shared arenas. To run in parallel, load the method once
+// per thread: the methods of one Program share only read-only bytes.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -120,6 +129,8 @@ class Method {
   uint64_t* profile_ = nullptr;
   uint32_t failed_debug_handle_ = 0;
   bool describe_failures_ = true;
+  // The call holding the method now ("execute", "set_input", ...), nullptr when none (see Threads above).
+  std::atomic<const char*> busy_{nullptr};
 };
 
 }  // namespace etmlir

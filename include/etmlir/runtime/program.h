@@ -98,8 +98,10 @@ class Program {
   size_t num_methods() const;
   const char* method_name(size_t i) const;
   Result<MethodMeta> method_meta(const char* name) const;
+  // `trust`: which delegate payloads that are native code may run (native_code.h; nullptr: none,
+  // so a "cpu" delegate is refused unless signed by a key in it or native code is allowed).
   Result<Method> load_method(const char* name, MemoryManager* memory, const KernelRegistry* kernels,
-                             const BackendRegistry* backends = nullptr) const;
+                             const BackendRegistry* backends = nullptr, const NativeCodeTrust* trust = nullptr) const;
 
   // The constant segment's bytes (valid while the Program lives).
   const uint8_t* constant_data() const { return constants_.bytes(); }

@@ -143,11 +143,13 @@ class LoweredBackendModule(torch.nn.Module):
         return getattr(getattr(torch.ops, LOWERED_NAMESPACE), self.op_name)(*inputs)
 
     def _run(self, *inputs: torch.Tensor) -> Any:
-        """Eager kernel of the operator: the lowered program on etmlir's runtime."""
+        """Eager kernel of the operator: the lowered program on etmlir's runtime (its own `.pte`, compiled in
+        this process, so loaded with `allow_native_code=True`: a "cpu" delegate's native code is the user's)."""
         if self._method is None:
             if self._executorch is None:
                 self._executorch = self.to_executorch()
-            self._method = runtime.load(self._executorch.buffer).method("forward")
+            # Its own .pte, compiled here: its native ("cpu") code is the user's own to run.
+            self._method = runtime.load(self._executorch.buffer, allow_native_code=True).method("forward")
         outputs = self._method.call_flat(*[t.contiguous() for t in inputs])  # the operator is flat
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 

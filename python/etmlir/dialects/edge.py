@@ -18,8 +18,9 @@ Representation of a schema argument:
     optional (`T?`) non-tensors       attribute left out when None
 
 On load, every edge op gets two run-time traits: no memory effects (so DCE
-and CSE work on edge ops) and a verifier that checks optional attributes and
-the dtype table, reporting the op, the dtypes and the source location.
+and CSE work on edge ops) and a verifier that checks optional attributes,
+the dtype table and static shapes (`edge_shapes`: broadcasting, contraction
+dims, cat), reporting the op, the dtypes or shapes and the source location.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from typing import Any
 
 from torch_mlir import ir
 from torch_mlir.dialects import irdl
+
+from etmlir.dialects.edge_shapes import shape_problem
 
 # torch dtype name -> the element type of an edge tensor. Signed integers are signless (as
 # upstream dialects expect); uint8 keeps its signedness so it stays distinct from int8.
@@ -76,6 +79,7 @@ class EdgeOp:
     allowed_dtypes: dict[str, tuple[str, ...]]
     same_dtype: tuple[tuple[str, ...], ...]
     stands_for: str | None = None
+    broadcast: bool = False  # pointwise: the tensor operands broadcast together (edge_shapes)
 
     @property
     def name(self) -> str:
@@ -118,7 +122,8 @@ def edge_ops() -> dict[str, EdgeOp]:
             mnemonic=mnemonic, aten=info["aten"], schema=info["schema"], args=tuple(info["args"]),
             results=tuple(info["results"]),
             allowed_dtypes={k: tuple(v) for k, v in info["dtypes"]["allowed"].items()},
-            same_dtype=tuple(tuple(g) for g in info["dtypes"]["same"]), stands_for=info.get("stands_for"))
+            same_dtype=tuple(tuple(g) for g in info["dtypes"]["same"]), stands_for=info.get("stands_for"),
+            broadcast=info.get("broadcast", False))
     return ops
 
 
@@ -235,11 +240,11 @@ def attribute_problem(op: ir.Operation, info: EdgeOp) -> str | None:
 
 
 def edge_op_problem(op: ir.Operation) -> str | None:
-    """What keeps an edge op from verifying (attribute kinds, then dtypes); None if it is fine."""
+    """What keeps an edge op from verifying (attribute kinds, dtypes, then static shapes); None if it is fine."""
     info = edge_op_of(op)
     if info is None:
         return f"'{op.name}' is not an edge op"
-    return attribute_problem(op, info) or dtype_problem(op, info)
+    return attribute_problem(op, info) or dtype_problem(op, info) or shape_problem(op, info)
 
 
 class _NoMemoryEffects(ir.MemoryEffectsOpInterface):
@@ -254,14 +259,22 @@ def problem_verifier(problem: Callable[[ir.Operation], str | None]) -> type[ir.D
     """An op trait whose verifier emits `problem(op)` at the op's location when it is not None.
 
     IRDL declares what it can; the checks it cannot express (edge dtype
-    tables, etx planning attributes) run through this trait.
+    tables, etx planning attributes) run through this trait. They read what
+    IRDL guarantees (required attributes, `operandSegmentSizes`); on an op that
+    breaks those (malformed input: `"etx.input"() {index = 0}` without its
+    `type`), reading fails, and the op is left to IRDL's verifier, which runs
+    next and names what is missing ("attribute "type" is expected but not
+    provided") instead of a Python error escaping from the parser.
     """
 
     class _Verifier(ir.DynamicOpTrait):
         @staticmethod
         def verify_invariants(op: Any) -> bool:
             operation = op.operation if hasattr(op, "operation") else op
-            message = problem(operation)
+            try:
+                message = problem(operation)
+            except (KeyError, TypeError, ValueError, IndexError):
+                return True  # structurally malformed: IRDL's own verifier reports it
             if message:
                 operation.location.emit_error(message)
                 return False

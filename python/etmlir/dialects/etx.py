@@ -86,6 +86,8 @@ def _problem(op: ir.Operation) -> str | None:
         if "upper_bounds" in attrs:
             if not isinstance(t, ir.RankedTensorType):
                 return f"{name}: `upper_bounds` on a non-tensor value"
+            if not isinstance(attrs["upper_bounds"], ir.DenseI64ArrayAttr):
+                return f"{name}: `upper_bounds` must be an array<i64: ...>, got {attrs['upper_bounds']}"
             bounds = list(ir.DenseI64ArrayAttr(attrs["upper_bounds"]))
             shape = list(t.shape)
             if len(bounds) != len(shape) or any(

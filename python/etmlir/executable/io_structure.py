@@ -141,7 +141,7 @@ class Node:
         if table.kind not in _KIND_NAMES:
             raise StructureError(f"unknown TreeKind {table.kind} in the call structure")
         kind = _KIND_NAMES[table.kind]
-        type_name = table.typeName.decode() if isinstance(table.typeName, bytes) else (table.typeName or "")
+        type_name = _text(table.typeName) if table.typeName is not None else ""
         return Node(kind=kind, index=table.index,
                     value=_constant(table.constant) if kind == CONSTANT else None,
                     keys=tuple(_constant(k) for k in (table.keys or ())), type_name=type_name,
@@ -311,7 +311,7 @@ class IOStructure:
         """The structure a method's tables describe (None when it has none: a flat method)."""
         if inputs is None or outputs is None:
             return None
-        names = tuple(n.decode() if isinstance(n, bytes) else n for n in (arg_names or ()))
+        names = tuple(_text(n) for n in (arg_names or ()))
         return IOStructure(Node.from_flatbuffer(inputs), Node.from_flatbuffer(outputs), names)
 
 
@@ -325,7 +325,7 @@ def read_structures(data: Any, program_offset: int) -> dict[str, IOStructure | N
     found: dict[str, IOStructure | None] = {}
     for i in range(program.MethodsLength()):
         method = program.Methods(i)
-        name = method.Name().decode()
+        name = _text(method.Name() or b"")
         inputs, outputs = method.InputStructure(), method.OutputStructure()
         found[name] = IOStructure.from_flatbuffer(
             None if inputs is None else TreeNodeT.InitFromObj(inputs),
@@ -516,9 +516,16 @@ def _evalue(value: Constant) -> EValueT:
     return entry
 
 
+def _text(raw: str | bytes) -> str:
+    """A FlatBuffer string as text; bytes that are not UTF-8 stay visible as escapes (a file may be damaged)."""
+    return raw.decode(errors="backslashreplace") if isinstance(raw, bytes) else raw
+
+
 def _constant(entry: EValueT | None) -> Constant:
     if entry is None or entry.valueType == Value.Null:
         return None
+    if entry.value is None:  # a value kind this reader does not know, or the kind without its table
+        raise StructureError(f"a structure constant of value kind {entry.valueType} has no value")
     if entry.valueType == Value.Bool:
         return bool(entry.value.value)
     if entry.valueType == Value.Int:
@@ -526,6 +533,5 @@ def _constant(entry: EValueT | None) -> Constant:
     if entry.valueType == Value.Double:
         return float(entry.value.value)
     if entry.valueType == Value.String:
-        text = entry.value.value
-        return text.decode() if isinstance(text, bytes) else text
+        return _text(entry.value.value or b"")
     raise StructureError(f"a structure constant of value kind {entry.valueType} (not None/bool/int/float/str)")

@@ -19,6 +19,7 @@ import struct
 
 import flatbuffers
 
+from etmlir.executable import flatbuffer_verifier
 from etmlir.schema.Program import Program, ProgramT
 
 MAGIC = b"ETXH"
@@ -131,10 +132,11 @@ def read(data: bytes) -> PteFile:
     flat = data[header.program_offset:header.program_offset + header.program_size]
     if not Program.ProgramBufferHasIdentifier(flat, 0):
         raise PteError(f"program FlatBuffer identifier is {bytes(flat[4:8])!r}, expected {FILE_IDENTIFIER!r}")
-    try:
-        program = ProgramT.InitFromObj(Program.GetRootAs(flat, 0))
-    except Exception as error:  # the Python FlatBuffers reader has no verifier: report, do not crash
-        raise PteError(f"program FlatBuffer is corrupt: {type(error).__name__}: {error}") from None
+    try:  # the generated reader trusts every offset: verify first, as the C++ loader does
+        flatbuffer_verifier.verify(flat, FILE_IDENTIFIER)
+    except flatbuffer_verifier.FlatBufferError as error:
+        raise PteError(f"malformed program: {error}") from None
+    program = ProgramT.InitFromObj(Program.GetRootAs(flat, 0))
     if program.version > SCHEMA_VERSION:
         raise PteError(f"program schema version {program.version} is newer than this reader ({SCHEMA_VERSION})")
     return PteFile(data, header, program)

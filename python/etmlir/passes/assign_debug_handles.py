@@ -66,7 +66,7 @@ def next_debug_handle(module: ir.Operation) -> int:
     return max((debug_handle(op) or 0 for op in _edge_ops(module)), default=0) + 1
 
 
-@register_pass("et-assign-debug-handles")
+@register_pass("et-assign-debug-handles", level="edge")
 def assign_debug_handles(module: ir.Operation) -> None:
     """et-assign-debug-handles: give every edge op a stable `etmlir.debug_handle` (kept ones stay)."""
     ops = _edge_ops(module)

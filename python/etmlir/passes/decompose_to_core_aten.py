@@ -38,7 +38,7 @@ from etmlir.frontend.core_aten import is_core_aten, normalize_keep
 from etmlir.frontend.decompositions import (
     DecompositionError, TracedDecomposition, decomposition_table, trace_decomposition)
 from etmlir.lazy import lazy_module
-from etmlir.passes.registry import Option, PassFailure, emit_error, register_pass
+from etmlir.passes.registry import Option, PassFailure, aten_op_name, each, emit_error, register_pass
 
 torch = lazy_module("torch")
 fx_importer = lazy_module("torch_mlir.extras.fx_importer")
@@ -47,8 +47,9 @@ fx_importer = lazy_module("torch_mlir.extras.fx_importer")
 _MAX_ROUNDS = 8
 
 
-@register_pass("et-decompose-to-core-aten", options={
-    "keep": Option(list, [], "ATen ops to leave undecomposed, e.g. aten.upsample_bilinear2d.vec"),
+@register_pass("et-decompose-to-core-aten", level="torch", options={
+    "keep": Option(list, [], "ATen ops to leave undecomposed, e.g. aten.upsample_bilinear2d.vec",
+                   check=each(aten_op_name)),
 })
 def decompose_to_core_aten(module: ir.Operation, *, keep: list[str]) -> None:
     """et-decompose-to-core-aten: rewrite non-Core-ATen ops into Core ATen ops (PyTorch's decompositions)."""

@@ -84,7 +84,7 @@ _FOLDED = _ALWAYS_IDENTITY + ("edge.expand_copy", "edge.clone", "edge.to_dim_ord
                               "edge.view_copy", "edge.slice_copy_tensor", "edge.cat")
 
 
-@register_pass("et-edge-canonicalize")
+@register_pass("et-edge-canonicalize", level="edge")
 def edge_canonicalize(module: ir.Operation) -> None:
     """et-edge-canonicalize: fold no-op copies/views, remove dead code, merge duplicate edge ops."""
     with module.context:

@@ -96,6 +96,14 @@ class _Builder:
         return ir.Operation.create("torch.prim.ListConstruct", results=[ir.Type.parse(f"!torch.list<{element_type}>")],
                                    operands=items).result
 
+    def tensor(self, value: ir.Value) -> ir.Value:
+        """The torch tensor for an edge tensor value; a size (`edge.sym_size_int`, size arithmetic)
+        used as a tensor (returned, or an operand of a tensor op) goes through NumToTensor."""
+        if value not in self.values and value in self.ints:
+            self.values[value] = ir.Operation.create(
+                "torch.prim.NumToTensor.Scalar", results=[torch_type(value.type)], operands=[self.ints[value]]).result
+        return self.values[value]
+
     def scalar(self, value: ir.Value) -> ir.Value:
         """A 0-d edge tensor used as a Scalar: a constant, or a run-time int."""
         if value in self.ints:
@@ -129,7 +137,7 @@ def edge_to_torch(module: ir.Module | ir.Operation) -> ir.Module:
         return result
 
 
-@register_pass("et-edge-to-torch")
+@register_pass("et-edge-to-torch", level="edge")
 def edge_to_torch_pass(module: ir.Operation) -> None:
     """et-edge-to-torch: rebuild every edge function as torch-dialect ops on !torch.vtensor values.
 
@@ -166,7 +174,7 @@ def _convert_function(function: ir.Operation, into: ir.Module) -> None:
         op = op.operation
         with ir.InsertionPoint(block), op.location:
             if op.name == "func.return":
-                func_dialect.ReturnOp([builder.values[v] for v in op.operands])
+                func_dialect.ReturnOp([builder.tensor(v) for v in op.operands])
             elif op.name == "edge.constant":
                 attr = op.attributes["value"]
                 target = torch_type(op.results[0].type)
@@ -175,7 +183,7 @@ def _convert_function(function: ir.Operation, into: ir.Module) -> None:
                 builder.values[op.results[0]] = literal.result
             elif op.name == "tensor.cast":
                 cast = ir.Operation.create("torch.tensor_static_info_cast", results=[torch_type(op.results[0].type)],
-                                           operands=[builder.values[op.operands[0]]])
+                                           operands=[builder.tensor(op.operands[0])])
                 builder.values[op.results[0]] = cast.result
             else:
                 try:
@@ -202,7 +210,7 @@ def _convert_op(op: ir.Operation, builder: _Builder) -> None:
         raise ValueError(f"no torch-dialect form for '{op.name}'")
     if op.name == "edge.sym_size_int":
         size = ir.Operation.create("torch.aten.size.int", results=[ir.Type.parse("!torch.int")],
-                                   operands=[builder.values[op.operands[0]],
+                                   operands=[builder.tensor(op.operands[0]),
                                              builder.constant("int", op.attributes["dim"].value)])
         builder.ints[op.results[0]] = size.result
         return
@@ -222,11 +230,11 @@ def _convert_op(op: ir.Operation, builder: _Builder) -> None:
             if not values:
                 operands.append(builder.constant("none", None))
             elif base == "tensor":
-                operands.append(builder.values[values[0]])
+                operands.append(builder.tensor(values[0]))
             else:
                 operands.append(builder.scalar(values[0]))
         elif base in ("tensor[]",):
-            operands.append(builder.list_of("vtensor", [builder.values[v] for v in groups[name]]))
+            operands.append(builder.list_of("vtensor", [builder.tensor(v) for v in groups[name]]))
         elif name not in op.attributes:
             operands.append(builder.constant("none", None))
         else:

@@ -18,12 +18,13 @@ from torch_mlir import ir
 
 from etmlir.executable.dtypes import UnsupportedElementType
 from etmlir.executable.serialize import SerializeError, serialize
-from etmlir.passes.registry import Option, PassFailure, emit_error, register_pass
+from etmlir.passes.registry import Option, PassFailure, emit_error, power_of_two, register_pass
 
 
-@register_pass("et-emit", options={
+@register_pass("et-emit", level="etx", options={
     "output": Option(str, "", "the .pte file to write (`--et-emit=PATH` is short for output=PATH)"),
-    "segment-alignment": Option(int, 4096, "byte alignment of each data segment (for mmap)"),
+    "segment-alignment": Option(int, 4096, "byte alignment of each data segment (for mmap)", minimum=1,
+                                maximum=1 << 30, check=power_of_two),
 })
 def emit(module: ir.Operation, *, output: str, segment_alignment: int) -> None:
     """et-emit: serialize the planned etx module to a .pte file."""

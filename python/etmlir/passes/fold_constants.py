@@ -216,8 +216,9 @@ def fold(module: ir.Operation, max_bytes: int = DEFAULT_MAX_BYTES) -> list[str]:
     return folder.folded
 
 
-@register_pass("et-fold-constants", options={
-    "max-bytes": Option(int, DEFAULT_MAX_BYTES, "leave ops whose result or an operand is larger than this many bytes")})
+@register_pass("et-fold-constants", level="edge", options={
+    "max-bytes": Option(int, DEFAULT_MAX_BYTES, "leave ops whose result or an operand is larger than this many bytes",
+                        minimum=0)})
 def fold_constants(module: ir.Operation, *, max_bytes: int) -> None:
     """et-fold-constants: evaluate copies, views and arithmetic on constants at compile time."""
     fold(module, max_bytes)

@@ -107,7 +107,7 @@ def _replace_call(call: ir.Operation, nested: ir.Operation) -> None:
     call.erase()
 
 
-@register_pass("et-link-lowered-modules")
+@register_pass("et-link-lowered-modules", level="edge")
 def link_lowered_modules(module: ir.Operation) -> None:
     """et-link-lowered-modules: calls of lowered modules (etmlir_lowered::m<n>) -> delegate calls."""
     calls: list[ir.Operation] = []

@@ -237,7 +237,7 @@ class _Outliner:
         return nested
 
 
-@register_pass("et-outline-delegates")
+@register_pass("et-outline-delegates", level="edge")
 def outline_delegates(module: ir.Operation) -> None:
     """et-outline-delegates: move each tagged op group into a nested module behind a delegate call."""
     for func_op in [op.operation for op in module.regions[0].blocks[0].operations]:

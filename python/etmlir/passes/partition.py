@@ -19,15 +19,15 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
-from etmlir.delegation.backend import partitioner as get_partitioner
-from etmlir.passes.registry import Option, PassFailure, emit_error, register_pass
+from etmlir.delegation.backend import backend_ids, partitioner as get_partitioner
+from etmlir.passes.registry import Option, PassFailure, each, edge_op_name, emit_error, register_pass
 
 
-@register_pass("et-partition", options={
-    "backend": Option(str, "", "the backend's id (etmlir.backends: nested, ...)"),
-    "ops": Option(list, [], "only these edge ops (default: all the backend supports)"),
-    "skip-ops": Option(list, [], "edge ops to leave out"),
-    "min-group-size": Option(int, 1, "smallest group to delegate")})
+@register_pass("et-partition", level="edge", options={
+    "backend": Option(str, "", "the backend's id (etmlir.backends: nested, ...)", choices=backend_ids),
+    "ops": Option(list, [], "only these edge ops (default: all the backend supports)", check=each(edge_op_name)),
+    "skip-ops": Option(list, [], "edge ops to leave out", check=each(edge_op_name)),
+    "min-group-size": Option(int, 1, "smallest group to delegate", minimum=1)})
 def partition(module: ir.Operation, *, backend: str, ops: list[str], skip_ops: list[str],
               min_group_size: int) -> None:
     """et-partition: tag the ops a backend supports in cycle-free groups (etmlir.delegation_tag)."""

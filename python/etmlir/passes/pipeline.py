@@ -18,6 +18,7 @@ one under `func.func(...)` is rejected with an error instead.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -25,7 +26,8 @@ from collections.abc import Callable, Sequence
 from torch_mlir import ir
 from torch_mlir.passmanager import PassManager
 
-from etmlir.passes.registry import PassFailure, PassInfo, PassOptionError, all_passes, get_pass
+from etmlir.passes.levels import level_problem
+from etmlir.passes.registry import PassFailure, PassInfo, PassOptionError, all_passes, emit_error, get_pass
 
 
 class PipelineError(ValueError):
@@ -133,23 +135,45 @@ def _python_passes_in(text: str) -> list[str]:
     return found
 
 
-def _python_pass_callback(info: PassInfo, options: dict) -> Callable:
+def _python_pass_callback(info: PassInfo, options: dict, internal_errors: list[BaseException] | None) -> Callable:
     def run(op: ir.Operation, pass_) -> None:
         try:
             with op.context:  # passes build types and attributes without naming the context
+                if info.level is not None:
+                    problem = level_problem(op, info.flag, info.level)
+                    if problem is not None:
+                        emit_error(*problem)
+                        raise PassFailure()
                 info.run(op, **options)
         except PassFailure:
             pass_.signal_pass_failure()
+        except ir.MLIRError as error:  # an upstream pipeline the pass ran failed on this IR: its diagnostics
+            for diagnostic in error.error_diagnostics or []:
+                diagnostic.location.emit_error(f"{info.flag}: {diagnostic.message}")
+            if not error.error_diagnostics:
+                op.location.emit_error(f"{info.flag}: {error}")
+            pass_.signal_pass_failure()
         except Exception as exc:  # a bug in the pass: report it as a diagnostic, never crash the host
             op.location.emit_error(f"internal error in pass '{info.flag}': {type(exc).__name__}: {exc}")
-            traceback.print_exc(file=sys.stderr)
+            # The caller re-raises it once MLIR is done (its traceback intact); without one to
+            # take it, the traceback is printed on request only.
+            if internal_errors is not None:
+                internal_errors.append(exc)
+            elif os.environ.get("ETMLIR_DEBUG", "") not in ("", "0"):
+                traceback.print_exc(file=sys.stderr)
             pass_.signal_pass_failure()
 
     return run
 
 
-def build_pass_manager(elements: Sequence[PipelineElement], context: ir.Context) -> PassManager:
-    """A module-anchored PassManager running `elements` in order."""
+def build_pass_manager(elements: Sequence[PipelineElement], context: ir.Context,
+                       internal_errors: list[BaseException] | None = None) -> PassManager:
+    """A module-anchored PassManager running `elements` in order.
+
+    An exception escaping a Python pass (a bug: user errors are diagnostics) fails the run
+    with an "internal error" diagnostic and is appended to `internal_errors`, so the caller
+    can tell a bug from bad input and re-raise it with its traceback.
+    """
     with context:
         pm = PassManager("builtin.module")
         for element in elements:
@@ -161,7 +185,7 @@ def build_pass_manager(elements: Sequence[PipelineElement], context: ir.Context)
                     options = info.parse_options(element.options)
                 except PassOptionError as exc:
                     raise PipelineError(str(exc)) from None
-                pm.add(_python_pass_callback(info, options), name=info.flag, argument=info.flag,
+                pm.add(_python_pass_callback(info, options, internal_errors), name=info.flag, argument=info.flag,
                        description=info.description)
                 continue
             if element.nested is not None:
@@ -185,7 +209,13 @@ def run_pipeline(module: ir.Module | ir.Operation, pipeline: str | Sequence[Pipe
     """Run `pipeline` on `module` in place; raises ir.MLIRError (with diagnostics) on failure."""
     operation = module.operation
     elements = parse_pipeline(pipeline) if isinstance(pipeline, str) else list(pipeline)
-    pm = build_pass_manager(elements, operation.context)
+    internal_errors: list[BaseException] = []
+    pm = build_pass_manager(elements, operation.context, internal_errors)
     if print_ir_after_all:
         pm.enable_ir_printing(print_after_all=True, print_module_scope=True, large_elements_limit=16)
-    pm.run(operation)
+    try:
+        pm.run(operation)
+    except ir.MLIRError as error:
+        if internal_errors:  # a bug in a pass: keep its traceback as the cause
+            raise error from internal_errors[0]
+        raise

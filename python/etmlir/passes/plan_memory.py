@@ -38,13 +38,16 @@ from torch_mlir import ir
 
 from etmlir.dialects.etx import method_functions, output_owners, tensor_type, upper_bounds
 from etmlir.executable.control_flow import live_until, loop_ranges
-from etmlir.executable.dtypes import nbytes
+from etmlir.executable.dtypes import UnsupportedElementType, nbytes
 from etmlir.frontend.locations import source_line
-from etmlir.executable.planner import Arena, Buffer, Placement, Plan, PlanningError, parse_arenas, plan_memory
-from etmlir.passes.registry import Option, PassFailure, emit_error, register_pass
+from etmlir.executable.planner import (ALGORITHMS, POLICIES, Arena, Buffer, Placement, Plan, PlanningError,
+                                       parse_arenas, plan_memory)
+from etmlir.passes.registry import Option, PassFailure, emit_error, power_of_two, register_pass
 
 ARENAS_ATTR = "etx.arenas"
 PLAN_ATTR = "etx.memory_plan"
+# Offsets and sizes are int64 attributes (and int64 in the .pte): a plan cannot address more.
+MAX_PLAN_BYTES = 2**63 - 1
 
 
 def _i64(value: int) -> ir.IntegerAttr:
@@ -104,6 +107,33 @@ def tensor_lifetimes(func_op: ir.Operation, alloc_inputs: bool = True,
     return planned, buffers
 
 
+def tensor_problems(func_op: ir.Operation) -> list[tuple[ir.Operation, str]]:
+    """(op, why) for each tensor of `func_op` that cannot be planned: no size to reserve (a dynamic
+    dim without `upper_bounds`), a negative bound, an element type the .pte has no number for,
+    or more bytes than a plan can address."""
+    problems = []
+    for op in (o.operation for o in func_op.regions[0].blocks[0].operations):
+        if op.name not in ("etx.alloc", "etx.input", "etx.state") or tensor_type(op) is None:
+            continue
+        sizes = upper_bounds(op)
+        if sizes is None or len(sizes) != tensor_type(op).rank:
+            problems.append((op, f"{describe(op)} has type {tensor_type(op)} with a dynamic dim and no "
+                                 "upper_bounds of its rank: there is no size to plan"))
+            continue
+        if any(s < 0 for s in sizes):
+            problems.append((op, f"{describe(op)} has a negative size bound {sizes}"))
+            continue
+        try:
+            size = nbytes(sizes, tensor_type(op).element_type)
+        except UnsupportedElementType as error:
+            problems.append((op, f"{describe(op)}: {error}"))
+            continue
+        if size > MAX_PLAN_BYTES:
+            problems.append((op, f"{describe(op)} needs {size} bytes ({tensor_type(op)}), more than a plan "
+                                 f"can address ({MAX_PLAN_BYTES})"))
+    return problems
+
+
 def recorded_plan(func_op: ir.Operation) -> tuple[list[ir.Operation], list[Buffer], Plan]:
     """The plan written on `func_op` by et-plan-memory: planned ops, their buffers (lifetimes recomputed
     from the IR) and a Plan over them. Raises PlanningError if the function carries no plan."""
@@ -154,13 +184,26 @@ def _record(func_op: ir.Operation, planned: list[ir.Operation], plan: Plan) -> N
         "algorithm": ir.StringAttr.get(plan.algorithm)})
 
 
-@register_pass("et-plan-memory", options={
-    "arenas": Option(list, [], "planned memories as name[:bytes] (64k, 2M), fastest first; default: one unbounded"),
-    "policy": Option(str, "largest-first", "who gets the bounded arenas: largest-first | smallest-first"),
-    "alignment": Option(int, 16, "byte alignment of every planned tensor"),
+def _arenas_problem(specs: list[str]) -> str | None:
+    try:
+        arenas = parse_arenas(specs)
+    except PlanningError as error:
+        return str(error)
+    for arena in arenas:
+        if arena.capacity is not None and arena.capacity > MAX_PLAN_BYTES:
+            return f"arena '{arena.name}' is larger than a plan can address ({MAX_PLAN_BYTES} bytes)"
+    return None
+
+
+@register_pass("et-plan-memory", level="etx", options={
+    "arenas": Option(list, [], "planned memories as name[:bytes] (64k, 2M), fastest first; default: one unbounded",
+                     check=_arenas_problem),
+    "policy": Option(str, "largest-first", "who gets the bounded arenas", choices=POLICIES),
+    "alignment": Option(int, 16, "byte alignment of every planned tensor", minimum=1, maximum=1 << 30,
+                        check=power_of_two),
     "alloc-inputs": Option(bool, True, "plan the method's inputs (else the user provides their memory)"),
     "alloc-outputs": Option(bool, True, "plan the method's outputs (else the user provides their memory)"),
-    "algorithm": Option(str, "auto", "auto (smaller of the two) | best-fit | shared-objects"),
+    "algorithm": Option(str, "auto", "auto: the smaller plan of the two", choices=ALGORITHMS),
     "print-summary": Option(bool, False, "print the per-arena table to stderr"),
 })
 def plan_memory_pass(module: ir.Operation, *, arenas: list[str], policy: str, alignment: int,
@@ -175,6 +218,11 @@ def plan_memory_pass(module: ir.Operation, *, arenas: list[str], policy: str, al
     except PlanningError as error:
         emit_error(module, f"et-plan-memory: {error}")
         raise PassFailure() from None
+    problems = [(op, message) for func_op in functions for op, message in tensor_problems(func_op)]
+    for op, message in problems:
+        emit_error(op, f"et-plan-memory: {message}")
+    if problems:
+        raise PassFailure()
     for func_op in functions:
         planned, buffers = tensor_lifetimes(func_op, alloc_inputs, alloc_outputs)
         try:
@@ -182,6 +230,11 @@ def plan_memory_pass(module: ir.Operation, *, arenas: list[str], policy: str, al
         except PlanningError as error:
             emit_error(func_op, f"et-plan-memory: {error}")
             raise PassFailure() from None
+        total = max([s for s in plan.arena_sizes] + [p.offset + p.size for p in plan.placements] + [0])
+        if total > MAX_PLAN_BYTES:
+            emit_error(func_op, f"et-plan-memory: the plan needs {total} bytes in one arena, more than a plan "
+                                f"can address ({MAX_PLAN_BYTES})")
+            raise PassFailure()
         _record(func_op, planned, plan)
         if print_summary:
             name = ir.StringAttr(func_op.attributes["etx.method"]).value

@@ -91,7 +91,7 @@ def preprocess_module(nested: ir.Operation) -> None:
             str(key): ir.DenseI64ArrayAttr.get(list(handles)) for key, handles in result.debug_handle_map.items()})
 
 
-@register_pass("et-preprocess-delegates")
+@register_pass("et-preprocess-delegates", level="edge")
 def preprocess_delegates(module: ir.Operation) -> None:
     """et-preprocess-delegates: compile every outlined delegate into its backend's payload."""
     failed = False

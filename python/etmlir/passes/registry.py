@@ -17,17 +17,19 @@ locations (`emit_error`) and raising `PassFailure`; the driver prints them as
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
 import importlib.machinery
 import importlib.util
 import pkgutil
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from torch_mlir import ir
 
 from etmlir.delegation.backend import backend_ids, backend_module
+from etmlir.passes.levels import LEVELS
 
 
 class PassFailure(Exception):
@@ -38,15 +40,62 @@ class PassOptionError(ValueError):
     """A pass option string that does not match the pass's declared options."""
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
 @dataclasses.dataclass(frozen=True)
 class Option:
-    """One declared pass option: `kind` is int, bool, str or list (a list of str)."""
+    """One declared pass option: `kind` is int, bool, str or list (a list of str).
+
+    The declaration also says which values are valid, so every pass's options are
+    checked here, once, before any pass runs (a bad value is a command-line error
+    naming the option and the expected form, never a crash deep inside the pass):
+
+        Option(int, 16, "byte alignment", minimum=1, check=power_of_two)
+        Option(str, "auto", "placement algorithm", choices=("auto", "best-fit"))
+        Option(list, [], "ATen ops to keep", check=each(aten_op_name))
+
+    `choices` (str: the value, list: every item) may be a function returning them, for
+    sets known only at run time (registered backends). Integers are limited to int64
+    (they end up in IR attributes) unless `minimum`/`maximum` say less. `check(value)`
+    returns why a parsed value is wrong, or None.
+    """
 
     kind: type
     default: Any
     help: str
+    choices: tuple[str, ...] | Callable[[], Sequence[str]] | None = None
+    minimum: int | None = None
+    maximum: int | None = None
+    check: Callable[[Any], str | None] | None = None
+
+    def form(self) -> str:
+        """The expected form, for --list-passes and error messages: `int >= 0`, `a | b`."""
+        if self.choices is not None:
+            shown = " | ".join(self._choices())
+            return f"list of ({shown})" if self.kind is list else shown
+        if self.kind is int:
+            low, high = self.minimum, self.maximum
+            if low is not None and high is not None:
+                return f"int in [{low}, {high}]"
+            return f"int >= {low}" if low is not None else (f"int <= {high}" if high is not None else "int")
+        if self.kind is bool:
+            return "true | false"
+        return "comma-separated list" if self.kind is list else "string"
+
+    def _choices(self) -> tuple[str, ...]:
+        choices = self.choices() if callable(self.choices) else self.choices
+        return tuple(choices or ())
 
     def parse(self, pass_flag: str, name: str, text: str) -> Any:
+        """`text` as this option's kind, checked against the declaration (PassOptionError if not)."""
+        value = self._convert(pass_flag, name, text)
+        problem = self._problem(value)
+        if problem:
+            raise PassOptionError(f"{pass_flag}: option {name}={_short(text)}: {problem}")
+        return value
+
+    def _convert(self, pass_flag: str, name: str, text: str) -> Any:
         if self.kind is list:
             return [item.strip() for item in text.split(",") if item.strip()]
         if self.kind is bool:
@@ -54,13 +103,76 @@ class Option:
                 return True
             if text in ("0", "false"):
                 return False
-            raise PassOptionError(f"{pass_flag}: option '{name}' expects true or false, got '{text}'")
+            raise PassOptionError(f"{pass_flag}: option '{name}' expects true or false, got '{_short(text)}'")
         if self.kind is int:
-            try:
-                return int(text)
-            except ValueError:
-                raise PassOptionError(f"{pass_flag}: option '{name}' expects an integer, got '{text}'") from None
+            # Plain decimal only: int() would also take '1_000' and non-ASCII digits.
+            if not re.fullmatch(r"[+-]?[0-9]{1,100}", text.strip()):
+                raise PassOptionError(f"{pass_flag}: option '{name}' expects an integer, got '{_short(text)}'")
+            return int(text)
         return text
+
+    def _problem(self, value: Any) -> str | None:
+        if self.kind is int:
+            low = INT64_MIN if self.minimum is None else self.minimum
+            high = INT64_MAX if self.maximum is None else self.maximum
+            if value < low:
+                return f"must be >= {low}"
+            if value > high:
+                return f"must be <= {high}"
+        if self.choices is not None:
+            choices = self._choices()
+            for item in (value if self.kind is list else [value]):
+                if item not in choices:
+                    return f"unknown value '{_short(item)}'{_close(item, choices)} (one of: {', '.join(choices)})"
+        return self.check(value) if self.check is not None else None
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _close(word: str, choices: Sequence[str]) -> str:
+    """`; did you mean 'x'?` when `word` is a likely typo of one of `choices`."""
+    match = difflib.get_close_matches(word, list(choices), n=1)
+    return f"; did you mean '{match[0]}'?" if match else ""
+
+
+def each(check: Callable[[str], str | None]) -> Callable[[list[str]], str | None]:
+    """A list option's check from a check of one item (the first bad item is reported)."""
+
+    def check_all(items: list[str]) -> str | None:
+        for item in items:
+            problem = check(item)
+            if problem:
+                return problem
+        return None
+
+    return check_all
+
+
+def power_of_two(value: int) -> str | None:
+    return None if value > 0 and value & (value - 1) == 0 else "must be a power of two (1, 2, 4, 8, 16, ...)"
+
+
+def aten_op_name(name: str) -> str | None:
+    """Why `name` is not an operator PyTorch knows (`aten.linear.default`, `aten::linear`), or None."""
+    from etmlir.frontend.aten_ops import canonical_op_name, lookup_overload  # imports torch: only when used
+
+    parts = canonical_op_name(name).split(".")
+    if len(parts) == 3 and all(parts) and lookup_overload(name) is not None:
+        return None
+    return (f"unknown op '{_short(name)}' (ops are named like aten.linear.default or aten::add.Tensor; "
+            "custom ops must be registered first, e.g. with --load)")
+
+
+def edge_op_name(name: str) -> str | None:
+    """Why `name` is not an edge op name (`edge.add_tensor`), or None."""
+    from etmlir.dialects.edge import edge_ops
+
+    known = [f"edge.{m}" for m in edge_ops()] + ["edge.constant", "edge.custom_op"]
+    if name in known:
+        return None
+    return f"unknown op '{_short(name)}'{_close(name, known)} (edge ops are named like edge.add_tensor, edge.mm)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +180,10 @@ class PassInfo:
     flag: str
     run: Callable[..., None]
     options: dict[str, Option]
+    # The IR level the pass takes ("torch", "edge" or "etx"; None: any). The pipeline checks it
+    # before the pass runs, so a module of another level is a diagnostic naming the op found
+    # and the pass to run first, not a crash inside the pass (etmlir.passes.levels).
+    level: str | None = None
 
     @property
     def description(self) -> str:
@@ -83,8 +199,12 @@ class PassInfo:
             name, _, value = item.partition("=")
             name = name.strip()
             if name not in self.options:
-                known = ", ".join(sorted(self.options)) or "none"
-                raise PassOptionError(f"{self.flag}: unknown option '{name}' (options: {known})")
+                if not self.options:
+                    raise PassOptionError(
+                        f"{self.flag}: unknown option '{_short(name)}' ({self.flag} takes no options)")
+                known = ", ".join(f"{n}=<{o.form()}>" for n, o in sorted(self.options.items()))
+                raise PassOptionError(f"{self.flag}: unknown option '{_short(name)}'{_close(name, list(self.options))} "
+                                      f"(options: {known})")
             values[name] = self.options[name].parse(self.flag, name, value.strip())
         # Options are spelled like MLIR's (`alloc-inputs`); the pass takes `alloc_inputs=`.
         return {name.replace("-", "_"): value for name, value in values.items()}
@@ -113,13 +233,15 @@ def _split_option_items(text: str) -> list[str]:
 _REGISTRY: dict[str, PassInfo] = {}
 
 
-def register_pass(flag: str, options: dict[str, Option] | None = None) -> Callable:
-    """Declare `fn(module_op, **options)` as the pass named `flag`."""
+def register_pass(flag: str, options: dict[str, Option] | None = None, level: str | None = None) -> Callable:
+    """Declare `fn(module_op, **options)` as the pass named `flag`, taking modules at `level`."""
 
     def wrap(fn: Callable[..., None]) -> Callable[..., None]:
         if flag in _REGISTRY:
             raise ValueError(f"pass '{flag}' registered twice")
-        _REGISTRY[flag] = PassInfo(flag, fn, dict(options or {}))
+        if level is not None and level not in LEVELS:
+            raise ValueError(f"pass '{flag}': level '{level}' is not one of {', '.join(LEVELS)}")
+        _REGISTRY[flag] = PassInfo(flag, fn, dict(options or {}), level)
         return fn
 
     return wrap
@@ -154,7 +276,7 @@ def emit_error(op: ir.Operation | ir.OpView, message: str) -> None:
 
 
 _CORE_PACKAGE = "etmlir.passes"
-_NOT_PASSES = ("registry", "pipeline")  # the modules of this package that define no pass
+_NOT_PASSES = ("registry", "pipeline", "levels")  # the modules of this package that define no pass
 
 
 def _find_spec(name: str) -> importlib.machinery.ModuleSpec | None:

@@ -84,7 +84,7 @@ class ConversionError(Exception):
     """The op has no edge form; the message says why."""
 
 
-@register_pass("et-to-edge")
+@register_pass("et-to-edge", level="torch")
 def to_edge(module: ir.Operation) -> None:
     """et-to-edge: convert Core ATen (torch dialect) to the edge dialect on builtin tensors."""
     with module.context, ir.Location.unknown():

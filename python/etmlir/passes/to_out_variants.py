@@ -430,13 +430,21 @@ def _convert_function(edge_func: ir.Operation) -> None:
     edge_func.erase()
 
 
-@register_pass("et-to-out-variants", options={
+@register_pass("et-to-out-variants", level="edge", options={
     "functions": Option(list, [], "only these functions (default: every function in the top module)")})
 def to_out_variants(module: ir.Operation, *, functions: list[str]) -> None:
     """et-to-out-variants: edge ops -> etx out-variant kernel calls with explicit outputs."""
     edge_funcs = [op.operation for op in module.regions[0].blocks[0].operations
                   if op.operation.name == "func.func" and len(op.operation.regions[0].blocks) > 0
                   and (not functions or ir.StringAttr(op.operation.attributes["sym_name"]).value in functions)]
+    defined = sorted(ir.StringAttr(op.operation.attributes["sym_name"]).value
+                     for op in module.regions[0].blocks[0].operations
+                     if op.operation.name == "func.func" and len(op.operation.regions[0].blocks) > 0)
+    missing = [name for name in functions if name not in defined]
+    if missing:
+        emit_error(module, f"et-to-out-variants: functions={','.join(functions)}: no function @{missing[0]} with a "
+                           f"body in the module (functions: {', '.join(defined) or 'none'})")
+        raise PassFailure()
     failed = False
     for edge_func in edge_funcs:
         try:

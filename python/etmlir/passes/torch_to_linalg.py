@@ -51,7 +51,7 @@ def decompose_unlowerable(module: ir.Operation) -> None:
     decompose_ops(module, lambda op: op_overload_name(op) in UNLOWERABLE, table, goal="ops torch-mlir can lower")
 
 
-@register_pass("et-torch-to-linalg")
+@register_pass("et-torch-to-linalg", level="torch")
 def torch_to_linalg(module: ir.Operation) -> None:
     """et-torch-to-linalg: lower torch-dialect functions to linalg on tensors (torch-mlir's pipelines)."""
     for op in module.regions[0].blocks[0].operations:

@@ -17,11 +17,12 @@ from torch_mlir import ir
 
 from etmlir.frontend.aten_ops import op_overload_name
 from etmlir.frontend.core_aten import is_core_aten, normalize_keep
-from etmlir.passes.registry import Option, PassFailure, emit_error, register_pass
+from etmlir.passes.registry import Option, PassFailure, aten_op_name, each, emit_error, register_pass
 
 
 @register_pass("et-verify-core-aten", options={
-    "keep": Option(list, [], "extra ATen ops allowed (those kept by et-decompose-to-core-aten)"),
+    "keep": Option(list, [], "extra ATen ops allowed (those kept by et-decompose-to-core-aten)",
+                   check=each(aten_op_name)),
 })
 def verify_core_aten(module: ir.Operation, *, keep: list[str]) -> None:
     """et-verify-core-aten: report every op outside Core ATen with its source location, and fail."""

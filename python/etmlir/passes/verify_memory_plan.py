@@ -42,7 +42,7 @@ def plan_problems(func_op: ir.Operation) -> list[str]:
     return problems + verify_plan(buffers, plan)
 
 
-@register_pass("et-verify-memory-plan")
+@register_pass("et-verify-memory-plan", level="etx")
 def verify_memory_plan(module: ir.Operation) -> None:
     """et-verify-memory-plan: no two simultaneously live tensors overlap, and every tensor fits its arena."""
     failed = False

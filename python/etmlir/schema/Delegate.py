@@ -71,7 +71,32 @@ class Delegate(object):
             return obj
         return None
 
-def DelegateStart(builder): builder.StartObject(3)
+    # Delegate
+    def Signatures(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from etmlir.schema.PayloadSignature import PayloadSignature
+            obj = PayloadSignature()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Delegate
+    def SignaturesLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Delegate
+    def SignaturesIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        return o == 0
+
+def DelegateStart(builder): builder.StartObject(4)
 def Start(builder):
     return DelegateStart(builder)
 def DelegateAddBackend(builder, backend): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(backend), 0)
@@ -86,11 +111,18 @@ def StartCompileSpecsVector(builder, numElems):
 def DelegateAddPayload(builder, payload): builder.PrependStructSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(payload), 0)
 def AddPayload(builder, payload):
     return DelegateAddPayload(builder, payload)
+def DelegateAddSignatures(builder, signatures): builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(signatures), 0)
+def AddSignatures(builder, signatures):
+    return DelegateAddSignatures(builder, signatures)
+def DelegateStartSignaturesVector(builder, numElems): return builder.StartVector(4, numElems, 4)
+def StartSignaturesVector(builder, numElems):
+    return DelegateStartSignaturesVector(builder, numElems)
 def DelegateEnd(builder): return builder.EndObject()
 def End(builder):
     return DelegateEnd(builder)
 import etmlir.schema.CompileSpec
 import etmlir.schema.DataLocation
+import etmlir.schema.PayloadSignature
 try:
     from typing import List, Optional
 except:
@@ -103,6 +135,7 @@ class DelegateT(object):
         self.backend = None  # type: str
         self.compileSpecs = None  # type: List[etmlir.schema.CompileSpec.CompileSpecT]
         self.payload = None  # type: Optional[etmlir.schema.DataLocation.DataLocationT]
+        self.signatures = None  # type: List[etmlir.schema.PayloadSignature.PayloadSignatureT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -131,6 +164,14 @@ class DelegateT(object):
                     self.compileSpecs.append(compileSpec_)
         if delegate.Payload() is not None:
             self.payload = etmlir.schema.DataLocation.DataLocationT.InitFromObj(delegate.Payload())
+        if not delegate.SignaturesIsNone():
+            self.signatures = []
+            for i in range(delegate.SignaturesLength()):
+                if delegate.Signatures(i) is None:
+                    self.signatures.append(None)
+                else:
+                    payloadSignature_ = etmlir.schema.PayloadSignature.PayloadSignatureT.InitFromObj(delegate.Signatures(i))
+                    self.signatures.append(payloadSignature_)
 
     # DelegateT
     def Pack(self, builder):
@@ -144,6 +185,14 @@ class DelegateT(object):
             for i in reversed(range(len(self.compileSpecs))):
                 builder.PrependUOffsetTRelative(compileSpecslist[i])
             compileSpecs = builder.EndVector()
+        if self.signatures is not None:
+            signatureslist = []
+            for i in range(len(self.signatures)):
+                signatureslist.append(self.signatures[i].Pack(builder))
+            DelegateStartSignaturesVector(builder, len(self.signatures))
+            for i in reversed(range(len(self.signatures))):
+                builder.PrependUOffsetTRelative(signatureslist[i])
+            signatures = builder.EndVector()
         DelegateStart(builder)
         if self.backend is not None:
             DelegateAddBackend(builder, backend)
@@ -152,5 +201,7 @@ class DelegateT(object):
         if self.payload is not None:
             payload = self.payload.Pack(builder)
             DelegateAddPayload(builder, payload)
+        if self.signatures is not None:
+            DelegateAddSignatures(builder, signatures)
         delegate = DelegateEnd(builder)
         return delegate

@@ -11,15 +11,28 @@ that `.pte` too.
 Then every zoo model goes through the same chain, printing each IR level
 with its op counts, the memory plan, and a run of its .pte on the runtime
 compared with eager (`--no-zoo` skips this part, `--no-main` the first).
+
+Misuse ends in one line and exit status 1, checked before the slow part starts
+where it can be: an unknown zoo model, an output directory (`--out-dir`) that
+cannot be created or written, missing MobileNetV2 weights or scikit-image. The
+`.pte` files are written whole or not at all (a temporary file renamed into
+place), so Ctrl-C (exit 130) never leaves a truncated one behind. et-run is
+looked for next to the Python interpreter, then on PATH; without it that step
+is skipped with a note.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import io
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +43,7 @@ import etmlir
 import etmlir.runtime
 from etmlir import models
 from etmlir.models import imagenet
+from etmlir.tools.cli import ToolError, run_tool
 
 OUT_DIR = Path("build/demo")
 # Runs per latency measurement (the loop is in C++; the median is printed).
@@ -46,7 +60,49 @@ def _print_level(title: str, histogram: collections.Counter[str], seconds: float
             print(f"      {n:4d}  {op}")
 
 
-def run_model(name: str) -> None:
+def _write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` whole or not at all: a temporary file beside it, renamed into place."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # opened like any new file: the umask applies
+    try:
+        with open(temp, "wb") as f:
+            f.write(data)
+        os.replace(temp, path)
+    except BaseException as error:  # an error or Ctrl-C: no partial file stays behind
+        try:
+            temp.unlink()
+        except OSError:
+            pass
+        if isinstance(error, OSError):  # a full disk, a directory where the file should go
+            raise ToolError(f"cannot write '{path}': {error.strerror or error}") from None
+        raise
+
+
+def _writable_dir(path: Path) -> Path:
+    """`path`, created if missing; ToolError naming it when it cannot be created or written."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ToolError(f"output directory '{path}' exists and is not a directory") from None
+    except OSError as error:
+        raise ToolError(f"cannot create output directory '{path}': {error.strerror or error}") from None
+    if not path.is_dir():
+        raise ToolError(f"output directory '{path}' exists and is not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as error:
+        raise ToolError(f"cannot write to output directory '{path}': {error.strerror or error}") from None
+    return path
+
+
+def _one_line(error: BaseException) -> str:
+    """The first line of an error's message, saying how many diagnostic lines follow it."""
+    lines = str(error).strip().splitlines() or [type(error).__name__]
+    more = f" (+{len(lines) - 1} more lines; --debug shows all)" if len(lines) > 1 else ""
+    return lines[0] + more
+
+
+def run_model(name: str, out_dir: Path = OUT_DIR) -> None:
     entry = models.ZOO[name]
     print(f"== {name}: {entry.description}")
     model, args, dynamic_shapes = models.build(name)
@@ -69,9 +125,8 @@ def run_model(name: str) -> None:
     start = time.perf_counter()
     executable = edge.to_executorch()
     seconds = time.perf_counter() - start
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    path = OUT_DIR / f"{name}.pte"
-    executable.save(path)
+    path = out_dir / f"{name}.pte"
+    _write(path, executable.buffer)
     kernels = executable.kernel_histogram()
     print(f"  {'Executable':<12} {sum(kernels.values()):4d} kernel calls, {len(kernels)} distinct kernels   "
           f"[{seconds:.2f} s]")
@@ -100,17 +155,29 @@ def _run_on_runtime(path: Path, model: torch.nn.Module, args: tuple) -> tuple[tu
     return outputs, diff
 
 
-def main_job() -> None:
+def _main_job_inputs() -> tuple[torch.nn.Module, torch.Tensor]:
+    """MobileNetV2 with its weights and the photo; ToolError saying what to install when one is missing."""
+    try:
+        model = models.mobilenet_v2.pretrained()
+    except FileNotFoundError as error:  # the weights package (its message says how to install it)
+        raise ToolError(f"the main job needs MobileNetV2's weights: {error}") from None
+    try:
+        image = imagenet.chelsea()
+    except ImportError:
+        raise ToolError("the main job needs scikit-image for its photo: pip install scikit-image "
+                        "(or skip the main job with --no-main)") from None
+    return model, image
+
+
+def main_job(out_dir: Path = OUT_DIR) -> None:
     """MobileNetV2 + ImageNet weights on skimage's chelsea photo, from .pte on the C++ runtime."""
     print("== Main job: MobileNetV2 (torchvision ImageNet weights) classifies skimage's chelsea photo")
-    model = models.mobilenet_v2.pretrained()
-    image = imagenet.chelsea()
+    model, image = _main_job_inputs()
     start = time.perf_counter()
     edge = etmlir.to_edge(etmlir.export(model, (image,)))
     executable = edge.to_executorch()
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    path = OUT_DIR / "mobilenet_v2_chelsea.pte"
-    executable.save(path)
+    path = out_dir / "mobilenet_v2_chelsea.pte"
+    _write(path, executable.buffer)
     print(f"  compiled to {path} ({len(executable.buffer):,} bytes) in {time.perf_counter() - start:.1f} s")
 
     method = etmlir.runtime.load(path).method("forward")
@@ -127,21 +194,23 @@ def main_job() -> None:
     print(f"  max |runtime - eager| over the 1000 logits: {diff:.2e}")
     print(f"  latency: median {times[len(times) // 2] * 1e3:.1f} ms, min {times[0] * 1e3:.1f} ms "
           f"over {ITERATIONS} runs (portable kernels, 1 thread)")
-    _run_et_run(path, image.numpy())
-    _cpu_delegated(edge, image, logits)
+    _run_et_run(path, image.numpy(), out_dir)
+    _cpu_delegated(edge, image, logits, out_dir)
 
 
-def _cpu_delegated(edge: etmlir.EdgeProgram, image: torch.Tensor, portable_logits: np.ndarray) -> None:
+def _cpu_delegated(edge: etmlir.EdgeProgram, image: torch.Tensor, portable_logits: np.ndarray,
+                   out_dir: Path = OUT_DIR) -> None:
     """The same model with every op delegated to the `cpu` backend (MLIR-compiled native code)."""
     start = time.perf_counter()
     delegated = edge.to_backend(etmlir.backends.partitioner("cpu"))
     executable = delegated.to_executorch()
-    path = OUT_DIR / "mobilenet_v2_chelsea_cpu.pte"
-    executable.save(path)
+    path = out_dir / "mobilenet_v2_chelsea_cpu.pte"
+    _write(path, executable.buffer)
     print(f"  cpu backend: compiled to {path} ({len(executable.buffer):,} bytes, native code for this CPU) "
           f"in {time.perf_counter() - start:.1f} s")
     etmlir.runtime.set_cpu_threads(1)
-    method = etmlir.runtime.load(path).method("forward")
+    # The file this process just compiled: its native code is ours to run.
+    method = etmlir.runtime.load(path, allow_native_code=True).method("forward")
     (logits,) = method(image.numpy())
     times = sorted(method.benchmark(image.numpy(), iterations=ITERATIONS, warmup=1))
     top = imagenet.top_k(logits)[0]
@@ -151,49 +220,75 @@ def _cpu_delegated(edge: etmlir.EdgeProgram, image: torch.Tensor, portable_logit
           f"over {ITERATIONS} runs (1 thread)")
 
 
-def _run_et_run(path: Path, image: np.ndarray) -> None:
+def find_et_run() -> str | None:
+    """et-run next to this Python (the venv's, which `pip install -e .` fills), else the one on PATH."""
+    beside = Path(sys.executable).parent / "et-run"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("et-run")
+
+
+def _run_et_run(path: Path, image: np.ndarray, out_dir: Path = OUT_DIR) -> None:
     """The same program through the C++ command-line runner, no Python in the loop."""
-    et_run = Path(sys.executable).parent / "et-run"
-    if not et_run.exists():
-        print(f"  (et-run not found next to {sys.executable}; `pip install -e .` builds it)")
+    et_run = find_et_run()
+    if et_run is None:
+        print(f"  (et-run skipped: not next to {sys.executable} nor on PATH; `pip install -e .` builds it)")
         return
-    inputs = OUT_DIR / "chelsea.npz"
-    np.savez(inputs, image)
-    command = [str(et_run), str(path), "--inputs", str(inputs), "--iterations", str(ITERATIONS)]
-    result = subprocess.run(command, capture_output=True, text=True)
+    inputs = out_dir / "chelsea.npz"
+    buffer = io.BytesIO()
+    np.savez(buffer, image)
+    _write(inputs, buffer.getvalue())
+    # The demo's own file: its native code (if any) is trusted (runtime/README.md, "Trust and native code").
+    command = [et_run, str(path), "--inputs", str(inputs), "--iterations", str(ITERATIONS), "--allow-native"]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, errors="backslashreplace")
+    except OSError as error:
+        raise ToolError(f"cannot run {et_run}: {error.strerror or error}") from None
     if result.returncode != 0:
-        raise etmlir.runtime.Error(f"et-run failed: {result.stderr.strip()}")
+        detail = (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[-1]
+        raise ToolError(f"et-run failed on {path} (exit status {result.returncode}): {detail}")
     latency = [line.strip() for line in result.stdout.splitlines() if line.startswith("latency")]
     print(f"  et-run {path} --inputs {inputs}: {latency[0] if latency else result.stdout.strip()}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def _main(argv: Sequence[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="etmlir-demo", description=__doc__.splitlines()[0])
-    parser.add_argument("models", nargs="*", default=list(models.ZOO), help=f"zoo models ({', '.join(models.ZOO)})")
+    parser.add_argument("models", nargs="*", help=f"zoo models (default: all of {', '.join(models.ZOO)})")
     parser.add_argument("--no-main", action="store_true", help="skip the main job (MobileNetV2 on the photo)")
     parser.add_argument("--no-zoo", action="store_true", help="skip the per-model IR levels and runs")
+    parser.add_argument("--out-dir", type=Path, default=OUT_DIR, metavar="DIR",
+                        help=f"where the .pte files go (default {OUT_DIR}; created if missing)")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     args = parser.parse_args(argv)
+    # Everything that can be checked before the slow part is checked here.
+    unknown = [name for name in args.models if name not in models.ZOO]
+    if unknown:
+        raise ToolError(f"no zoo model {', '.join(repr(n) for n in unknown)} (have: {', '.join(models.ZOO)})")
+    if args.models and args.no_zoo:
+        raise ToolError(f"zoo models were named ({', '.join(args.models)}) but --no-zoo skips them")
+    if args.no_main and args.no_zoo:
+        raise ToolError("--no-main and --no-zoo together leave nothing to do")
+    out_dir = _writable_dir(args.out_dir)
     torch.set_num_threads(1)
     if not args.no_main:
         try:
-            main_job()
+            main_job(out_dir)
         except (ir.MLIRError, etmlir.runtime.Error) as exc:
-            print(f"etmlir-demo: the main job failed:\n{exc}", file=sys.stderr)
-            return 1
+            raise ToolError(f"the main job failed: {_one_line(exc)}") from exc  # --debug: the whole diagnostic
         print()
     if args.no_zoo:
         return 0
-    for name in args.models:
-        if name not in models.ZOO:
-            print(f"etmlir-demo: error: no zoo model '{name}' (have: {', '.join(models.ZOO)})", file=sys.stderr)
-            return 1
+    for name in args.models or list(models.ZOO):
         try:
-            run_model(name)
+            run_model(name, out_dir)
         except (ir.MLIRError, etmlir.runtime.Error) as exc:
-            print(f"etmlir-demo: {name} failed:\n{exc}", file=sys.stderr)
-            return 1
+            raise ToolError(f"{name} failed: {_one_line(exc)}") from exc
         print()
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_tool("etmlir-demo", _main, argv)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,9 @@ class Diagnostic:
             where = "<unknown>"
         else:
             where = f"{input_name if self.file == '-' else self.file}:{self.line}:{self.col}"
-        return f"{where}: {self.severity}: {self.message}"
+        # Messages that name a source line of the parsed buffer ("at -:12") name the input too.
+        message = re.sub(r"(?<![\w./-])-:(?=\d)", f"{input_name}:", self.message)
+        return f"{where}: {self.severity}: {message}"
 
 
 def from_mlir(severity: object, location: ir.Location | str, message: str) -> Diagnostic:

@@ -4,35 +4,71 @@
     et-inspect model.pte --instructions 0    # leave the instruction listing out
     et-inspect model.pte --values        # also list the whole value table
 
-Reads the file with the flatc-generated reader (`etmlir.schema`) after
-checking the header; a file that is not a `.pte`, is truncated or has a bad
-header is reported in one line with exit status 1. (`et-verify-pte` runs the
-C++ FlatBuffers verifier on the same file.)
+A file is read in three steps, so that a damaged one is reported, never crashed on:
+
+1. the header is checked against the file (`pte.read_header`);
+2. the program FlatBuffer goes through the same verifier the C++ loader runs
+   (`executable/flatbuffer_verifier.py`), which names the bad place:
+
+       et-inspect: error: bad.pte: malformed program: method 0 ('forward') > value 0 > value (Tensor) >
+       sizes: the sizes vector of 1,048,576 8-byte items at byte 3,812 (8,388,612 bytes) runs past the
+       end of the program (3,848 bytes)
+
+   (one line, exit status 1). Only then does the flatc-generated reader, which trusts every
+   offset, read it;
+3. the runtime's own loader (`etmlir._runtime`, when it is built) loads the bytes, without
+   running anything. A file whose FlatBuffer is sound but whose contents the runtime refuses
+   (a value index out of range, an operator that does not exist) is still summarized, with
+   `<bad ...>` where an index points nowhere, and the runtime's reason follows on stderr
+   (exit status 1).
+
+Names that are not UTF-8 print with backslash escapes. Exit status: 0 when every file was read
+and loads, 1 when one could not be read or is refused, 2 for a bug in et-inspect itself
+(`etmlir.tools.cli`; `--debug` or ETMLIR_DEBUG=1 shows the traceback).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
 from collections import Counter
 from collections.abc import Sequence
 
+from etmlir.devtools import signing
 from etmlir.executable import pte
 from etmlir.executable.dtypes import SCALAR_TYPE_NAMES
-from etmlir.executable.io_structure import IOStructure
+from etmlir.executable.io_structure import IOStructure, StructureError
 from etmlir.schema.Dynamism import Dynamism
 from etmlir.schema.InstructionKind import InstructionKind
 from etmlir.schema.Value import Value
+from etmlir.tools.cli import ToolError, run_tool
 
 _KIND_NAMES = {v: k for k, v in vars(Value).items() if not k.startswith("_") and isinstance(v, int)}
+_INSTRUCTION_NAMES = {v: k for k, v in vars(InstructionKind).items() if not k.startswith("_") and isinstance(v, int)}
+
+
+def _text(s: object) -> str:
+    """A FlatBuffer string as text: bytes that are not UTF-8 print as escapes; an absent string is ''."""
+    if s is None:
+        return ""
+    return s.decode(errors="backslashreplace") if isinstance(s, bytes) else str(s)
+
+
+def _ints(vector: object) -> list[int]:
+    return [int(x) for x in vector] if vector is not None else []
 
 
 def _tensor(t: object) -> str:
+    if t is None:  # the union says Tensor but the table is absent
+        return "<tensor without its table>"
     dtype = SCALAR_TYPE_NAMES.get(t.dtype, f"dtype{t.dtype}")
-    sizes = [int(s) for s in (t.sizes if t.sizes is not None else [])]
+    sizes = _ints(t.sizes)
     if t.dynamism == Dynamism.Bounded:
         # Dims that may vary show their upper bound as "<=N" (all of them in files without dynamic_dims).
-        varies = list(t.dynamicDims) if t.dynamicDims is not None else [True] * len(sizes)
+        varies = [bool(v) for v in t.dynamicDims] if t.dynamicDims is not None else [True] * len(sizes)
+        varies += [True] * (len(sizes) - len(varies))
         text = f"{dtype}[{', '.join(f'<={s}' if v else str(s) for s, v in zip(sizes, varies))}]"
     else:
         text = f"{dtype}[{', '.join(str(s) for s in sizes)}]"
@@ -50,15 +86,16 @@ def _runtime_scalars(method: object) -> set[int]:
     operators = method.operators or []
     written = set()
     for ins in method.instructions or []:
-        if ins.kindType == InstructionKind.KernelCall and ins.kind.op < len(operators) and ins.kind.args is not None:
-            if _text(operators[ins.kind.op].name).startswith("etmlir_prim::") and len(ins.kind.args):
-                written.add(int(ins.kind.args[-1]))
+        if ins.kindType == InstructionKind.KernelCall and ins.kind is not None and ins.kind.op < len(operators):
+            args = _ints(ins.kind.args)
+            if _text(operators[ins.kind.op].name).startswith("etmlir_prim::") and args:
+                written.add(args[-1])
     return written
 
 
 def _value(method: object, index: int, depth: int = 0, runtime: frozenset[int] = frozenset()) -> str:
     """A short rendering of value `index`: `%3` for tensors and run-time values, the literal for constants."""
-    values = method.values
+    values = method.values or []
     if not 0 <= index < len(values):
         return f"<bad value {index}>"
     v = values[index]
@@ -67,29 +104,68 @@ def _value(method: object, index: int, depth: int = 0, runtime: frozenset[int] =
         return f"%{index}"
     if kind == Value.Null:
         return "None"
+    if table is None:  # a kind this reader does not know, or the kind without its table
+        return f"<{_KIND_NAMES.get(kind, f'value kind {kind}')}>"
     if kind in (Value.Int, Value.Double):
         return str(table.value)
     if kind == Value.Bool:
         return str(bool(table.value))
     if kind == Value.String:
-        return repr(table.value.decode() if isinstance(table.value, bytes) else table.value)
+        return repr(_text(table.value))
     if kind in (Value.DoubleList, Value.BoolList):
         return "[" + ", ".join(str(x) for x in (table.items if table.items is not None else [])) + "]"
     if kind in (Value.IntList, Value.TensorList, Value.OptionalTensorList):
-        items = table.items if table.items is not None else []
         if depth:
             return f"list%{index}"
-        return "[" + ", ".join("None" if i == -1 else _value(method, int(i), depth + 1, runtime)
-                               for i in items) + "]"
+        return "[" + ", ".join("None" if i == -1 else _value(method, i, depth + 1, runtime)
+                               for i in _ints(table.items)) + "]"
     return f"<{_KIND_NAMES.get(kind, kind)}>"
 
 
-def _text(s: object) -> str:
-    return s.decode() if isinstance(s, bytes) else str(s)
+def _value_summary(values: list, index: int) -> str:
+    """`%3 f32[2, 4] ...` for an input, output or state entry (`<bad value 9>` when it points nowhere)."""
+    if not 0 <= index < len(values):
+        return f"<bad value {index}>"
+    v = values[index]
+    return f"%{index} " + (_tensor(v.value) if v.valueType == Value.Tensor else _KIND_NAMES.get(v.valueType, "?"))
+
+
+def _instruction(method: object, ins: object, runtime: frozenset[int]) -> str:
+    operators = method.operators or []
+    kind, body = ins.kindType, ins.kind
+    if body is None:
+        return f"<{_INSTRUCTION_NAMES.get(kind, f'instruction kind {kind}')} without its table>"
+    if kind == InstructionKind.KernelCall:
+        operator = operators[body.op] if body.op < len(operators) else None
+        what = f"{_text(operator.name)}.{_text(operator.overload)}" if operator else f"<bad operator {body.op}>"
+        return f"{what}({', '.join(_value(method, a, 0, runtime) for a in _ints(body.args))})"
+    if kind == InstructionKind.DelegateCall:
+        args = [_value(method, a, 0, runtime) for a in _ints(body.args)]
+        outs = body.numOutputs if 0 < body.numOutputs <= len(args) else 0
+        live_ins, live_outs = args[:len(args) - outs], args[len(args) - outs:]
+        delegates = method.delegates or []
+        target = f"delegate {body.delegate}" if body.delegate < len(delegates) else f"<bad delegate {body.delegate}>"
+        return f"{target}({', '.join(live_ins)})" + (f" -> {', '.join(live_outs)}" if outs else "")
+    if kind == InstructionKind.JumpFalse:
+        return f"jump_false %{body.cond} -> {body.target}"
+    if kind == InstructionKind.Move:
+        return f"move %{body.from_} -> %{body.to}"
+    if kind == InstructionKind.Free:
+        return f"free %{body.value}"
+    return f"<instruction kind {kind}>"
+
+
+def _call_structure(method: object) -> str | None:
+    """How the model's call nests inputs (inN) and outputs (outN), or None for a flat method."""
+    try:
+        structure = IOStructure.from_flatbuffer(method.inputStructure, method.outputStructure, method.argNames)
+    except StructureError as error:
+        return f"<malformed call structure: {error}>"
+    return structure.describe(_text(method.name)) if structure is not None else None
 
 
 def describe(data: bytes, name: str = "<buffer>", max_instructions: int = 60, show_values: bool = False) -> str:
-    """The summary et-inspect prints for the `.pte` bytes `data`."""
+    """The summary et-inspect prints for the `.pte` bytes `data` (PteError when they are not one)."""
     f = pte.read(data)
     program, header = f.program, f.header
     out = [f"{name}: {len(data):,} bytes, program schema v{program.version}, header v{header.header_version}, "
@@ -107,16 +183,13 @@ def describe(data: bytes, name: str = "<buffer>", max_instructions: int = 60, sh
         delegates = method.delegates or []
         out.append(f"method '{_text(method.name)}': {len(values)} values, {len(instructions)} instructions, "
                    f"{len(operators)} operators, {len(delegates)} delegates")
-        structure = IOStructure.from_flatbuffer(method.inputStructure, method.outputStructure, method.argNames)
-        if structure is not None:  # how the model's call nests inputs (inN) and outputs (outN)
-            out.append(f"  call: {structure.describe(_text(method.name))}")
-        for label, indices in (("inputs", method.inputs), ("outputs", method.outputs)):
-            indices = list(indices) if indices is not None else []
+        call = _call_structure(method)
+        if call is not None:
+            out.append(f"  call: {call}")
+        for label, indices in (("inputs", _ints(method.inputs)), ("outputs", _ints(method.outputs))):
             out.append(f"  {label} ({len(indices)}):")
             for position, index in enumerate(indices):
-                v = values[index]
-                desc = _tensor(v.value) if v.valueType == Value.Tensor else _KIND_NAMES.get(v.valueType, "?")
-                out.append(f"    {position}: %{index} {desc}")
+                out.append(f"    {position}: {_value_summary(values, index)}")
         if method.state:  # tensors the method keeps across calls (the model's mutated buffers)
             out.append(f"  state ({len(method.state)}):")
             for entry in method.state:
@@ -127,13 +200,21 @@ def describe(data: bytes, name: str = "<buffer>", max_instructions: int = 60, sh
         for mem_id, arena in enumerate(method.arenas or []):
             out.append(f"    {mem_id}: {_text(arena.name):<10} {arena.size:>12,} bytes")
         for i, delegate in enumerate(delegates):
-            specs = ", ".join(f"{_text(s.key)}={bytes(s.value).decode(errors='replace')}"
+            specs = ", ".join(f"{_text(s.key)}={_text(bytes(s.value) if s.value is not None else b'')}"
                               for s in (delegate.compileSpecs or []))
-            out.append(f"  delegate {i}: backend '{_text(delegate.backend)}', payload segment "
-                       f"{delegate.payload.segment} ({delegate.payload.size:,} bytes){', ' + specs if specs else ''}")
+            payload = delegate.payload
+            where = (f"payload segment {payload.segment} ({payload.size:,} bytes)" if payload is not None
+                     else "no payload")
+            out.append(f"  delegate {i}: backend '{_text(delegate.backend)}', {where}{', ' + specs if specs else ''}")
+            # Native code or data, and who signed it (the runtime runs native code only when allowed or signed).
+            try:
+                blob = f.segment(payload.segment)[payload.offset:payload.offset + payload.size] if payload else None
+            except pte.PteError:
+                blob = None
+            out.append(f"    {signing.describe_delegate(delegate, blob)}")
         calls = Counter()
         for ins in instructions:
-            if ins.kindType == InstructionKind.KernelCall and ins.kind.op < len(operators):
+            if ins.kindType == InstructionKind.KernelCall and ins.kind is not None and ins.kind.op < len(operators):
                 calls[ins.kind.op] += 1
         out.append("  operators (calls):")
         for index, operator in enumerate(operators):
@@ -143,61 +224,92 @@ def describe(data: bytes, name: str = "<buffer>", max_instructions: int = 60, sh
         if max_instructions:
             out.append("  instructions:")
         for position, ins in enumerate(instructions[:max_instructions] if max_instructions >= 0 else instructions):
-            kind = ins.kindType
-            if kind == InstructionKind.KernelCall:
-                operator = operators[ins.kind.op] if ins.kind.op < len(operators) else None
-                what = f"{_text(operator.name)}.{_text(operator.overload)}" if operator else f"<op {ins.kind.op}>"
-                args = ", ".join(_value(method, int(a), 0, runtime)
-                                 for a in (ins.kind.args if ins.kind.args is not None else []))
-                text = f"{what}({args})"
-            elif kind == InstructionKind.DelegateCall:
-                values = [_value(method, int(a), 0, runtime)
-                          for a in (ins.kind.args if ins.kind.args is not None else [])]
-                outs = ins.kind.numOutputs if 0 < ins.kind.numOutputs <= len(values) else 0
-                live_ins, live_outs = values[:len(values) - outs], values[len(values) - outs:]
-                text = f"delegate {ins.kind.delegate}({', '.join(live_ins)})" + (
-                    f" -> {', '.join(live_outs)}" if outs else "")
-            elif kind == InstructionKind.JumpFalse:
-                text = f"jump_false %{ins.kind.cond} -> {ins.kind.target}"
-            elif kind == InstructionKind.Move:
-                text = f"move %{ins.kind.from_} -> %{ins.kind.to}"
-            elif kind == InstructionKind.Free:
-                text = f"free %{ins.kind.value}"
-            else:
-                text = f"<instruction kind {kind}>"
             entry = debug.get(ins.debugHandle)
             where = f"   # {_text(entry.location)} ({_text(entry.op)})" if entry else ""
-            out.append(f"    {position:4}: {text}{where}")
+            out.append(f"    {position:4}: {_instruction(method, ins, runtime)}{where}")
         if 0 <= max_instructions < len(instructions):
             out.append(f"    ... {len(instructions) - max_instructions} more (--instructions -1 lists all)")
         if show_values:
             out.append("  values:")
             for index, v in enumerate(values):
                 body = _tensor(v.value) if v.valueType == Value.Tensor else _value(method, index, 0, runtime)
-                out.append(f"    %{index}: {_KIND_NAMES.get(v.valueType, '?')} {body}")
+                out.append(f"    %{index}: {_KIND_NAMES.get(v.valueType, f'kind {v.valueType}')} {body}")
     return "\n".join(out)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def runtime_refusal(data: bytes) -> str | None:
+    """Why the C++ runtime's loader refuses `data`, or None when it loads it (or no runtime is built).
+
+    Loading checks the header, the FlatBuffer and every index and size in the methods; it does
+    not initialize delegates, so no payload (native code included) runs.
+    """
+    try:
+        from etmlir import _runtime
+    except ImportError:  # a source tree without the extension: the Python checks still ran
+        return None
+    try:
+        _runtime.Program.from_bytes(data)
+    except _runtime.Error as error:  # its message may quote names from the file: keep it to one printable line
+        message = " ".join(str(error).split()) or "refused without a message"
+        return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    return None
+
+
+def _instruction_count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if n < -1:
+        raise argparse.ArgumentTypeError(f"{n}: use -1 to list all instructions, 0 for none, N for the first N")
+    return n
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            if stat.S_ISCHR(os.fstat(f.fileno()).st_mode):  # /dev/zero would be read forever (a pipe is fine)
+                raise ToolError(f"cannot read '{path}': it is a device, not a .pte file")
+            return f.read()
+    except IsADirectoryError:
+        raise ToolError(f"cannot read '{path}': it is a directory") from None
+    except OSError as error:
+        raise ToolError(f"cannot read '{path}': {error.strerror or error}") from None
+
+
+def _inspect(path: str, max_instructions: int, show_values: bool) -> None:
+    """Print one file's summary; ToolError (after the summary, if one could be made) when it is bad."""
+    data = _read(path)
+    try:
+        text = describe(data, path, max_instructions, show_values)
+    except pte.PteError as error:
+        raise ToolError(f"{path}: {error}") from None
+    print(text, flush=True)
+    refusal = runtime_refusal(data)
+    if refusal is not None:
+        raise ToolError(f"{path}: the runtime refuses to load it: {refusal}")
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="et-inspect", description="Print a summary of .pte files.")
     parser.add_argument("files", nargs="+", metavar="PATH.pte")
-    parser.add_argument("--instructions", type=int, default=60, metavar="N",
+    parser.add_argument("--instructions", type=_instruction_count, default=60, metavar="N",
                         help="list the first N instructions (-1: all, 0: none; default 60)")
     parser.add_argument("--values", action="store_true", help="list the value table")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
     args = parser.parse_args(argv)
     status = 0
-    for path in args.files:
+    for path in args.files:  # one bad file does not hide the others' summaries
         try:
-            with open(path, "rb") as f:
-                data = f.read()
-            print(describe(data, path, args.instructions, args.values))
-        except OSError as error:
-            print(f"et-inspect: error: cannot read '{path}': {error.strerror}", file=sys.stderr)
-            status = 1
-        except pte.PteError as error:
-            print(f"et-inspect: error: {path}: {error}", file=sys.stderr)
+            _inspect(path, args.instructions, args.values)
+        except ToolError as error:
+            print(f"et-inspect: error: {error}", file=sys.stderr, flush=True)
             status = 1
     return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_tool("et-inspect", _main, argv)
 
 
 if __name__ == "__main__":

@@ -644,6 +644,12 @@ Result<size_t> CpuBackend::method_allocator_bytes(const BackendInitContext& cont
 
 Result<DelegateHandle> CpuBackend::init(BackendInitContext& context, Span<const uint8_t> payload,
                                         Span<const CompileSpec> /*compile_specs*/) {
+  // The payload is machine code: it runs only if the host allowed native code or trusts a key that signed
+  // these exact bytes. Checked first, before anything of it is written to a file or mapped.
+  if (Error error = check_native_code(context, payload)) {
+    error.prefix("cpu delegate %u", context.delegate_index);
+    return error;
+  }
   PayloadView view;
   Layout layout;
   if (Error error = parse(payload, &view, &layout)) {

@@ -9,7 +9,16 @@
 //   etmlir::BackendOptions options;
 //   options.threads = 4;
 //   etmlir::register_cpu_backend(backends, options);   // id "cpu" (register_backends does this)
-//   auto method = program->load_method("forward", &memory, &kernels, &backends);
+//   etmlir::NativeCodeTrust trust;                        // the payload is code: see below
+//   trust.allow_native_code = true;                       // or trust.trusted_keys = ...
+//   auto method = program->load_method("forward", &memory, &kernels, &backends, &trust);
+//
+// Trust: a payload is a shared object that init() loads and runs, so init()
+// first refuses it (ErrorCode::Untrusted, before writing or mapping any of it)
+// unless the load's NativeCodeTrust allows native code or one of the
+// delegate's signatures is by a trusted key and verifies over the payload
+// (etmlir/runtime/native_code.h; README.md "Trust"). method_allocator_bytes()
+// only reads the header and needs no trust.
 //
 // Ownership: init() validates the whole header before touching the shared
 // object, loads its own copy of it (memfd_create + dlopen; every delegate has

@@ -219,7 +219,8 @@ Error NestedDelegate::load(const BackendInitContext& context, const char* method
   memory.planned_arenas = Span<Span<uint8_t>>(arenas, needs.num_arenas);
   memory.temp_allocator = &temp_allocator;
 
-  Result<Method> inner = program->load_method(meta->name(), &memory, context.kernels, context.backends);
+  // The outer load's trust: an inner delegate of native code runs under the same rule as an outer one.
+  Result<Method> inner = program->load_method(meta->name(), &memory, context.kernels, context.backends, context.trust);
   if (!inner.ok()) {
     Error error = inner.error();
     error.prefix("loading the payload");

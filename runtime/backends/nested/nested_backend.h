@@ -16,7 +16,9 @@
 //
 // Ownership: init() checks the header, loads the body (a view: the outer
 // method keeps the payload alive until destroy) with the outer method's
-// kernel and backend registries (BackendInitContext), and takes from the
+// kernel and backend registries and its trust in native code
+// (BackendInitContext: an inner "cpu" delegate needs what an outer one
+// would, native_code.h), and takes from the
 // outer method allocator everything the inner method needs: its own method
 // allocator (MethodMeta::method_allocator_bytes(backends), so its delegates'
 // state too), one 64-byte-aligned buffer per planned arena and the temp

@@ -41,7 +41,8 @@ def _global_bytes(attr: ir.Attribute, blobs: dict[str, bytes] | None) -> bytes |
 
 
 @register_pass("et-cpu-externalize-weights", options={
-    "min-bytes": Option(int, MIN_BYTES, "smallest weight moved out of the IR (smaller ones stay LLVM constants)")})
+    "min-bytes": Option(int, MIN_BYTES, "smallest weight moved out of the IR (smaller ones stay LLVM constants)",
+                        minimum=0)})
 def externalize_weights(module: ir.Operation, *, min_bytes: int = MIN_BYTES) -> None:
     """et-cpu-externalize-weights: large constant memref.globals become external symbols (bytes kept aside)."""
     candidates = []
