@@ -1,6 +1,8 @@
 // What the C++ tools (et-run, et-verify-pte) share to keep their promise:
 // every failure is one line on stderr and an exit status, never an abort.
 //
+// parse_count(text, suffixes, out): a count argument (--iterations 10, --temp-bytes 64M).
+//
 // one_line(text): a message as one printable line. Runtime messages quote
 // names from the file (operators, methods, arenas), and a corrupt file can
 // put a newline or a terminal escape in them; those become \xNN.
@@ -20,6 +22,8 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -71,6 +75,30 @@ inline std::string one_line(const char* text) {
     }
   }
   return out;
+}
+
+// A decimal count, with an optional binary suffix (K, M, G) when `suffixes`: "64M" -> 64 << 20.
+// False for anything else (a sign, spaces, overflow), so "-1" is an error, not 2**64 - 1.
+inline bool parse_count(const char* text, bool suffixes, uint64_t* out) {
+  if (text == nullptr || *text < '0' || *text > '9') return false;
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(text, &end, 10);
+  if (errno != 0) return false;
+  unsigned shift = 0;
+  if (suffixes && *end != '\0') {
+    switch (*end) {
+      case 'k': case 'K': shift = 10; break;
+      case 'm': case 'M': shift = 20; break;
+      case 'g': case 'G': shift = 30; break;
+      default: return false;
+    }
+    ++end;
+  }
+  if (*end != '\0') return false;
+  if (shift != 0 && v > (UINT64_MAX >> shift)) return false;
+  *out = static_cast<uint64_t>(v) << shift;
+  return true;
 }
 
 // Installs both handlers; `prog` names the tool in the message (a string literal).

@@ -140,29 +140,6 @@ int fail(const char* fmt, ...) {
   return kExitError;
 }
 
-// A decimal count with an optional binary suffix (K, M, G) when `suffixes`.
-bool parse_count(const char* text, bool suffixes, uint64_t* out) {
-  if (text == nullptr || *text < '0' || *text > '9') return false;
-  errno = 0;
-  char* end = nullptr;
-  unsigned long long v = std::strtoull(text, &end, 10);
-  if (errno != 0) return false;
-  unsigned shift = 0;
-  if (suffixes && *end != '\0') {
-    switch (*end) {
-      case 'k': case 'K': shift = 10; break;
-      case 'm': case 'M': shift = 20; break;
-      case 'g': case 'G': shift = 30; break;
-      default: return false;
-    }
-    ++end;
-  }
-  if (*end != '\0') return false;
-  if (shift != 0 && v > (UINT64_MAX >> shift)) return false;
-  *out = static_cast<uint64_t>(v) << shift;
-  return true;
-}
-
 // A --trusted-key file: the public key et-sign keygen writes (parse_trusted_key).
 Error read_trusted_key(const char* path, TrustedKey* out) {
   std::FILE* f = std::fopen(path, "rb");
@@ -230,7 +207,7 @@ int parse_options(int argc, char** argv, Options* o) {
         return usage_error("--loader takes mmap or file, not '%s'", value);
       }
     } else if (name == "--temp-bytes") {
-      if (!parse_count(value, true, &o->temp_bytes))
+      if (!tools::parse_count(value, true, &o->temp_bytes))
         return usage_error("--temp-bytes takes a byte count (like 1048576 or 64M), not '%s'", value);
     } else {
       uint64_t* target = name == "--iterations"                                ? &o->iterations
@@ -238,7 +215,7 @@ int parse_options(int argc, char** argv, Options* o) {
                          : name == "--seed"                                    ? &o->seed
                          : name == "--cpu-threads" || name == "--backend-threads" ? &o->backend_threads
                                                                                : &o->int_bound;
-      if (!parse_count(value, false, target))
+      if (!tools::parse_count(value, false, target))
         return usage_error("%s takes a non-negative integer, not '%s'", name.c_str(), value);
     }
   }

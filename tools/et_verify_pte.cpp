@@ -126,29 +126,6 @@ std::string plural(uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
-// A decimal byte count with an optional binary suffix (K, M, G).
-bool parse_bytes(const char* text, uint64_t* out) {
-  if (text == nullptr || *text < '0' || *text > '9') return false;
-  errno = 0;
-  char* end = nullptr;
-  unsigned long long v = std::strtoull(text, &end, 10);
-  if (errno != 0) return false;
-  unsigned shift = 0;
-  if (*end != '\0') {
-    switch (*end) {
-      case 'k': case 'K': shift = 10; break;
-      case 'm': case 'M': shift = 20; break;
-      case 'g': case 'G': shift = 30; break;
-      default: return false;
-    }
-    ++end;
-  }
-  if (*end != '\0') return false;
-  if (shift != 0 && v > (UINT64_MAX >> shift)) return false;
-  *out = static_cast<uint64_t>(v) << shift;
-  return true;
-}
-
 uint64_t physical_memory() {
   long pages = sysconf(_SC_PHYS_PAGES);
   long page = sysconf(_SC_PAGESIZE);
@@ -452,7 +429,7 @@ int main(int argc, char** argv) {
     } else if (std::strncmp(arg, "--max-memory", 12) == 0 && (arg[12] == '\0' || arg[12] == '=')) {
       const char* value = arg[12] == '=' ? arg + 13 : (i + 1 < argc ? argv[++i] : nullptr);
       if (value == nullptr) return usage_error("--max-memory needs a value");
-      if (!parse_bytes(value, &max_memory))
+      if (!tools::parse_count(value, true, &max_memory))
         return usage_error("--max-memory takes a byte count (like 1048576 or 512M), not '%s'", value);
       max_memory_given = true;
     } else {
