@@ -101,6 +101,17 @@ inline bool parse_count(const char* text, bool suffixes, uint64_t* out) {
   return true;
 }
 
+// A count with thousands separators for messages and summaries: 1647104 -> "1,647,104".
+inline std::string grouped(uint64_t v) {
+  std::string digits = std::to_string(v);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
 // Installs both handlers; `prog` names the tool in the message (a string literal).
 inline void install_fatal_handlers(const char* prog) {
   detail::fatal_prog() = prog;

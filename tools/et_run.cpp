@@ -245,17 +245,6 @@ Buffer allocate_aligned(size_t size) {
   return Buffer(static_cast<uint8_t*>(p));
 }
 
-// "1,647,104"
-std::string grouped(uint64_t v) {
-  std::string digits = std::to_string(v);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 // ---- Values ------------------------------------------------------------------------
 
 float half_to_float(uint16_t h) {
@@ -351,7 +340,7 @@ std::string describe_tensor(const Tensor& t) {
     out += format_element(t.dtype(), t.data(), i);
   }
   if (shown < numel) out += ", ...";
-  return out + "] (" + grouped(numel) + (numel == 1 ? " value)" : " values)");
+  return out + "] (" + tools::grouped(numel) + (numel == 1 ? " value)" : " values)");
 }
 
 std::string describe_value(const EValue& v) {
@@ -456,7 +445,7 @@ int run(const Options& o) {
     return fail("%s has no method '%s' (methods: %s)", o.model, method_name,
                 methods.empty() ? "none" : methods.c_str());
 
-  std::printf("program: %s (%s bytes, %s loader), methods: %s\n", o.model, grouped(loader->size()).c_str(),
+  std::printf("program: %s (%s bytes, %s loader), methods: %s\n", o.model, tools::grouped(loader->size()).c_str(),
               o.mmap ? "mmap" : "file", methods.c_str());
   std::printf("method '%s': %zu instructions, %zu operators\n", method_name, meta->num_instructions(),
               meta->num_operators());
@@ -552,20 +541,20 @@ int run(const Options& o) {
   if (!method_buffer) return fail("out of memory for the method allocator (%zu bytes)", method_bytes);
   Buffer temp_buffer = allocate_aligned(static_cast<size_t>(o.temp_bytes));
   if (!temp_buffer)
-    return fail("cannot allocate the temp allocator's %s bytes (--temp-bytes): out of memory", grouped(o.temp_bytes).c_str());
+    return fail("cannot allocate the temp allocator's %s bytes (--temp-bytes): out of memory", tools::grouped(o.temp_bytes).c_str());
   MemoryAllocator method_allocator(method_buffer.get(), method_bytes);
   MemoryAllocator temp_allocator(temp_buffer.get(), static_cast<size_t>(o.temp_bytes));
   std::vector<Buffer> arenas;
   std::vector<Span<uint8_t>> arena_spans;
-  std::string memory_line = "method allocator " + grouped(method_bytes) + " B";
+  std::string memory_line = "method allocator " + tools::grouped(method_bytes) + " B";
   for (size_t i = 0; i < meta->num_arenas(); ++i) {
     size_t size = static_cast<size_t>(meta->arena_size(i));
     arenas.push_back(allocate_aligned(size));
     if (!arenas.back()) return fail("out of memory for arena %zu (%zu bytes)", i, size);
     arena_spans.emplace_back(arenas.back().get(), size);
-    memory_line += ", arena " + std::to_string(i) + " '" + meta->arena_name(i) + "' " + grouped(size) + " B";
+    memory_line += ", arena " + std::to_string(i) + " '" + meta->arena_name(i) + "' " + tools::grouped(size) + " B";
   }
-  memory_line += ", temp " + grouped(o.temp_bytes) + " B";
+  memory_line += ", temp " + tools::grouped(o.temp_bytes) + " B";
   std::printf("memory (allocated before execute): %s\n", memory_line.c_str());
   MemoryManager memory;
   memory.method_allocator = &method_allocator;

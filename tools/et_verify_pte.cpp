@@ -111,17 +111,6 @@ int usage_error(const char* fmt, ...) {
   return kExitUsage;
 }
 
-// "1,647,104"
-std::string grouped(uint64_t v) {
-  std::string digits = std::to_string(v);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 std::string plural(uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
@@ -320,8 +309,8 @@ Error check_method(const Program& program, const char* name, Runtime& rt, uint64
     return Error::make(ErrorCode::OutOfMemory,
                        "method '%s' needs %s bytes of memory (method allocator %s, planned arenas %s), more than "
                        "--max-memory %s",
-                       name, grouped(total).c_str(), grouped(method_bytes.get()).c_str(), grouped(arena_bytes).c_str(),
-                       grouped(max_memory).c_str());
+                       name, tools::grouped(total).c_str(), tools::grouped(method_bytes.get()).c_str(), tools::grouped(arena_bytes).c_str(),
+                       tools::grouped(max_memory).c_str());
 
   // The reservations outlive the Method (declared first, destroyed last).
   Reservation method_memory;
@@ -329,12 +318,12 @@ Error check_method(const Program& program, const char* name, Runtime& rt, uint64
   std::vector<Span<uint8_t>> arena_spans;
   if (!method_memory.reserve(method_bytes.get()))
     return Error::make(ErrorCode::OutOfMemory, "method '%s': cannot reserve %s bytes for its method allocator", name,
-                       grouped(method_bytes.get()).c_str());
+                       tools::grouped(method_bytes.get()).c_str());
   for (size_t i = 0; i < meta->num_arenas(); ++i) {
     arenas.emplace_back(new Reservation());
     if (!arenas.back()->reserve(meta->arena_size(i)))
       return Error::make(ErrorCode::OutOfMemory, "method '%s': cannot reserve %s bytes for arena %zu ('%s')", name,
-                         grouped(meta->arena_size(i)).c_str(), i, meta->arena_name(i));
+                         tools::grouped(meta->arena_size(i)).c_str(), i, meta->arena_name(i));
     arena_spans.emplace_back(arenas.back()->data(), arenas.back()->size());
   }
   MemoryAllocator method_allocator(method_memory.data(), method_memory.size());
@@ -356,7 +345,7 @@ Error check_method(const Program& program, const char* name, Runtime& rt, uint64
                      plural(num_delegates, "delegate", "delegates");
   if (structure_only > 0)
     line += " (" + plural(structure_only, "delegate", "delegates") + " checked up to init, not initialized)";
-  line += "; memory: method allocator " + grouped(method_bytes.get()) + " B, planned arenas " + grouped(arena_bytes) +
+  line += "; memory: method allocator " + tools::grouped(method_bytes.get()) + " B, planned arenas " + tools::grouped(arena_bytes) +
           " B";
   report->lines.push_back(line);
   describe_delegates(program, name, rt, report);
@@ -388,17 +377,17 @@ Error verify_file(const char* path, Runtime& rt, uint64_t max_memory, Report* re
                     std::to_string(program->num_methods()) + " methods, " + std::to_string(num_segments) + " segments";
   std::vector<std::string> method_lines = std::move(report->lines);
   report->lines.clear();
-  report->lines.push_back("file " + grouped(loader.size()) + " B: header v" + std::to_string(header.header_version) +
+  report->lines.push_back("file " + tools::grouped(loader.size()) + " B: header v" + std::to_string(header.header_version) +
                           ", program schema v" + std::to_string(program->version()) + " at " +
-                          grouped(header.program_offset) + " (" + grouped(header.program_size) +
-                          " B), segment data at " + grouped(header.segment_base_offset) + " (" +
-                          grouped(header.segment_data_size) + " B, " + std::to_string(header.segment_alignment) +
+                          tools::grouped(header.program_offset) + " (" + tools::grouped(header.program_size) +
+                          " B), segment data at " + tools::grouped(header.segment_base_offset) + " (" +
+                          tools::grouped(header.segment_data_size) + " B, " + std::to_string(header.segment_alignment) +
                           "-aligned)");
   std::vector<std::string> roles = segment_roles(p);
   for (size_t i = 0; i < num_segments; ++i) {
     const schema::Segment* s = p.segments()->Get(static_cast<flatbuffers::uoffset_t>(i));
-    report->lines.push_back("segment " + std::to_string(i) + ": " + grouped(s->size()) + " B at file offset " +
-                            grouped(header.segment_base_offset + s->offset()) + " (" + roles[i] + ")");
+    report->lines.push_back("segment " + std::to_string(i) + ": " + tools::grouped(s->size()) + " B at file offset " +
+                            tools::grouped(header.segment_base_offset + s->offset()) + " (" + roles[i] + ")");
   }
   for (std::string& line : method_lines) report->lines.push_back(std::move(line));
   return Error::ok();
