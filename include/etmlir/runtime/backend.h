@@ -26,6 +26,7 @@
 
 #include "etmlir/runtime/error.h"
 #include "etmlir/runtime/evalue.h"
+#include "etmlir/runtime/event_tracer.h"
 #include "etmlir/runtime/memory.h"
 #include "etmlir/runtime/native_code.h"
 #include "etmlir/runtime/span.h"
@@ -90,9 +91,19 @@ struct BackendInitContext {
 // turns it into the op's source line (through the outer method's debug_info)
 // and reports it from Method::failed_debug_handle(). Its message should then
 // say what failed, not where: the runtime prefixes the location.
+//
+// Tracing: when the method has an EventTracer attached, `tracer` is it and
+// the runtime has opened the delegate call's event (tracer->parent() is that
+// event); a backend may record one DelegateOp event per region it runs
+// (tracer->begin(TraceEventKind::DelegateOp, handle, instruction, delegate,
+// region_id) ... tracer->end(i)), from the thread that called execute().
+// nullptr when nobody traces: a backend must then record nothing.
 struct BackendExecuteContext {
   MemoryAllocator* temp_allocator;
   uint32_t failed_debug_handle = 0;
+  EventTracer* tracer = nullptr;
+  uint32_t instruction = 0;  // the delegate call's instruction (pc) in its method
+  uint16_t delegate_index = 0;  // the delegate's index in its method
 };
 
 using DelegateHandle = void*;
