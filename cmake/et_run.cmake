@@ -15,7 +15,7 @@ set(ETMLIR_SELECTED_OPERATORS "" CACHE STRING
 function(etmlir_add_et_run target kernels)
   add_executable(${target} ${CMAKE_CURRENT_SOURCE_DIR}/tools/et_run.cpp ${CMAKE_CURRENT_SOURCE_DIR}/tools/npz.cpp)
   target_include_directories(${target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tools)
-  target_link_libraries(${target} PRIVATE ${kernels} etmlir_backends etmlir_runtime
+  target_link_libraries(${target} PRIVATE ${kernels} etmlir_backends etmlir_devtools etmlir_runtime
                         etmlir_runtime_options)
   target_link_options(${target} PRIVATE -Wl,--gc-sections)
 endfunction()

@@ -60,6 +60,12 @@ void EventTracer::capture(uint32_t instruction, int32_t value, const Tensor& ten
     }
   }
   if (!requested) return;
+  // A value an instruction names twice (an in-place update: `self` is also `out`) is copied once.
+  for (size_t i = num_captures_; i > 0; --i) {
+    const TraceCapture& c = captures_[i - 1];
+    if (c.run != run_ || c.instruction != instruction) break;
+    if (c.value == value) return;
+  }
   uint64_t nbytes = tensor.nbytes();
   capture_bytes_wanted_ += nbytes;
   if (num_captures_ >= captures_.size() || tensor.dim() > static_cast<int32_t>(TraceCapture::kMaxRank) ||

@@ -70,7 +70,8 @@ bool matches_signature(char kind, const EValue& v) {
   return false;
 }
 
-Error KernelRegistry::add(const char* name, const char* signature, KernelFn fn) {
+Error KernelRegistry::add(const char* name, const char* signature, KernelFn fn, DtypeMask dtypes,
+                          DtypeMask out_dtypes) {
   if (name == nullptr || signature == nullptr || fn == nullptr) {
     return Error::make(ErrorCode::InvalidArgument, "kernel registration needs a name, a signature and a function");
   }
@@ -89,7 +90,7 @@ Error KernelRegistry::add(const char* name, const char* signature, KernelFn fn) 
     return Error::make(ErrorCode::OutOfMemory, "kernel registry is full (%zu kernels); cannot add %s", kCapacity,
                        name);
   }
-  entries_[size_++] = KernelEntry{name, signature, fn};
+  entries_[size_++] = KernelEntry{name, signature, fn, dtypes, out_dtypes};
   return Error::ok();
 }
 

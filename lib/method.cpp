@@ -10,6 +10,12 @@
 #include "etmlir/runtime/program.h"
 #include "pte_format.h"
 
+// ETMLIR_EVENT_TRACER=0 (CMake -DETMLIR_EVENT_TRACER=OFF) compiles the tracer's checks out of
+// Method::execute; set_event_tracer then refuses a tracer.
+#ifndef ETMLIR_EVENT_TRACER
+#define ETMLIR_EVENT_TRACER 1
+#endif
+
 namespace etmlir {
 namespace detail {
 
@@ -464,10 +470,12 @@ Result<Method> Program::load_method(const char* name, MemoryManager* memory, con
         const KernelEntry* entry = entries[call->op()];
         if (entry == nullptr) {
           const char* where = debug_location(method.method_index_, step.debug_handle);
+          const char* module = debug_module_path(method.method_index_, step.debug_handle);
           return Error::make(ErrorCode::NotFound,
-                             "no kernel for %s (needed by method '%s', instruction %zu%s%s); this runtime has %zu "
+                             "no kernel for %s (needed by method '%s', instruction %zu%s%s%s%s); this runtime has %zu "
                              "kernels: register one, or build with the operator selected",
-                             step.name, method_name, pc, where ? " at " : "", where ? where : "", kernels->size());
+                             step.name, method_name, pc, where ? " at " : "", where ? where : "",
+                             module ? " in " : "", module ? module : "", kernels->size());
         }
         step.fn = entry->fn;
         args = call->args();
@@ -621,6 +629,7 @@ Method::Method(Method&& other) noexcept
       temp_(other.temp_),
       generator_(other.generator_),
       profile_(other.profile_),
+      tracer_(other.tracer_),
       failed_debug_handle_(other.failed_debug_handle_),
       describe_failures_(other.describe_failures_) {
   other.delegates_ = nullptr;
@@ -714,13 +723,19 @@ Error Method::fail(Error error, size_t pc, uint32_t handle) {
   const Step& step = steps_[pc];
   failed_debug_handle_ = handle != 0 ? handle : step.debug_handle;
   if (!describe_failures_) return error;
-  const char* where = program_->debug_location(method_index_, failed_debug_handle_);
-  if (where == nullptr) where = program_->debug_location(method_index_, step.debug_handle);
+  uint32_t located = failed_debug_handle_;
+  const char* where = program_->debug_location(method_index_, located);
+  if (where == nullptr) where = program_->debug_location(method_index_, located = step.debug_handle);
   if (where == nullptr) where = "unknown location";
+  // The op's nn.Module, when known: "model.py:41 (layers.3.attn; method 'forward', instruction 3)".
+  const char* module = program_->debug_module_path(method_index_, located);
+  const char* module_sep = module != nullptr ? "; " : "";
+  if (module == nullptr) module = "";
   if (step.kind == StepKind::Delegate) {
-    error.prefix("%s (method '%s', instruction %zu, delegate '%s')", where, name_, pc, step.name);
+    error.prefix("%s (%s%smethod '%s', instruction %zu, delegate '%s')", where, module, module_sep, name_, pc,
+                 step.name);
   } else {
-    error.prefix("%s (method '%s', instruction %zu)", where, name_, pc);
+    error.prefix("%s (%s%smethod '%s', instruction %zu)", where, module, module_sep, name_, pc);
   }
   return error;
 }
@@ -787,46 +802,148 @@ Error Method::execute() {
       return Error::make(ErrorCode::InvalidArgument,
                          "method '%s': output %zu is not planned and has no buffer (call set_output_buffer)", name_, i);
   }
+#if ETMLIR_EVENT_TRACER
+  // The tracer (event_tracer.h): read once; nullptr costs one test per step. A top-level run
+  // (depth 0: not an inner method of a nested delegate) counts as one run when it ends, even a
+  // failed one, so the next run's events are told apart.
+  EventTracer* const tracer = tracer_;
+  struct RunEnd {
+    EventTracer* tracer;
+    ~RunEnd() {
+      if (tracer != nullptr && tracer->depth() == 0) tracer->next_run();
+    }
+  } run_end{tracer};
+  uint32_t event = TraceEvent::kNoParent;
+#endif
   size_t pc = 0;
   while (pc < num_steps_) {
     const Step& step = steps_[pc];
     uint64_t start = profile_ ? pal_now_ns() : 0;
     size_t next = pc + 1;
+#if ETMLIR_EVENT_TRACER
+    if (tracer != nullptr) {
+      bool delegate = step.kind == StepKind::Delegate;
+      event = tracer->begin(delegate ? TraceEventKind::Delegate : TraceEventKind::Instruction, step.debug_handle,
+                            static_cast<uint32_t>(pc),
+                            delegate ? static_cast<uint16_t>(step.delegate) : TraceEvent::kNoDelegate);
+    }
+#define ET_TRACE_END() \
+  if (tracer != nullptr) tracer->end(event)
+#else
+#define ET_TRACE_END() ((void)0)
+#endif
     switch (step.kind) {
       case StepKind::Kernel: {
         KernelContext context(step.name, temp_, generator_);
         Error error = step.fn(context, step.args);
         if (temp_) temp_->reset();
-        if (error) return fail(error, pc, step.debug_handle);
+        if (error) {
+          ET_TRACE_END();
+          return fail(error, pc, step.debug_handle);
+        }
         break;
       }
       case StepKind::Delegate: {
         const LoadedDelegate& d = delegates_[step.delegate];
         BackendExecuteContext context{temp_, 0};
+#if ETMLIR_EVENT_TRACER
+        // The backend's events (and a nested delegate's inner method's) are children of this call's.
+        EventTracer::Scope scope{};
+        if (tracer != nullptr) {
+          context.tracer = tracer;
+          context.instruction = static_cast<uint32_t>(pc);
+          context.delegate_index = static_cast<uint16_t>(step.delegate);
+          scope = tracer->enter(event);
+        }
+#endif
         Error error = d.backend->execute(context, d.handle, Span<EValue*>(step.args, step.num_args));
+#if ETMLIR_EVENT_TRACER
+        if (tracer != nullptr) tracer->leave(scope);
+#endif
         if (temp_) temp_->reset();
-        if (error) return fail(error, pc, context.failed_debug_handle);
+        if (error) {
+          ET_TRACE_END();
+          return fail(error, pc, context.failed_debug_handle);
+        }
         break;
       }
       case StepKind::JumpFalse: {
         bool taken = false;
         Error error = read_condition(values_[step.a], &taken);
-        if (error) return fail(error, pc, step.debug_handle);
+        if (error) {
+          ET_TRACE_END();
+          return fail(error, pc, step.debug_handle);
+        }
         if (!taken) next = step.target;
         break;
       }
       case StepKind::Move: {
         Error error = move_value(values_[step.a], values_[step.b]);
-        if (error) return fail(error, pc, step.debug_handle);
+        if (error) {
+          ET_TRACE_END();
+          return fail(error, pc, step.debug_handle);
+        }
         break;
       }
       case StepKind::Free:
         break;
     }
+#if ETMLIR_EVENT_TRACER
+    if (tracer != nullptr) {
+      tracer->end(event);
+      if (tracer->wants_capture(static_cast<uint32_t>(pc))) capture_step(*tracer, pc);
+    }
+#endif
+#undef ET_TRACE_END
     if (profile_) profile_[pc] = pal_now_ns() - start;
     pc = next;
   }
   return Error::ok();
+}
+
+Error Method::set_event_tracer(EventTracer* tracer) {
+#if ETMLIR_EVENT_TRACER
+  tracer_ = tracer;
+  return Error::ok();
+#else
+  if (tracer == nullptr) return Error::ok();
+  return Error::make(ErrorCode::NotSupported,
+                     "method '%s': this runtime was built without the event tracer (ETMLIR_EVENT_TRACER=OFF); "
+                     "rebuild it with -DETMLIR_EVENT_TRACER=ON to trace",
+                     name_);
+#endif
+}
+
+// Copies what the tracer asked for among step `pc`'s values (right after it ran: arenas reuse
+// memory, so later is too late): every tensor argument of a kernel or delegate call (a tensor
+// list's items under their own value indices), a move's target.
+void Method::capture_step(EventTracer& tracer, size_t pc) const {
+  const Step& step = steps_[pc];
+  uint32_t instruction = static_cast<uint32_t>(pc);
+  auto capture_value = [&](int32_t index) {
+    const EValue& v = values_[index];
+    if (v.is_tensor()) tracer.capture(instruction, index, v.to_tensor());
+  };
+  if (step.kind == StepKind::Move) {
+    capture_value(step.b);
+    return;
+  }
+  if (step.kind != StepKind::Kernel && step.kind != StepKind::Delegate) return;
+  const schema::Method& m = *schema::GetProgram(program_->flatbuffer())
+                                 ->methods()
+                                 ->Get(static_cast<flatbuffers::uoffset_t>(method_index_));
+  for (uint32_t k = 0; k < step.num_args; ++k) {
+    int32_t index = static_cast<int32_t>(step.args[k] - values_);
+    const EValue& v = *step.args[k];
+    if (v.is_tensor()) {
+      tracer.capture(instruction, index, v.to_tensor());
+    } else if (v.tag == Tag::TensorList) {
+      const schema::TensorList* list =
+          m.values()->Get(static_cast<flatbuffers::uoffset_t>(index))->value_as_TensorList();
+      for (size_t i = 0; list != nullptr && i < count(list->items()); ++i)
+        capture_value(list->items()->Get(static_cast<flatbuffers::uoffset_t>(i)));
+    }
+  }
 }
 
 }  // namespace etmlir

@@ -182,4 +182,16 @@ const char* Program::debug_location(size_t method_index, uint32_t handle) const 
   return nullptr;
 }
 
+const char* Program::debug_module_path(size_t method_index, uint32_t handle) const {
+  if (handle == 0 || method_index >= num_methods()) return nullptr;
+  const schema::Method* m = fb(program_).methods()->Get(static_cast<flatbuffers::uoffset_t>(method_index));
+  for (size_t i = 0; i < count(m->debug_info()); ++i) {
+    const schema::DebugEntry* e = m->debug_info()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    if (e->handle() != handle) continue;
+    const flatbuffers::String* path = e->module_path();  // absent in files written before the field
+    return path != nullptr && path->size() != 0 ? path->c_str() : nullptr;
+  }
+  return nullptr;
+}
+
 }  // namespace etmlir

@@ -63,6 +63,12 @@ DTYPE_GROUPS = {
 DTYPE_GROUPS["real"] = DTYPE_GROUPS["floating"] + DTYPE_GROUPS["integral"]
 DTYPE_GROUPS["all"] = DTYPE_GROUPS["real"] + DTYPE_GROUPS["half"] + DTYPE_GROUPS["bool"]
 ELEMENT_TYPES = set(DTYPE_GROUPS["all"])
+# Edge element type -> the runtime's ScalarType enumerator (include/etmlir/runtime/tensor.h): the
+# registration passes each kernel's dtypes as a DtypeMask, so the runtime manifest (et-manifest)
+# reads them from the registry.
+SCALAR_TYPES = {"ui8": "UInt8", "i8": "Int8", "i16": "Int16", "i32": "Int32", "i64": "Int64", "f16": "Half",
+                "f32": "Float", "f64": "Double", "i1": "Bool", "bf16": "BFloat16"}
+assert set(SCALAR_TYPES) == ELEMENT_TYPES
 
 # Signature character -> C++ parameter type (inputs; outputs below).
 _INPUT_TYPES = {
@@ -229,12 +235,17 @@ def register_source(families: list[Family]) -> str:
             lines += [f"Error boxed_{kernel.fn}(KernelContext& ctx, EValue** args) {{",
                       f"  return portable::{kernel.fn}({args});", "}"]
         lines.append("")
-    lines += ["}  // namespace", ""]
+    lines += ["// Each kernel's dtypes (KernelEntry::dtypes, out_dtypes), one bit per ScalarType."]
+    lines += [f"constexpr DtypeMask {name} = dtype_bit(ScalarType::{enumerator});"
+              for name, enumerator in SCALAR_TYPES.items()]
+    lines += ["", "}  // namespace", ""]
     for family in families:
         lines += [f"Error {family.register_fn}(KernelRegistry& r) {{", "  (void)r;  // a selective build may register none"]
         for kernel in family.kernels:
             if kernel.fn:
-                lines.append(f'  ET_REGISTER_KERNEL(r, "{kernel.op}", "{kernel.signature}", boxed_{kernel.fn});')
+                masks = [" | ".join(dtypes) for dtypes in (kernel.dtypes, kernel.out_dtypes)]
+                lines.append(f'  ET_REGISTER_KERNEL(r, "{kernel.op}", "{kernel.signature}", boxed_{kernel.fn},\n'
+                             f'                     {masks[0]},\n                     {masks[1]});')
         lines += ["  return Error::ok();", "}", ""]
     lines.append("Error register_portable_kernels(KernelRegistry& registry) {")
     lines += [f"  ET_CHECK_OK({f.register_fn}(registry));" for f in families]

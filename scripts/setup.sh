@@ -9,10 +9,12 @@ cd "$(dirname "$0")/.."
 # (Debian bookworm's: flatc generates the schema's C++ header at build time
 # and libflatbuffers-dev holds the headers with its verifier), GoogleTest
 # for the C++ tests (test/cpp), and libsodium for the Ed25519 signatures of
-# native delegate payloads (optional to CMake; without it only --allow-native works).
-apt_packages=(cmake g++ flatbuffers-compiler libflatbuffers-dev libgtest-dev libsodium-dev)
+# native delegate payloads (optional to CMake; without it only --allow-native works),
+# and Chromium, which renders et-inspect's HTML graph view headless in its test
+# (test/python/test_inspector.py; the test fails under CI=true without it).
+apt_packages=(cmake g++ flatbuffers-compiler libflatbuffers-dev libgtest-dev libsodium-dev chromium)
 missing=()
-for tool in cmake g++ flatc; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+for tool in cmake g++ flatc chromium; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 [ -f /usr/include/flatbuffers/flatbuffers.h ] || missing+=(/usr/include/flatbuffers/flatbuffers.h)
 [ -f /usr/include/gtest/gtest.h ] || missing+=(/usr/include/gtest/gtest.h)
 [ -f /usr/include/sodium.h ] || missing+=(/usr/include/sodium.h)

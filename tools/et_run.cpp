@@ -5,6 +5,12 @@
 //                    [--temp-bytes N] [--loader mmap|file] [--seed N] [--int-bound N]
 //                    [--backend-threads N]   (--cpu-threads N: the same)
 //                    [--allow-native] [--trusted-key KEY.pub]...
+//                    [--trace out.ettrace [--trace-events N]]
+//
+// --trace records the timed runs' events (every instruction, delegate call and
+// op a backend reports inside one; include/etmlir/runtime/event_tracer.h) into
+// one trace file (runtime/schema/trace.fbs), which etmlir.runtime.load_trace,
+// etmlir.devtools.Inspector and et-inspect --trace read.
 //
 // A delegate whose payload is native code (the "cpu" backend's shared object)
 // is refused unless --allow-native says the file is trusted, or the payload is
@@ -32,11 +38,13 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "etmlir/register_backends.h"
 #include "etmlir/runtime/backend.h"
 #include "etmlir/runtime/data_loader.h"
+#include "etmlir/runtime/event_tracer.h"
 #include "etmlir/runtime/kernel.h"
 #include "etmlir/runtime/method.h"
 #include "etmlir/runtime/native_code.h"
@@ -45,6 +53,7 @@
 #include "cli_support.h"
 #include "npz.h"
 #include "portable_kernels.h"
+#include "trace_file.h"
 
 using namespace etmlir;
 
@@ -54,6 +63,7 @@ constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
 constexpr size_t kMaxPrintedValues = 8;
 constexpr uint64_t kMaxRuns = 10000000;
+constexpr uint64_t kMaxTraceEvents = uint64_t{1} << 30;  // 40 GiB of events: a typo, not a plan
 
 const char kUsage[] =
     "usage: et-run MODEL.pte [options]\n"
@@ -94,6 +104,16 @@ const char kUsage[] =
     "  --trusted-key FILE  run native payloads signed by this public key (a file\n"
     "                      et-sign keygen writes); repeatable. Without either,\n"
     "                      native payloads are refused\n"
+    "  --trace FILE        record the timed runs' events (each instruction, each\n"
+    "                      delegate call and the ops its backend reports inside\n"
+    "                      it) into the trace file FILE (.ettrace; read it with\n"
+    "                      et-inspect --trace or etmlir.runtime.load_trace). If\n"
+    "                      the event buffer fills up, the events that fit are\n"
+    "                      written (the file counts the dropped ones) and et-run\n"
+    "                      exits 1 saying how big a buffer would hold them all\n"
+    "  --trace-events N    the event buffer's size (default: 2 per instruction\n"
+    "                      plus 4096 per delegate, per timed run; 65536 to\n"
+    "                      4194304; at most 1073741824)\n"
     "  -h, --help          this text\n"
     "\n"
     "exit status: 0 ok, 1 error (bad file, input mismatch, kernel failure),\n"
@@ -112,6 +132,9 @@ struct Options {
   uint64_t backend_threads = 1;
   bool allow_native = false;
   std::vector<const char*> trusted_keys;  // public key files
+  const char* trace = nullptr;            // --trace FILE
+  uint64_t trace_events = 0;              // --trace-events N
+  bool trace_events_given = false;        // else devtools::default_trace_events
 };
 
 // Every message is one line: names from a corrupt file or an argument may hold newlines or
@@ -184,7 +207,7 @@ int parse_options(int argc, char** argv, Options* o) {
     }
     static const char* const kKnown[] = {"--inputs", "--iterations", "--warmup", "--method", "--temp-bytes",
                                          "--loader", "--seed",       "--int-bound",  "--cpu-threads",
-                                         "--backend-threads", "--trusted-key"};
+                                         "--backend-threads", "--trusted-key", "--trace", "--trace-events"};
     bool known = false;
     for (const char* k : kKnown) known = known || name == k;
     if (!known) return usage_error("unknown option '%s'", name.c_str());
@@ -196,6 +219,9 @@ int parse_options(int argc, char** argv, Options* o) {
       o->inputs = value;
     } else if (name == "--trusted-key") {
       o->trusted_keys.push_back(value);
+    } else if (name == "--trace") {
+      if (value[0] == '\0') return usage_error("--trace needs a file name");
+      o->trace = value;
     } else if (name == "--method") {
       o->method = value;
     } else if (name == "--loader") {
@@ -210,13 +236,15 @@ int parse_options(int argc, char** argv, Options* o) {
       if (!tools::parse_count(value, true, &o->temp_bytes))
         return usage_error("--temp-bytes takes a byte count (like 1048576 or 64M), not '%s'", value);
     } else {
-      uint64_t* target = name == "--iterations"                                ? &o->iterations
+      uint64_t* target = name == "--trace-events"                              ? &o->trace_events
+                         : name == "--iterations"                              ? &o->iterations
                          : name == "--warmup"                                  ? &o->warmup
                          : name == "--seed"                                    ? &o->seed
                          : name == "--cpu-threads" || name == "--backend-threads" ? &o->backend_threads
                                                                                : &o->int_bound;
       if (!tools::parse_count(value, false, target))
         return usage_error("%s takes a non-negative integer, not '%s'", name.c_str(), value);
+      if (target == &o->trace_events) o->trace_events_given = true;
     }
   }
   if (o->model == nullptr) return usage_error("no model given");
@@ -225,6 +253,11 @@ int parse_options(int argc, char** argv, Options* o) {
   if (o->iterations > kMaxRuns || o->warmup > kMaxRuns)
     return usage_error("--iterations and --warmup take at most %" PRIu64 " runs each", kMaxRuns);
   if (o->int_bound == 0) return usage_error("--int-bound must be at least 1");
+  if (o->trace_events_given) {
+    if (o->trace == nullptr) return usage_error("--trace-events needs --trace FILE");
+    if (o->trace_events < 1 || o->trace_events > kMaxTraceEvents)
+      return usage_error("--trace-events must be 1 to %" PRIu64 ", not %" PRIu64, kMaxTraceEvents, o->trace_events);
+  }
   if (o->backend_threads < 1 || o->backend_threads > static_cast<uint64_t>(kMaxBackendThreads))
     return usage_error("--backend-threads (--cpu-threads) must be 1 to %d, not %" PRIu64, kMaxBackendThreads,
                        o->backend_threads);
@@ -403,6 +436,36 @@ void fill_random(ScalarType dtype, void* data, size_t numel, uint64_t int_bound,
       case ScalarType::Bool: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(rng.next() & 1); break;
     }
   }
+}
+
+// --trace's event buffer and tracer (allocated before the runs; execute() allocates nothing).
+struct TraceBuffer {
+  Buffer events;
+  std::unique_ptr<EventTracer> tracer;
+
+  Error allocate(size_t count) {
+    static_assert(std::is_trivially_copyable<TraceEvent>::value, "TraceEvent is filled by EventTracer::begin");
+    events = allocate_aligned(count * sizeof(TraceEvent));
+    if (!events)
+      return Error::make(ErrorCode::OutOfMemory, "cannot allocate an event buffer of %zu events (%zu bytes)", count,
+                         count * sizeof(TraceEvent));
+    tracer.reset(new EventTracer(Span<TraceEvent>(reinterpret_cast<TraceEvent*>(events.get()), count)));
+    return Error::ok();
+  }
+};
+
+// The trace file of --trace: the tracer's events for `method`, the program's SHA-256, this host.
+Error write_trace(const Options& o, const char* method, const EventTracer& tracer) {
+  devtools::TraceFileInfo info;
+  info.writer = "et-run";
+  info.program_path = o.model;
+  info.backend_threads = static_cast<uint32_t>(o.backend_threads);
+  if (Error e = devtools::sha256_file(o.model, &info.program_sha256)) return e;
+  std::vector<devtools::MethodTraceData> methods{devtools::method_trace(method, tracer)};
+  if (Error e = devtools::write_trace_file(o.trace, info, methods)) return e;
+  std::printf("trace: %s (%zu events, %" PRIu64 " dropped, %u runs)\n", o.trace, tracer.events().size(),
+              tracer.dropped_events(), tracer.run());
+  return Error::ok();
 }
 
 // One method input, owned here until the run ends.
@@ -598,16 +661,38 @@ int run(const Options& o) {
     }
     return Error::ok();
   };
+  // --trace: an event buffer allocated now, attached for the timed runs only.
+  TraceBuffer trace;
+  if (o.trace != nullptr) {
+    uint64_t events = o.trace_events_given ? o.trace_events
+                                           : devtools::default_trace_events(o.iterations, meta->num_instructions(),
+                                                                            meta->num_delegates());
+    if (Error e = trace.allocate(static_cast<size_t>(events))) return fail("--trace: %s", e.message());
+  }
   std::vector<uint64_t> times;
   times.reserve(static_cast<size_t>(o.iterations));
   for (uint64_t run = 0; run < o.warmup + o.iterations; ++run) {
     if (Error e = set_inputs()) return fail("%s", e.message());
     method->set_seed(o.seed);  // every run computes what one run with this seed does
+    if (run == o.warmup && trace.tracer) {
+      if (Error e = method->set_event_tracer(trace.tracer.get())) return fail("--trace: %s", e.message());
+    }
     uint64_t start = pal_now_ns();
     Error e = method->execute();
     uint64_t elapsed = pal_now_ns() - start;
-    if (e) return fail("%s", e.message());
+    if (e) {
+      // The events up to the failure are worth having: the trace is written all the same.
+      if (trace.tracer) {
+        (void)method->set_event_tracer(nullptr);
+        if (Error w = write_trace(o, method_name, *trace.tracer)) return fail("%s; and %s", e.message(), w.message());
+      }
+      return fail("%s", e.message());
+    }
     if (run >= o.warmup) times.push_back(elapsed);
+  }
+  if (trace.tracer) {
+    (void)method->set_event_tracer(nullptr);
+    if (Error w = write_trace(o, method_name, *trace.tracer)) return fail("%s", w.message());
   }
 
   std::printf("outputs:\n");
@@ -624,8 +709,14 @@ int run(const Options& o) {
     compiled += std::string(i ? ", " : "") + compiled_backend_id(i);
   std::printf("threads: 1 (portable kernels), %" PRIu64 " per delegate call (backends: %s)\n", o.backend_threads,
               compiled.c_str());
-  std::printf("latency (ms): min %.4f  median %.4f  max %.4f\n", static_cast<double>(times.front()) / 1e6,
-              median_ns / 1e6, static_cast<double>(times.back()) / 1e6);
+  std::printf("latency (ms): min %.4f  median %.4f  max %.4f%s\n", static_cast<double>(times.front()) / 1e6,
+              median_ns / 1e6, static_cast<double>(times.back()) / 1e6, trace.tracer ? " (traced)" : "");
+  // A full buffer fails the command after the file is written (it is marked incomplete: its
+  // dropped_events count what did not fit) and the outputs are printed (they are right).
+  if (trace.tracer) {
+    if (Error e = trace.tracer->status())
+      return fail("--trace: %s; %s is incomplete (raise --trace-events)", e.message(), o.trace);
+  }
   return 0;
 }
 

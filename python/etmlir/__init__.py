@@ -7,6 +7,9 @@
     edge = edge.to_backend(etmlir.backends.partitioner("nested"))   # delegate what a backend takes
     et = edge.to_executorch()                     # out variants, memory plan, .pte bytes
     et.save("model.pte")
+
+On a terminal each stage draws a progress bar on stderr; `with etmlir.progress(False):` or
+`ETMLIR_PROGRESS=0` turns them off (etmlir.compile_progress).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ _EXPORTS = {
     "ExecutorchConfig": "etmlir.executorch_program", "ExecutorchProgram": "etmlir.executorch_program",
     "serialize": "etmlir.executorch_program", "to_executorch": "etmlir.executorch_program",
     "LoweredBackendModule": "etmlir.backends.lowering", "to_backend": "etmlir.backends.lowering",
+    "progress": "etmlir.compile_progress",
 }
 __all__ = sorted(_EXPORTS)
 

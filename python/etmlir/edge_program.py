@@ -15,10 +15,12 @@ the edge module is a new module over the same weight buffers.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import TYPE_CHECKING
 
 from torch_mlir import ir
 
+from etmlir import compile_progress
 from etmlir.backends.lowering import to_backend_partitioned
 from etmlir.dialects.edge import DYNAMIC
 from etmlir.executorch_program import ExecutorchConfig, ExecutorchProgram, to_executorch
@@ -63,9 +65,13 @@ class EdgeProgram(Program):
         """
         return to_backend_partitioned(self, partitioner)
 
-    def to_executorch(self, config: "ExecutorchConfig | None" = None) -> "ExecutorchProgram":
-        """Out variants, memory planning and serialization: the `.pte` (see `etmlir.executorch_program`)."""
-        return to_executorch(self, config)
+    def to_executorch(self, config: "ExecutorchConfig | None" = None, *,
+                      runtime_manifest: "str | os.PathLike[str] | dict | None" = None) -> "ExecutorchProgram":
+        """Out variants, memory planning and serialization: the `.pte` (see `etmlir.executorch_program`).
+
+        runtime_manifest: raise NotLoadableError when that runtime lacks what the `.pte` needs.
+        """
+        return to_executorch(self, config, runtime_manifest=runtime_manifest)
 
     @property
     def function(self) -> ir.Operation:
@@ -128,6 +134,7 @@ def to_edge(aten_program: AtenProgram, compile_config: EdgeCompileConfig | None 
     # outer ops' handles start above the delegates'.
     passes += [PipelineElement("et-edge-verify"), PipelineElement("et-link-lowered-modules"),
                PipelineElement("et-assign-debug-handles")]
-    run_pipeline(module, passes)
+    with compile_progress.stage("to_edge", total=len(passes)) as bar:  # a bar on a terminal
+        run_pipeline(module, passes, stage=bar)
     return EdgeProgram(module=module, example_args=aten_program.example_args,
                        dynamic_dims=list(aten_program.dynamic_dims), weight_buffers=aten_program.weight_buffers)

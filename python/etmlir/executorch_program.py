@@ -22,7 +22,7 @@ from collections.abc import Mapping
 import numpy as np
 from torch_mlir import ir
 
-from etmlir import runtime
+from etmlir import compile_progress, runtime
 from etmlir.executable.planner import Plan
 from etmlir.executable.serialize import serialize as _serialize
 from etmlir.passes.pipeline import PipelineElement, run_pipeline
@@ -47,6 +47,12 @@ class ExecutorchConfig:
                        recomputed on every execution)
     fold_max_bytes:    leave folds whose result or an operand is larger than this many bytes
                        (the `.pte` stores each folded result)
+    runtime_manifest:  the runtime the `.pte` is for: its manifest (an `et-manifest` JSON path, or
+                       `etmlir.runtime.manifest()`); the program is checked against it
+                       (`etmlir.devtools.check_loadable`) and what that runtime lacks (kernels,
+                       dtypes, backends, schema version, CPU features) is reported at export time
+    manifest_check:    what a failed check does: "raise" (default: NotLoadableError listing every
+                       problem with its method, instruction and source line) or "warn"
     """
 
     arenas: tuple[str, ...] = ()
@@ -57,6 +63,8 @@ class ExecutorchConfig:
     segment_alignment: int = 4096
     fold_constants: bool = True
     fold_max_bytes: int = 64 << 20
+    runtime_manifest: "str | os.PathLike[str] | Mapping | None" = None
+    manifest_check: str = "raise"
 
     def plan_options(self) -> str:
         parts = [f"policy={self.policy}", f"alignment={self.alignment}",
@@ -73,6 +81,9 @@ class ExecutorchProgram(Program):
 
     buffer: bytes = b""
     config: ExecutorchConfig = dataclasses.field(default_factory=ExecutorchConfig)
+    # The edge program this one was lowered from (what `etmlir.devtools.compare` runs as the reference);
+    # None when the etx module was made some other way.
+    edge_program: Program | None = dataclasses.field(default=None, repr=False)
 
     HISTOGRAM_SKIP = ("etx.const", "etx.none", "etx.list", "etx.alloc", "etx.constant", "etx.input",
                       "etx.output", "func.", "builtin.module")
@@ -100,23 +111,38 @@ class ExecutorchProgram(Program):
         return counts
 
 
-def to_executorch(edge_program: Program, config: ExecutorchConfig | None = None) -> ExecutorchProgram:
-    """Lower an edge program to the executable level and serialize it (the edge program is unchanged)."""
+def to_executorch(edge_program: Program, config: ExecutorchConfig | None = None, *,
+                  runtime_manifest: "str | os.PathLike[str] | Mapping | None" = None) -> ExecutorchProgram:
+    """Lower an edge program to the executable level and serialize it (the edge program is unchanged).
+
+    `runtime_manifest` (or `config.runtime_manifest`): raise `NotLoadableError` when that runtime
+    could not load or run the result (`config.manifest_check="warn"` warns instead).
+    """
     config = config or ExecutorchConfig()
+    if runtime_manifest is not None:
+        config = dataclasses.replace(config, runtime_manifest=runtime_manifest)
     module = clone_module(edge_program.module)
     passes = [PipelineElement("et-to-out-variants"), PipelineElement("et-plan-memory", config.plan_options()),
               PipelineElement("et-verify-memory-plan")]
     if config.fold_constants:
         passes.insert(0, PipelineElement("et-fold-constants", f"max-bytes={config.fold_max_bytes}"))
-    run_pipeline(module, passes)
-    with module.context:
-        buffer = _serialize(module, edge_program.weight_buffers, config.segment_alignment)
+    with compile_progress.stage("to_executorch", total=len(passes) + 1) as bar:  # a bar on a terminal
+        run_pipeline(module, passes, stage=bar)
+        bar.status("serialize")
+        with module.context:
+            buffer = _serialize(module, edge_program.weight_buffers, config.segment_alignment)
+        bar.advance()
     # The user's own program: runtime.load of exactly these bytes runs its native ("cpu") delegates
     # without allow_native_code (runtime/README.md, "Trust and native code").
     runtime._note_compiled(buffer)
+    if config.runtime_manifest is not None:
+        from etmlir.executable.loadability import raise_if_not_loadable
+
+        raise_if_not_loadable(buffer, config.runtime_manifest, config.manifest_check)
     return ExecutorchProgram(module=module, example_args=edge_program.example_args,
                              dynamic_dims=list(edge_program.dynamic_dims),
-                             weight_buffers=edge_program.weight_buffers, buffer=buffer, config=config)
+                             weight_buffers=edge_program.weight_buffers, buffer=buffer, config=config,
+                             edge_program=edge_program)
 
 
 def serialize(module: ir.Module, weights: Mapping[str, np.ndarray] | None = None,

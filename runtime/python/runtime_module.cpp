@@ -17,10 +17,13 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +33,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "etmlir/register_backends.h"
@@ -41,7 +45,10 @@
 #include "etmlir/runtime/native_code.h"
 #include "etmlir/runtime/platform.h"
 #include "etmlir/runtime/program.h"
+#include "etmlir/schema/program_generated.h"
 #include "portable_kernels.h"
+#include "trace_file.h"
+#include "runtime_manifest.h"
 
 namespace nb = nanobind;
 using namespace etmlir;
@@ -173,10 +180,18 @@ bool from_dlpack(nb::dlpack::dtype d, ScalarType* out) {
 
 using Array = nb::ndarray<nb::c_contig, nb::device::cpu>;
 
-// A numpy array (a torch tensor for bfloat16, which numpy has no dtype for)
-// that owns a copy of the tensor's current contents.
+// A numpy array (a torch tensor for bfloat16, which numpy has no dtype for) of `dtype` and `sizes`
+// that owns a copy of `nbytes` bytes at `data` (a tensor's contents, a trace's captured copy).
+nb::object bytes_to_python(ScalarType dtype, const std::vector<size_t>& shape, const void* data, size_t nbytes);
+
 nb::object tensor_to_python(const Tensor& t) {
-  bool bfloat16 = t.dtype() == ScalarType::BFloat16;
+  std::vector<size_t> shape(static_cast<size_t>(t.dim()));
+  for (int32_t d = 0; d < t.dim(); ++d) shape[static_cast<size_t>(d)] = static_cast<size_t>(t.size(d));
+  return bytes_to_python(t.dtype(), shape, t.data(), t.nbytes());
+}
+
+nb::object bytes_to_python(ScalarType dtype, const std::vector<size_t>& shape, const void* data, size_t nbytes) {
+  bool bfloat16 = dtype == ScalarType::BFloat16;
   if (bfloat16) {
     try {
       nb::module_::import_("torch.utils.dlpack");
@@ -186,20 +201,17 @@ nb::object tensor_to_python(const Tensor& t) {
           "install torch to receive it as a torch.bfloat16 tensor");
     }
   }
-  size_t nbytes = t.nbytes();
   auto* copy = new (std::nothrow) uint8_t[nbytes ? nbytes : 1];
   if (copy == nullptr)
     throw RuntimeFailure("cannot allocate " + std::to_string(nbytes) + " bytes for a copy of a " +
-                         dtype_name(t.dtype()) + " result: out of memory");
-  if (nbytes) std::memcpy(copy, t.data(), nbytes);
+                         dtype_name(dtype) + " result: out of memory");
+  if (nbytes) std::memcpy(copy, data, nbytes);
   nb::capsule owner(copy, [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
-  std::vector<size_t> shape(static_cast<size_t>(t.dim()));
-  for (int32_t d = 0; d < t.dim(); ++d) shape[static_cast<size_t>(d)] = static_cast<size_t>(t.size(d));
   if (bfloat16) {
-    nb::ndarray<nb::pytorch> array(copy, shape.size(), shape.data(), owner, nullptr, to_dlpack(t.dtype()));
+    nb::ndarray<nb::pytorch> array(copy, shape.size(), shape.data(), owner, nullptr, to_dlpack(dtype));
     return nb::cast(array);
   }
-  nb::ndarray<nb::numpy> array(copy, shape.size(), shape.data(), owner, nullptr, to_dlpack(t.dtype()));
+  nb::ndarray<nb::numpy> array(copy, shape.size(), shape.data(), owner, nullptr, to_dlpack(dtype));
   return nb::cast(array);
 }
 
@@ -303,6 +315,18 @@ class PyProgram {
   const NativeCodeTrust* trust() const { return &trust_; }
   bool allow_native_code() const { return trust_.allow_native_code; }
 
+  // Hex SHA-256 of the program's bytes (what a trace file names it by), computed once.
+  const std::string& sha256() {
+    if (sha256_.empty()) {
+      DataLoader* loader = mmap_ ? static_cast<DataLoader*>(mmap_.get()) : loader_.get();
+      Result<FreeableBuffer> bytes = loader->load(0, loader->size());
+      if (!bytes.ok()) raise(bytes.error());
+      nb::gil_scoped_release release;
+      sha256_ = devtools::sha256_hex(bytes->bytes(), bytes->size());
+    }
+    return sha256_;
+  }
+
  private:
   PyProgram() = default;
   void set_trust(bool allow_native_code, const std::vector<nb::bytes>& trusted_keys) {
@@ -329,6 +353,7 @@ class PyProgram {
   std::unique_ptr<Program> program_;
   std::vector<TrustedKey> keys_;
   NativeCodeTrust trust_;
+  std::string sha256_;
 };
 
 // Owns every buffer a loaded method uses: method allocator, arenas, temp.
@@ -456,6 +481,105 @@ class PyMethod {
 
   size_t temp_peak() const { return temp_allocator_.peak(); }
 
+  // Runs `runs` times on `inputs` with an EventTracer of `max_events` events attached (0: the
+  // default size, devtools::default_trace_events) and copies of the values `capture` names
+  // ((instruction, value index) pairs) taken; returns what etmlir.runtime.Trace is made of:
+  // {"events": bytes of packed TraceEvents, "captures": [(run, instruction, value, array)],
+  // "dropped_events", "dropped_captures", "runs", "status" (the tracer's message or None),
+  // "outputs" (the last run's), "max_events", "program_sha256", "backend_threads", "cpu"}.
+  nb::dict trace(const std::vector<Array>& inputs, size_t runs, size_t max_events,
+                 std::vector<std::pair<int64_t, int64_t>> capture) {
+    Busy busy(this, "trace");
+    std::string where = "method '" + std::string(method_->name()) + "': trace: ";
+    if (inputs.size() != method_->num_inputs())
+      throw RuntimeFailure(where + "the method takes " + std::to_string(method_->num_inputs()) + " inputs, got " +
+                           std::to_string(inputs.size()));
+    if (runs < 1) throw RuntimeFailure(where + "runs must be at least 1");
+    Result<MethodMeta> meta = program_->program().method_meta(method_->name());
+    if (!meta.ok()) raise(meta.error());
+    if (max_events == 0)
+      max_events = devtools::default_trace_events(runs, method_->num_instructions(), meta->num_delegates());
+    if (max_events > (size_t{1} << 30))
+      throw RuntimeFailure(where + "max_events " + std::to_string(max_events) + " is over 2**30 (40 bytes each)");
+    std::vector<TraceEvent> events(max_events);
+
+    // Captures: checked against the program (an instruction and a tensor value of this method), sorted
+    // by instruction as the tracer wants, their buffers sized for every run (planned upper bounds).
+    const schema::Program* fb = schema::GetProgram(program_->program().flatbuffer());
+    const schema::Method* m = nullptr;
+    for (flatbuffers::uoffset_t i = 0; fb->methods() && i < fb->methods()->size(); ++i) {
+      if (fb->methods()->Get(i)->name()->str() == method_->name()) m = fb->methods()->Get(i);
+    }
+    std::sort(capture.begin(), capture.end());
+    capture.erase(std::unique(capture.begin(), capture.end()), capture.end());
+    std::vector<CaptureRequest> requests;
+    size_t bytes_per_run = 0;
+    size_t num_values = m && m->values() ? m->values()->size() : 0;
+    for (const auto& [instruction, value] : capture) {
+      if (instruction < 0 || static_cast<size_t>(instruction) >= method_->num_instructions())
+        throw RuntimeFailure(where + "capture names instruction " + std::to_string(instruction) + "; the method has " +
+                             std::to_string(method_->num_instructions()));
+      const schema::Tensor* t = value >= 0 && static_cast<size_t>(value) < num_values
+                                    ? m->values()->Get(static_cast<flatbuffers::uoffset_t>(value))->value_as_Tensor()
+                                    : nullptr;
+      if (t == nullptr)
+        throw RuntimeFailure(where + "capture names value " + std::to_string(value) + ", which is not a tensor value " +
+                             "of the method (it has " + std::to_string(num_values) + " values)");
+      size_t nbytes = element_size(static_cast<ScalarType>(t->dtype()));
+      for (flatbuffers::uoffset_t d = 0; t->sizes() && d < t->sizes()->size(); ++d)
+        nbytes *= static_cast<size_t>(std::max<int64_t>(t->sizes()->Get(d), 0));
+      bytes_per_run += (std::max<size_t>(nbytes, static_cast<size_t>(t->nbytes())) + 15) & ~size_t{15};
+      requests.push_back(CaptureRequest{static_cast<uint32_t>(instruction), static_cast<int32_t>(value)});
+    }
+    std::vector<TraceCapture> records(requests.size() * runs);
+    auto capture_bytes = std::make_unique<AlignedBuffer>(bytes_per_run * runs, where + "the capture buffer");
+    EventTracer tracer(Span<TraceEvent>(events.data(), events.size()));
+    tracer.set_capture(Span<const CaptureRequest>(requests.data(), requests.size()),
+                       Span<TraceCapture>(records.data(), records.size()),
+                       Span<uint8_t>(static_cast<uint8_t*>(capture_bytes->data), capture_bytes->size));
+    if (Error e = method_->set_event_tracer(&tracer)) raise(e);
+    Error error;
+    for (size_t run = 0; run < runs && !error; ++run) {
+      try {
+        set_inputs(inputs);
+      } catch (...) {
+        (void)method_->set_event_tracer(nullptr);
+        throw;
+      }
+      nb::gil_scoped_release release;
+      error = method_->execute();
+    }
+    (void)method_->set_event_tracer(nullptr);
+    last_inputs_ = inputs;
+    if (error) raise(error);
+
+    nb::dict out;
+    Span<const TraceEvent> recorded = tracer.events();
+    static_assert(sizeof(TraceEvent) == 40, "etmlir/runtime/trace.py reads TraceEvents as 40-byte records");
+    out["events"] = nb::bytes(reinterpret_cast<const char*>(recorded.data()), recorded.size() * sizeof(TraceEvent));
+    nb::list captures;
+    for (const TraceCapture& c : tracer.captures()) {
+      std::vector<size_t> shape(c.sizes, c.sizes + c.rank);
+      captures.append(nb::make_tuple(c.run, c.instruction, c.value,
+                                     bytes_to_python(static_cast<ScalarType>(c.scalar_type), shape,
+                                                     tracer.capture_bytes() + c.offset, c.nbytes)));
+    }
+    out["captures"] = captures;
+    out["dropped_events"] = tracer.dropped_events();
+    out["dropped_captures"] = tracer.dropped_captures();
+    out["runs"] = tracer.run();
+    Error status = tracer.status();
+    out["status"] = status ? nb::object(nb::str(valid_utf8(status.message()).c_str())) : nb::none();
+    nb::list outputs;
+    for (size_t i = 0; i < method_->num_outputs(); ++i) outputs.append(evalue_to_python(method_->output(i)));
+    out["outputs"] = outputs;
+    out["max_events"] = max_events;
+    out["program_sha256"] = program_->sha256();
+    out["backend_threads"] = backend_threads_;
+    out["cpu"] = devtools::host_cpu_description();
+    return out;
+  }
+
   // Program state: names, a copy of one state tensor's current value, and refilling all of it.
   std::vector<std::string> state_names() const {
     std::vector<std::string> names;
@@ -490,6 +614,7 @@ class PyMethod {
   std::unique_ptr<Method> method_;
   std::vector<Array> last_inputs_;  // keeps the arrays alive for time_runs/profile
   std::atomic<bool> busy_{false};
+  int backend_threads_ = g_backend_threads;  // what its delegates were loaded with
 
   struct Busy {
     Busy(PyMethod* m, const char* call) : method(m) {
@@ -677,6 +802,67 @@ nb::list run_kernel(const std::string& name, const std::vector<nb::tuple>& args,
   return result;
 }
 
+// ---- Trace files: etmlir.runtime.Trace.save through the one C++ writer (runtime/devtools) ----------
+
+// One method of a trace as Python hands it over: (name, runs, events as packed 40-byte TraceEvents,
+// [(run, instruction, value, scalar_type, sizes, data bytes)], dropped_events, dropped_captures).
+using PyMethodTrace = std::tuple<std::string, uint32_t, nb::bytes, std::vector<nb::tuple>, uint64_t, uint64_t>;
+
+void write_trace(const std::string& path, const std::string& program_sha256, const std::string& program_path,
+                 const std::string& writer, uint32_t backend_threads, const std::string& cpu,
+                 const std::vector<PyMethodTrace>& methods) {
+  // Copies first (the writer takes views), then the file.
+  std::vector<std::vector<TraceEvent>> events(methods.size());
+  std::vector<std::vector<TraceCapture>> captures(methods.size());
+  std::vector<std::vector<uint8_t>> bytes(methods.size());
+  std::vector<devtools::MethodTraceData> data(methods.size());
+  for (size_t i = 0; i < methods.size(); ++i) {
+    const auto& [name, runs, packed, method_captures, dropped_events, dropped_captures] = methods[i];
+    if (packed.size() % sizeof(TraceEvent) != 0)
+      throw RuntimeFailure("write_trace: method '" + name + "': " + std::to_string(packed.size()) +
+                           " bytes of events is not a whole number of 40-byte events");
+    events[i].resize(packed.size() / sizeof(TraceEvent));
+    if (packed.size()) std::memcpy(events[i].data(), packed.c_str(), packed.size());
+    for (const nb::tuple& c : method_captures) {
+      TraceCapture record;
+      record.run = nb::cast<uint32_t>(c[0]);
+      record.instruction = nb::cast<uint32_t>(c[1]);
+      record.value = nb::cast<int32_t>(c[2]);
+      record.scalar_type = nb::cast<int8_t>(c[3]);
+      auto sizes = nb::cast<std::vector<int64_t>>(c[4]);
+      if (sizes.size() > TraceCapture::kMaxRank)
+        throw RuntimeFailure("write_trace: method '" + name + "': a capture of rank " + std::to_string(sizes.size()) +
+                             " (at most " + std::to_string(TraceCapture::kMaxRank) + ")");
+      record.rank = static_cast<uint8_t>(sizes.size());
+      std::copy(sizes.begin(), sizes.end(), record.sizes);
+      nb::bytes payload = nb::cast<nb::bytes>(c[5]);
+      record.offset = bytes[i].size();
+      record.nbytes = payload.size();
+      bytes[i].insert(bytes[i].end(), payload.c_str(), payload.c_str() + payload.size());
+      captures[i].push_back(record);
+    }
+    data[i].method = name;
+    data[i].runs = runs;
+    data[i].events = Span<const TraceEvent>(events[i].data(), events[i].size());
+    data[i].captures = Span<const TraceCapture>(captures[i].data(), captures[i].size());
+    data[i].capture_bytes = bytes[i].data();
+    data[i].dropped_events = dropped_events;
+    data[i].dropped_captures = dropped_captures;
+  }
+  devtools::TraceFileInfo info;
+  info.program_sha256 = program_sha256;
+  info.program_path = program_path;
+  info.writer = writer;
+  info.backend_threads = backend_threads;
+  info.cpu = cpu;
+  Error error;
+  {
+    nb::gil_scoped_release release;
+    error = devtools::write_trace_file(path.c_str(), info, data);
+  }
+  if (error) raise(error);
+}
+
 }  // namespace
 
 NB_MODULE(_runtime, m) {
@@ -703,7 +889,8 @@ NB_MODULE(_runtime, m) {
       .def("temp_peak", &PyMethod::temp_peak)
       .def("state_names", &PyMethod::state_names)
       .def("state", &PyMethod::state, nb::arg("name"))
-      .def("reset_state", &PyMethod::reset_state);
+      .def("reset_state", &PyMethod::reset_state)
+      .def("trace", &PyMethod::trace, nb::arg("inputs"), nb::arg("runs"), nb::arg("max_events"), nb::arg("capture"));
 
   // Backends: generic over every compiled-in backend (set_cpu_threads / cpu_threads are
   // the historical names of the thread setting; the "cpu" backend is what reads it).
@@ -762,6 +949,16 @@ NB_MODULE(_runtime, m) {
   m.def("run_kernel", &run_kernel, nb::arg("name"), nb::arg("args"), nb::arg("temp_bytes") = size_t{64} << 20,
         nb::arg("seed") = nb::none());
   m.def("default_seed", [] { return Generator::kDefaultSeed; });
+  m.def("write_trace", &write_trace, nb::arg("path"), nb::arg("program_sha256"), nb::arg("program_path"),
+        nb::arg("writer"), nb::arg("backend_threads"), nb::arg("cpu"), nb::arg("methods"));
+  m.def("default_trace_events", &devtools::default_trace_events, nb::arg("runs"), nb::arg("instructions"),
+        nb::arg("delegates"));
+  m.def("verify_trace", [](nb::bytes data) {
+    if (Error e = devtools::verify_trace(reinterpret_cast<const uint8_t*>(data.c_str()), data.size())) raise(e);
+  }, nb::arg("data"));
+  m.def("sha256_hex", [](nb::bytes data) {
+    return devtools::sha256_hex(reinterpret_cast<const uint8_t*>(data.c_str()), data.size());
+  }, nb::arg("data"));
   // Philox-4x32-10 of one counter and key (for the generator's known-answer test).
   m.def("philox4x32_10", [](const std::vector<uint32_t>& ctr, const std::vector<uint32_t>& key) {
     if (ctr.size() != 4 || key.size() != 2) throw RuntimeFailure("philox4x32_10 takes 4 counter and 2 key words");
@@ -773,6 +970,10 @@ NB_MODULE(_runtime, m) {
     std::vector<std::string> names;
     for (size_t i = 0; i < kernel_registry().size(); ++i) names.emplace_back(kernel_registry().entry(i).name);
     return names;
+  });
+  // The runtime manifest of this process's registries (tools/runtime_manifest.h), as JSON text.
+  m.def("runtime_manifest_json", [] {
+    return tools::runtime_manifest_json(kernel_registry(), backend_registry(), "etmlir._runtime", kSelectiveBuild);
   });
   m.def("kernel_signature", [](const std::string& name) {
     const KernelEntry* e = kernel_registry().find(name.c_str());

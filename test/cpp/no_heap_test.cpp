@@ -277,6 +277,39 @@ TEST(NoHeap, NestedDelegatesAllocateNothing) {
   }
 }
 
+// With an event tracer attached (events, nested delegates forwarding theirs, captures of a value
+// every instruction writes, and a buffer that overflows): still no heap call.
+TEST(NoHeap, TracedExecuteAllocatesNothing) {
+  ETMLIR_REQUIRE_FIXTURES();
+  BackendRegistry backends;
+  ASSERT_FALSE(register_nested_backend(backends));
+  for (const char* file : {"mlp.pte", "nested_nested_lookup.pte"}) {
+    auto loaded = load(file, LoaderKind::Mmap, &backends);
+    ASSERT_TRUE(loaded) << file;
+    std::vector<TraceEvent> events(8);  // too few for three runs: the overflow path runs too
+    std::vector<CaptureRequest> requests;
+    for (uint32_t pc = 0; pc < loaded->method->num_instructions(); ++pc)
+      for (int32_t value = 0; value < 4; ++value) requests.push_back(CaptureRequest{pc, value});
+    std::vector<TraceCapture> records(4);
+    std::vector<uint8_t> bytes(1 << 16);
+    EventTracer tracer(Span<TraceEvent>(events.data(), events.size()));
+    tracer.set_capture(Span<const CaptureRequest>(requests.data(), requests.size()),
+                       Span<TraceCapture>(records.data(), records.size()), Span<uint8_t>(bytes.data(), bytes.size()));
+    ASSERT_FALSE(loaded->method->set_event_tracer(&tracer));
+    Error run;
+    size_t allocations;
+    {
+      HeapCounter counter;
+      for (int i = 0; i < 3 && !run; ++i) run = loaded->method->execute();
+      allocations = counter.count();
+    }
+    ASSERT_FALSE(run) << file << ": " << run.message();
+    EXPECT_EQ(allocations, 0u) << "heap calls during a traced execute() of " << file;
+    EXPECT_EQ(tracer.events().size(), events.size()) << file;
+    EXPECT_GT(tracer.dropped_events(), 0u) << file;
+  }
+}
+
 TEST(NoHeap, AFailureInsideANestedDelegateAllocatesNothing) {
   ETMLIR_REQUIRE_FIXTURES();
   BackendRegistry backends;

@@ -202,7 +202,7 @@ def test_a_delegate_failing_at_run_time_names_the_source_line_of_the_failing_op(
     method = rt.load(edge.to_executorch().buffer).method("forward")
     np.testing.assert_allclose(method(ids)[0].numpy(), _eager(model, (ids,)), atol=1e-6)
     line = inspect.getsourcelines(_Lookup.forward)[1] + 1
-    with pytest.raises(rt.Error, match=rf"test_delegation.py:{line} \(method 'forward', instruction \d+, "
+    with pytest.raises(rt.Error, match=rf"test_delegation.py:{line} \(table; method 'forward', instruction \d+, "
                                        r"delegate 'nested'\): aten::embedding.out: index 20"):
         method(torch.tensor([[1, 20, 3]]))
 

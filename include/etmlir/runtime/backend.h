@@ -108,6 +108,17 @@ struct BackendExecuteContext {
 
 using DelegateHandle = void*;
 
+// What payloads a backend reads, for the runtime manifest (tools/et_manifest.cpp,
+// etmlir.runtime.manifest(): a program is checked against a build without a device): the shared
+// payload header's body_format and the body_version range it accepts, and whether the body is
+// native code that check_payload_target holds to this host's arch and CPU features.
+struct BackendPayloadInfo {
+  const char* body_format = nullptr;  // nullptr: not declared (a backend without the shared header)
+  uint32_t min_body_version = 0;
+  uint32_t max_body_version = 0;
+  bool native_code = false;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -141,6 +152,9 @@ class Backend {
     (void)name;
     return 0;
   }
+
+  // The payloads it reads (see BackendPayloadInfo). Default: nothing declared.
+  virtual BackendPayloadInfo payload_info() const { return {}; }
 };
 
 class BackendRegistry {

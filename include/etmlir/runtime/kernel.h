@@ -72,10 +72,21 @@ class KernelContext {
 
 using KernelFn = Error (*)(KernelContext& ctx, EValue** args);
 
+// A set of dtypes: bit i set for ScalarType i (tensor.h). 0 means "not declared".
+using DtypeMask = uint32_t;
+constexpr DtypeMask dtype_bit(ScalarType dtype) { return DtypeMask{1} << static_cast<int>(dtype); }
+
 struct KernelEntry {
   const char* name;       // "aten::add.out"
   const char* signature;  // see the table above
   KernelFn fn;
+  // The dtypes the kernel's data tensors (dtypes) and its outputs (out_dtypes) may have, as
+  // its kernel table says (runtime/kernels/portable/*.yaml); 0: not declared (the runtime's own
+  // kernels, custom ones). Method loading does not read them: the runtime manifest does
+  // (tools/et_manifest.cpp, etmlir.devtools.check_loadable), so that a program can be checked
+  // against a runtime build without a device.
+  DtypeMask dtypes = 0;
+  DtypeMask out_dtypes = 0;
 };
 
 // A fixed-capacity table (no heap); lookups happen at method load only.
@@ -85,7 +96,8 @@ class KernelRegistry {
 
   // Fails if the name is taken, the table is full, or the signature has an
   // unknown character.
-  Error add(const char* name, const char* signature, KernelFn fn);
+  // `dtypes` / `out_dtypes`: see KernelEntry (0: not declared).
+  Error add(const char* name, const char* signature, KernelFn fn, DtypeMask dtypes = 0, DtypeMask out_dtypes = 0);
   const KernelEntry* find(const char* name) const;
   const KernelEntry* find(const char* name, size_t name_size) const;
   size_t size() const { return size_; }
@@ -110,10 +122,11 @@ Error register_prim_kernels(KernelRegistry& registry);
 }  // namespace etmlir
 
 // Registers `fn` unless selective build left `name` out (then `fn` is never
-// referenced and the linker can drop it).
-#define ET_REGISTER_KERNEL(registry, name, signature, fn)          \
-  do {                                                             \
-    if constexpr (::etmlir::kernel_selected(name)) {               \
-      ET_CHECK_OK((registry).add((name), (signature), (fn)));      \
-    }                                                              \
+// referenced and the linker can drop it). Optional trailing arguments: the
+// kernel's dtypes and out_dtypes (DtypeMask), as generated code passes them.
+#define ET_REGISTER_KERNEL(registry, name, signature, ...)                \
+  do {                                                                    \
+    if constexpr (::etmlir::kernel_selected(name)) {                      \
+      ET_CHECK_OK((registry).add((name), (signature), __VA_ARGS__));      \
+    }                                                                     \
   } while (0)

@@ -39,6 +39,7 @@
 #include "etmlir/runtime/data_loader.h"
 #include "etmlir/runtime/error.h"
 #include "etmlir/runtime/evalue.h"
+#include "etmlir/runtime/event_tracer.h"
 #include "etmlir/runtime/generator.h"
 #include "etmlir/runtime/kernel.h"
 #include "etmlir/runtime/memory.h"
@@ -106,10 +107,22 @@ class Method {
   void set_profiling(uint64_t* per_instruction_ns) { profile_ = per_instruction_ns; }
   const char* instruction_name(size_t i) const;
 
+  // Events of every execute() into `tracer` (event_tracer.h), nullptr to stop; the caller keeps it
+  // alive while set. Each step records one Instruction event (a delegate call one Delegate event,
+  // with the backend's DelegateOp events as its children), after each instruction the values the
+  // tracer's capture requests name among the step's arguments are copied, and a top-level
+  // execute() (tracer->depth() 0) ends with tracer->next_run(). A full buffer does not fail
+  // execute(): tracer->status() says so. Without a tracer execute() tests one pointer per step.
+  // NotSupported when the runtime was built with ETMLIR_EVENT_TRACER=OFF (its execute() has no
+  // tracing code at all).
+  Error set_event_tracer(EventTracer* tracer);
+  EventTracer* event_tracer() const { return tracer_; }
+
  private:
   friend class Program;
   Method() = default;
   Error fail(Error error, size_t pc, uint32_t handle);
+  void capture_step(EventTracer& tracer, size_t pc) const;
 
   const Program* program_ = nullptr;
   size_t method_index_ = 0;
@@ -127,6 +140,7 @@ class Method {
   MemoryAllocator* temp_ = nullptr;
   Generator* generator_ = nullptr;  // in the method allocator
   uint64_t* profile_ = nullptr;
+  EventTracer* tracer_ = nullptr;
   uint32_t failed_debug_handle_ = 0;
   bool describe_failures_ = true;
   // The call holding the method now ("execute", "set_input", ...), nullptr when none (see Threads above).

@@ -110,6 +110,9 @@ class Program {
   Result<FreeableBuffer> load_segment(uint32_t segment, uint64_t offset, uint64_t size) const;
   // The source location ("model.py:41") and edge op of a debug handle, or nullptr.
   const char* debug_location(size_t method_index, uint32_t handle) const;
+  // The nn.Module path ("layers.3.attn") the op of a debug handle was traced in; nullptr when the
+  // file records none or the op belongs to the model's own forward (path "").
+  const char* debug_module_path(size_t method_index, uint32_t handle) const;
   DataLoader* loader() const { return loader_; }
   const void* flatbuffer() const { return program_.data(); }
 

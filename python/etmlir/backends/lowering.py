@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch_mlir import ir
 
-from etmlir import runtime
+from etmlir import compile_progress, runtime
 from etmlir.delegation.backend import get_backend
 from etmlir.delegation.lowered import LOWERED_NAMESPACE, add_lowered_module, lowered_module
 from etmlir.delegation.operator_support import FREE_OPS
@@ -56,19 +56,29 @@ def _rebuild(edge_program: "EdgeProgram", module: ir.Module) -> "EdgeProgram":
                               weight_buffers=edge_program.weight_buffers)
 
 
-def _lower_tagged(module: ir.Module, tags: list[str], compile_specs: Mapping[str, str]) -> None:
+def _lower_tagged(module: ir.Module, tags: list[str], compile_specs: Mapping[str, str],
+                  bar: compile_progress.Stage) -> None:
+    bar.status(f"outline {len(tags)} delegate{'s' if len(tags) != 1 else ''}")
     run_pipeline(module, [PipelineElement("et-outline-delegates")])
     for nested in delegate_modules(module.operation):
         if ir.StringAttr(nested.attributes["sym_name"]).value in tags:
             set_compile_specs(nested, compile_specs)
+    bar.advance()
+    bar.status("preprocess")  # et-preprocess-delegates draws a bar per delegate below this one
     run_pipeline(module, [PipelineElement("et-preprocess-delegates")])
+    bar.advance()
 
 
 def to_backend_partitioned(edge_program: "EdgeProgram", partitioner: Partitioner) -> "EdgeProgram":
     """Workflow 1: tag with `partitioner`, outline, and compile each group with its backend."""
     module = clone_module(edge_program.module)
-    result: PartitionResult = partitioner.partition(module.operation)
-    _lower_tagged(module, result.tags, partitioner.compile_specs)
+    with compile_progress.stage("to_backend", total=3) as bar:  # a bar on a terminal
+        bar.status(f"partition ({partitioner.backend_id})")
+        result: PartitionResult = partitioner.partition(module.operation)
+        bar.advance()
+        _lower_tagged(module, result.tags, partitioner.compile_specs, bar)
+        bar.done(f"{len(result.tags)} delegate{'s' if len(result.tags) != 1 else ''} ({partitioner.backend_id}, "
+                 f"{result.delegated_ops} ops)")
     return _rebuild(edge_program, module)
 
 
@@ -79,6 +89,15 @@ def to_backend(backend_id: str, edge_program: "EdgeProgram",
     Every op goes to the backend (no partitioner asks); a backend that cannot
     compile one fails with a BackendError naming it.
     """
+    lowered = lower_whole_program(backend_id, edge_program, compile_specs)
+    return LoweredBackendModule(backend_id, dict(compile_specs or {}), lowered)
+
+
+def lower_whole_program(backend_id: str, edge_program: "EdgeProgram",
+                        compile_specs: Mapping[str, str] | None = None) -> "EdgeProgram":
+    """What `to_backend` lowers: a new edge program whose forward is one delegate call of `backend_id`
+    (without the LoweredBackendModule around it, so no operator is registered; `etmlir.devtools.compare`
+    compiles prefixes of a delegate this way)."""
     get_backend(backend_id)  # a KeyError naming the registered backends
     if delegate_modules(edge_program.module.operation):
         raise ValueError("to_backend lowers a program without delegates as a whole; this one already "
@@ -91,8 +110,10 @@ def to_backend(backend_id: str, edge_program: "EdgeProgram",
             op = op.operation
             if op.name.startswith("edge.") and op.name not in FREE_OPS:
                 op.attributes[attrs.DELEGATION_TAG] = ir.StringAttr.get(tag)
-    _lower_tagged(module, [tag], dict(compile_specs or {}))
-    return LoweredBackendModule(backend_id, dict(compile_specs or {}), _rebuild(edge_program, module))
+    with compile_progress.stage("to_backend", total=2) as bar:  # a bar on a terminal
+        _lower_tagged(module, [tag], dict(compile_specs or {}), bar)
+        bar.done(f"whole program ({backend_id})")
+    return _rebuild(edge_program, module)
 
 
 # -- composition --------------------------------------------------------------------------------

@@ -35,6 +35,8 @@ from etmlir.passes.assign_debug_handles import debug_handle
 from etmlir.passes.preprocess_delegates import payload_size
 
 if TYPE_CHECKING:
+    from etmlir.devtools.inspector import Inspector
+    from etmlir.devtools.program_graph import ProgramGraph
     from etmlir.program import Program
 
 # Not ops of the model: structure, and constants (weights travel with whoever reads them).
@@ -93,6 +95,8 @@ class DelegationInfo:
     # op name -> how many non-delegated ops of that name no partitioner gave a reason for
     unexplained: dict[str, int]
     graph_lines: list[str] = dataclasses.field(repr=False, default_factory=list)
+    # The program graph the HTML view draws (program_graph.graph_from_module), made with the report.
+    graph: ProgramGraph | None = dataclasses.field(repr=False, default=None, compare=False)
 
     @property
     def num_delegated_subgraphs(self) -> int:
@@ -159,6 +163,22 @@ class DelegationInfo:
             return "no non-delegated ops"
         return "\n".join(lines)
 
+    def to_html(self, path: str | None = None, *, inspector: Inspector | None = None,
+                title: str = "delegation") -> str:
+        """The report as a static, self-contained HTML graph view (`graph_html`): one node per op, each
+        delegate a box in its backend's colour holding its ops, the source line and module path on
+        hover; with `inspector` (a trace of the .pte this program became), ops coloured by their
+        share of the time. Written to `path` when given; returns the page."""
+        from etmlir.devtools.graph_html import render_html
+        if self.graph is None:
+            raise ValueError("delegation_info: this report has no graph (it was not made by delegation_info())")
+        self.graph.title = title
+        page = render_html(self.graph, inspector=inspector, summary=self.summary())
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(page)
+        return page
+
     def __str__(self) -> str:
         sections = [("Delegation summary", self.summary()), ("Ops", self.table()),
                     ("Delegated graph", self.delegated_graph()), ("Why not delegated", self.why_not_delegated())]
@@ -186,7 +206,10 @@ def delegation_info(program: Program | ir.Module | ir.Operation) -> DelegationIn
     builder = _Builder(nested)
     for function in functions:
         builder.add_function(function)
-    return builder.result()
+    from etmlir.devtools.program_graph import graph_from_module
+    info = builder.result()
+    info.graph = graph_from_module(module)
+    return info
 
 
 def _module_op(program: Program | ir.Module | ir.Operation) -> ir.Operation:

@@ -78,7 +78,7 @@ TABLES = {
     "Delegate": [("backend", "string"), ("compile_specs", "[CompileSpec]"), ("payload", "DataLocation"),
                  ("signatures", "[PayloadSignature]")],
     "Arena": [("name", "string"), ("size", "ulong")],
-    "DebugEntry": [("handle", "uint"), ("location", "string"), ("op", "string")],
+    "DebugEntry": [("handle", "uint"), ("location", "string"), ("op", "string"), ("module_path", "string")],
     "TreeNode": [("kind", "TreeKind"), ("index", "int"), ("constant", "EValue"), ("keys", "[EValue]"),
                  ("type_name", "string"), ("children", "[TreeNode]")],
     "Method": [("name", "string"), ("values", "[EValue]"), ("inputs", "[int]"), ("outputs", "[int]"),

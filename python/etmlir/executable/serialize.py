@@ -24,7 +24,7 @@ from etmlir.dialects.etx import method_functions, output_owners, tensor_type, up
 from etmlir.executable import pte
 from etmlir.executable.dtypes import element_info, nbytes
 from etmlir.executable.io_structure import IOStructure, StructureError
-from etmlir.frontend.locations import source_line
+from etmlir.frontend.locations import module_path, source_line
 from etmlir.schema.Allocation import AllocationT
 from etmlir.schema.Arena import ArenaT
 from etmlir.schema.Bool import BoolT
@@ -373,6 +373,8 @@ class _MethodWriter:
                 entry.handle = handle
                 entry.location = ir.StringAttr(item["location"]).value
                 entry.op = ir.StringAttr(item["op"]).value
+                if "module_path" in item:
+                    entry.modulePath = ir.StringAttr(item["module_path"]).value
                 self.debug_entries.append(entry)
                 known.add(handle)
         return len(self.delegates) - 1
@@ -478,6 +480,7 @@ class _MethodWriter:
             entry.location = source_line(op.location)
             entry.op = (ir.StringAttr(op.attributes[attrs.EDGE_OP]).value
                         if attrs.EDGE_OP in op.attributes else op.name)
+            entry.modulePath = module_path(op.location)  # None (absent) when the import recorded none
             self.debug_entries.append(entry)
 
 

@@ -7,8 +7,9 @@ The import uses torch-mlir's FX importer with two changes to its defaults:
   importer's `tensor.tolist()` path, which takes 18 s and 3.4 GB for a
   160M-parameter model. Each weight literal is tagged with its fully
   qualified name (`etmlir.param`).
-* Every op gets a location in the model's own source (see `locations`), and
-  every dynamic input dim is recorded with its bounds on the function argument.
+* Every op gets a location in the model's own source (see `locations`) that
+  also names the nn.Module it came from (see `module_paths`), and every
+  dynamic input dim is recorded with its bounds on the function argument.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from torch.utils._sympy.value_ranges import bound_sympy
 from torch_mlir import ir
 from torch_mlir.extras.fx_importer import FxImporter, FxImporterHooks, InputInfo
 
+from etmlir import compile_progress
 from etmlir.dialects import attrs
 from etmlir.dialects import new_context
 from etmlir.frontend.aten_program import AtenProgram, DynamicDim
@@ -31,6 +33,7 @@ from etmlir.frontend.call_structure import record_call_structure, take_call_stru
 from etmlir.frontend.control_flow import ControlFlowImporter, erase_inlined_functions, unroll_maps
 from etmlir.frontend.literals import literal_array, literal_attribute, splat_literal
 from etmlir.frontend.locations import anchor_locations
+from etmlir.frontend.module_paths import record_module_paths
 from etmlir.frontend.state import SignatureWithoutState, StateBuffer, exported_tensor, lift_state, mark_state
 from etmlir.frontend.sym_calls import make_sym_calls_importable
 
@@ -51,13 +54,19 @@ def export(model: torch.nn.Module, example_args: Sequence[Any],
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"etmlir.export expects a torch.nn.Module, got {type(model).__name__}")
     example_args = tuple(example_args)
-    # Under preserve_node_meta, torch traces the branches of torch.cond / while_loop through an
-    # interpreter that keeps each op's stack trace: their ops get the branch's source line.
-    with torch.fx.traceback.preserve_node_meta():
-        exported = torch.export.export(model, example_args, kwargs=dict(kwargs) if kwargs else None,
-                                       dynamic_shapes=dynamic_shapes)
-    exported = prepare_for_import(exported)
-    return import_exported_program(exported, example_args, _forward_location_text(model))
+    with compile_progress.stage("export", total=2) as bar:  # a bar on a terminal
+        bar.status("torch.export")
+        # Under preserve_node_meta, torch traces the branches of torch.cond / while_loop through an
+        # interpreter that keeps each op's stack trace: their ops get the branch's source line.
+        with torch.fx.traceback.preserve_node_meta():
+            exported = torch.export.export(model, example_args, kwargs=dict(kwargs) if kwargs else None,
+                                           dynamic_shapes=dynamic_shapes)
+        bar.advance()
+        bar.status("import")
+        exported = prepare_for_import(exported)
+        program = import_exported_program(exported, example_args, _forward_location_text(model))
+        bar.advance()
+    return program
 
 
 def prepare_for_import(exported: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
@@ -218,6 +227,7 @@ def import_exported_program(exported: torch.export.ExportedProgram, example_args
     state = lift_state(exported)  # mutated buffers: trailing arguments and results, not literals
     hooks = _NumpyWeights(_weight_names(exported))
     importer = FxImporter(context=context, hooks=hooks, graph_node_importer_cls=ControlFlowImporter)
+    record_module_paths(importer)  # each op's location also names its nn.Module (`layers.3.attn`)
     with context:
         importer.import_frozen_program(_WithAllState(exported, state), func_name="main")
         module = importer.module

@@ -47,13 +47,56 @@ def is_library_file(path: str) -> bool:
 
 
 def source_line(location: ir.Location | str) -> str:
-    """`model.py:17`: the innermost frame in the model's own code (else the first frame; "unknown")."""
+    """`model.py:17`: the innermost frame in the model's own code (else the first frame; "unknown").
+
+    A callsite location lists the callee first (`callsite("torch/nn/modules/linear.py":134 at
+    callsite("model.py":47 at "model.py":76))`), so the first frame outside torch is the line in
+    the innermost module's forward (47, the attention's `self.qkv(x)`), not the top model's
+    `x = block(x)` (76) that every op of the block would otherwise share.
+    """
     frames = file_locations(location)
     if not frames:
         return "unknown"
     user = [f for f in frames if not is_library_file(f[0])]
-    path, line, _ = user[-1] if user else frames[0]
+    path, line, _ = user[0] if user else frames[0]
     return f"{path}:{line}"
+
+
+# The key under which a location records the module path (see `with_module_path`).
+MODULE_PATH_KEY = "etmlir.module_path"
+_MODULE_PATH_RE = re.compile(r'fused<\{' + re.escape(MODULE_PATH_KEY) + r' = "([^"]*)"\}>')
+
+
+def with_module_path(location: ir.Location, path: str) -> ir.Location:
+    """`location` tagged with the nn.Module path its op was traced in (`layers.3.attn`; "" for the root).
+
+    The path rides in the location, not in an attribute, because MLIR carries locations through
+    every rewrite on its own: a decomposition's ops take their source op's location, to_edge's
+    patterns build with `op.location`, outlining and cloning keep it, and CSE ignores it. An
+    attribute would be dropped by each pattern that creates a new op. It is a fused location's
+    metadata (`loc(fused<{etmlir.module_path = "layers.3.attn"}>["model.py":41:0])`), not a name
+    location, because names already mean something else here (a delegate call's tag), and the
+    file:line text inside stays where `file_locations` finds it.
+    """
+    metadata = ir.DictAttr.get({MODULE_PATH_KEY: ir.StringAttr.get(path)}, context=location.context)
+    return ir.Location.fused([location], metadata, context=location.context)
+
+
+def module_path(location: ir.Location | str) -> str | None:
+    """The module path `with_module_path` recorded in `location` (the outermost one), or None."""
+    match = _MODULE_PATH_RE.search(str(location))
+    return match.group(1) if match else None
+
+
+def common_module_path(paths: list[str]) -> str:
+    """The innermost module holding all of `paths` (`layers.0` for `layers.0.ln`, `layers.0.attn.q`)."""
+    parts = [path.split(".") if path else [] for path in paths]
+    common: list[str] = []
+    for names in zip(*parts):
+        if any(name != names[0] for name in names):
+            break
+        common.append(names[0])
+    return ".".join(common)
 
 
 def is_user_location(location: ir.Location) -> bool:
@@ -70,7 +113,10 @@ def anchor_locations(module: ir.Module, fallback: ir.Location) -> int:
     for op in reversed(ops):
         if is_user_location(op.location):
             continue
+        own_path = module_path(op.location)
         op.location = _first_user_location(op) or fallback
+        if own_path is not None and module_path(op.location) != own_path:
+            op.location = with_module_path(op.location, own_path)  # the line moves, the module stays
         changed += 1
     for op in ops:
         if op.name != "func.func":

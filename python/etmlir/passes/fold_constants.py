@@ -90,7 +90,7 @@ def _foldable_type(t: ir.Type) -> bool:
     return tensor.has_static_shape and str(tensor.element_type) in _NUMPY_TYPES
 
 
-def _constant_tensor(op: ir.Operation) -> torch.Tensor | None:
+def constant_tensor(op: ir.Operation) -> torch.Tensor | None:
     """The value of an `edge.constant` (None when its data is not in the module, e.g. elided)."""
     t = ir.RankedTensorType(op.results[0].type)
     attr = op.attributes["value"]
@@ -157,7 +157,7 @@ class _Folder:
                 return False
             if not _foldable_type(v.type) or self._too_large(v.type):
                 return False
-            tensor = _constant_tensor(owner.operation)
+            tensor = constant_tensor(owner.operation)
             if tensor is None:
                 return False
             self.values[v] = tensor

@@ -59,13 +59,23 @@ from etmlir.delegation.partitioner import DELEGATE_CALL, OpGraph, defining_op, d
 from etmlir.dialects import attrs
 from etmlir.dialects.control_flow import function_blocks
 from etmlir.dialects.edge import DYNAMIC
-from etmlir.frontend.locations import source_line
+from etmlir.frontend.locations import common_module_path, module_path, source_line, with_module_path
 from etmlir.frontend.shape_bounds import argument_max_sizes
 from etmlir.passes.assign_debug_handles import next_debug_handle
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
 from etmlir.passes.to_edge import recorded_upper_bounds
 
 DELEGATE_FUNCTION = "forward"
+
+
+def _call_location(tag: str, members: list[ir.Operation]) -> ir.Location:
+    """The delegate call's location: named after its tag, at its first op's line, in the innermost
+    module that holds all of its ops (`layers.0` for ops from `layers.0.ln` and `layers.0.attn`)."""
+    location = ir.Location.name(tag, childLoc=members[0].location)
+    paths = [module_path(op.location) for op in members]
+    if any(path is None for path in paths):
+        return location
+    return with_module_path(location, common_module_path(paths))
 
 
 def _result_bounds(value: ir.Value, func_op: ir.Operation) -> list[int] | None:
@@ -203,7 +213,7 @@ class _Outliner:
         with ir.InsertionPoint(last):
             call = ir.Operation.create(DELEGATE_CALL, results=out_types, operands=live_ins,
                                        attributes=call_attrs,
-                                       loc=ir.Location.name(tag, childLoc=members[0].location))
+                                       loc=_call_location(tag, members))
         call.move_after(last)
         anchor = call
         for op in after:

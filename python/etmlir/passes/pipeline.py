@@ -22,12 +22,16 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from torch_mlir import ir
 from torch_mlir.passmanager import PassManager
 
 from etmlir.passes.levels import level_problem
 from etmlir.passes.registry import PassFailure, PassInfo, PassOptionError, all_passes, emit_error, get_pass
+
+if TYPE_CHECKING:
+    from etmlir.compile_progress import Stage
 
 
 class PipelineError(ValueError):
@@ -205,10 +209,20 @@ def build_pass_manager(elements: Sequence[PipelineElement], context: ir.Context,
 
 
 def run_pipeline(module: ir.Module | ir.Operation, pipeline: str | Sequence[PipelineElement],
-                 print_ir_after_all: bool = False) -> None:
-    """Run `pipeline` on `module` in place; raises ir.MLIRError (with diagnostics) on failure."""
+                 print_ir_after_all: bool = False, stage: "Stage | None" = None) -> None:
+    """Run `pipeline` on `module` in place; raises ir.MLIRError (with diagnostics) on failure.
+
+    With a progress `stage` (etmlir.compile_progress) each element runs in a PassManager of its
+    own, so that the stage's bar can name the pass running and count the ones done.
+    """
     operation = module.operation
     elements = parse_pipeline(pipeline) if isinstance(pipeline, str) else list(pipeline)
+    if stage is not None:
+        for element in elements:
+            stage.status(element.name)
+            run_pipeline(module, [element], print_ir_after_all)
+            stage.advance()
+        return
     internal_errors: list[BaseException] = []
     pm = build_pass_manager(elements, operation.context, internal_errors)
     if print_ir_after_all:

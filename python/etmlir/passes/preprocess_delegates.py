@@ -27,8 +27,10 @@ from collections.abc import Mapping
 import numpy as np
 from torch_mlir import ir
 
+from etmlir import compile_progress
 from etmlir.dialects import attrs
 from etmlir.delegation.backend import BackendError, get_backend
+from etmlir.passes.assign_debug_handles import debug_handles
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
 
 
@@ -95,14 +97,20 @@ def preprocess_module(nested: ir.Operation) -> None:
 def preprocess_delegates(module: ir.Operation) -> None:
     """et-preprocess-delegates: compile every outlined delegate into its backend's payload."""
     failed = False
-    for nested in delegate_modules(module):
-        if attrs.PAYLOAD in nested.attributes:
-            continue
-        try:
-            preprocess_module(nested)
-        except (KeyError, BackendError) as error:
+    pending = [nested for nested in delegate_modules(module) if attrs.PAYLOAD not in nested.attributes]
+    # On a terminal, a bar counts the delegates, naming the one compiling: `cpu_3 (cpu, 48 ops)`.
+    with compile_progress.stage("preprocess", total=len(pending)) as bar:
+        for nested in pending:
             name = ir.StringAttr(nested.attributes["sym_name"]).value
-            emit_error(nested, f"delegate @{name}: {error.args[0] if error.args else error}")
-            failed = True
+            backend = nested.attributes[attrs.BACKEND]
+            backend = ir.StringAttr(backend).value if isinstance(backend, ir.StringAttr) else str(backend)
+            ops = len(debug_handles(nested))
+            bar.status(f"{name} ({backend}, {ops} op{'s' if ops != 1 else ''})")
+            try:
+                preprocess_module(nested)
+            except (KeyError, BackendError) as error:
+                emit_error(nested, f"delegate @{name}: {error.args[0] if error.args else error}")
+                failed = True
+            bar.advance()
     if failed:
         raise PassFailure()

@@ -62,7 +62,7 @@ from etmlir.executable.dtypes import LAYOUTS, MEMORY_FORMATS, UnsupportedElement
 from etmlir.executable.out_variants import OutVariant, functional_schema, out_variant
 from etmlir.executable.state import StateWrite, write_in_place, write_state
 from etmlir.delegation.partitioner import delegate_callee, is_delegate_call
-from etmlir.frontend.locations import source_line
+from etmlir.frontend.locations import module_path, source_line
 from etmlir.frontend.shape_bounds import argument_max_sizes
 from etmlir.frontend.state import state_arguments, state_initial, state_results
 from etmlir.passes.preprocess_delegates import delegate_modules
@@ -476,10 +476,13 @@ def _convert_delegate_module(nested: ir.Operation) -> None:
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         if attrs.DEBUG_HANDLE in op.attributes:
-            entries.append(ir.DictAttr.get({
-                "handle": op.attributes[attrs.DEBUG_HANDLE],
-                "location": ir.StringAttr.get(source_line(op.location)),
-                "op": ir.StringAttr.get(op.name)}))
+            entry = {"handle": op.attributes[attrs.DEBUG_HANDLE],
+                     "location": ir.StringAttr.get(source_line(op.location)),
+                     "op": ir.StringAttr.get(op.name)}
+            path = module_path(op.location)  # `layers.3.attn`; None when the import recorded none
+            if path is not None:
+                entry["module_path"] = ir.StringAttr.get(path)
+            entries.append(ir.DictAttr.get(entry))
         return ir.WalkResult.ADVANCE
 
     nested.walk(visit)

@@ -87,6 +87,7 @@ from etmlir import _runtime
 from etmlir.executable import pte
 from etmlir.executable import io_structure as io
 from etmlir.executable.io_structure import IOStructure, StructureError, read_structures
+from etmlir.runtime.trace import Capture, Trace, TraceEvent, load_trace, trace_method
 
 Error = _runtime.Error
 
@@ -95,8 +96,9 @@ DEFAULT_TEMP_BYTES = 64 << 20
 # The seed of a method's random generator until set_seed (Generator::kDefaultSeed).
 DEFAULT_SEED = _runtime.default_seed()
 
-__all__ = ["DEFAULT_SEED", "Error", "Method", "Program", "TensorSpec", "backend_counter", "backend_threads",
-           "compiled_backends", "cpu_heap_fallbacks", "cpu_threads", "load", "set_backend_threads", "set_cpu_threads"]
+__all__ = ["Capture", "DEFAULT_SEED", "Error", "Method", "Trace", "TraceEvent", "load_trace", "Program", "TensorSpec", "backend_counter", "backend_threads",
+           "compiled_backends", "cpu_heap_fallbacks", "cpu_threads", "load", "manifest", "set_backend_threads",
+           "set_cpu_threads", "shipped_manifest_path"]
 
 
 def set_backend_threads(n: int) -> None:
@@ -145,6 +147,24 @@ def backend_counter(backend: str, name: str) -> int:
     runtime was built without that backend.
     """
     return _runtime.backend_counter(backend, name)
+
+
+def manifest() -> dict[str, Any]:
+    """The runtime manifest of this process's runtime: its kernels (with dtypes), backends, the
+    `.pte` schema versions and payload header format it reads, this machine's arch and CPU features.
+
+    The same document `et-manifest` writes (tools/runtime_manifest.h), made from the registries
+    this extension loads methods with. Check a program against it, or against another build's
+    file, with `etmlir.devtools.check_loadable(pte, manifest)`.
+    """
+    import json
+
+    return json.loads(_runtime.runtime_manifest_json())
+
+
+def shipped_manifest_path() -> str:
+    """Where the build installed `runtime-manifest.json` (et-manifest's, beside the extension)."""
+    return os.path.join(os.path.dirname(os.path.abspath(_runtime.__file__)), "runtime-manifest.json")
 
 
 def cpu_heap_fallbacks() -> int:
@@ -309,6 +329,19 @@ class Method:
             if warmup:
                 self._native.time_runs(warmup)
             return [ns * 1e-9 for ns in self._native.time_runs(iterations)]
+
+    def trace(self, *inputs: Any, runs: int = 1, max_events: int | None = None, capture: Any = None,
+              allow_dropped: bool = False) -> Trace:
+        """Runs the method `runs` times on these inputs with an event tracer attached; returns the Trace.
+
+        Every instruction, delegate call and op a backend reports inside one is an event (see
+        etmlir.runtime.trace); `capture=[(instruction, value), ...]` also copies those values right
+        after those instructions. A full event buffer (`max_events`; None: sized from the runs, the
+        instructions and the delegates) raises Error with the tracer's message, unless
+        `allow_dropped` returns the partial trace. `Trace.save(path)` writes it as `et-run --trace` does.
+        """
+        return trace_method(self, inputs, runs=runs, max_events=max_events, capture=capture,
+                            allow_dropped=allow_dropped)
 
     def profile(self, *inputs: Any) -> list[tuple[str, float]]:
         """(instruction name, seconds) for one execute() on these inputs."""

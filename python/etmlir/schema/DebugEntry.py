@@ -49,7 +49,14 @@ class DebugEntry(object):
             return self._tab.String(o + self._tab.Pos)
         return None
 
-def DebugEntryStart(builder): builder.StartObject(3)
+    # DebugEntry
+    def ModulePath(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.String(o + self._tab.Pos)
+        return None
+
+def DebugEntryStart(builder): builder.StartObject(4)
 def Start(builder):
     return DebugEntryStart(builder)
 def DebugEntryAddHandle(builder, handle): builder.PrependUint32Slot(0, handle, 0)
@@ -61,6 +68,9 @@ def AddLocation(builder, location):
 def DebugEntryAddOp(builder, op): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(op), 0)
 def AddOp(builder, op):
     return DebugEntryAddOp(builder, op)
+def DebugEntryAddModulePath(builder, modulePath): builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(modulePath), 0)
+def AddModulePath(builder, modulePath):
+    return DebugEntryAddModulePath(builder, modulePath)
 def DebugEntryEnd(builder): return builder.EndObject()
 def End(builder):
     return DebugEntryEnd(builder)
@@ -72,6 +82,7 @@ class DebugEntryT(object):
         self.handle = 0  # type: int
         self.location = None  # type: str
         self.op = None  # type: str
+        self.modulePath = None  # type: str
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -92,6 +103,7 @@ class DebugEntryT(object):
         self.handle = debugEntry.Handle()
         self.location = debugEntry.Location()
         self.op = debugEntry.Op()
+        self.modulePath = debugEntry.ModulePath()
 
     # DebugEntryT
     def Pack(self, builder):
@@ -99,11 +111,15 @@ class DebugEntryT(object):
             location = builder.CreateString(self.location)
         if self.op is not None:
             op = builder.CreateString(self.op)
+        if self.modulePath is not None:
+            modulePath = builder.CreateString(self.modulePath)
         DebugEntryStart(builder)
         DebugEntryAddHandle(builder, self.handle)
         if self.location is not None:
             DebugEntryAddLocation(builder, location)
         if self.op is not None:
             DebugEntryAddOp(builder, op)
+        if self.modulePath is not None:
+            DebugEntryAddModulePath(builder, modulePath)
         debugEntry = DebugEntryEnd(builder)
         return debugEntry

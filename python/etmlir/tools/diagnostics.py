@@ -47,7 +47,8 @@ def from_mlir(severity: object, location: ir.Location | str, message: str) -> Di
     if not files:
         return Diagnostic(kind, message, None)
     # A callsite location lists the callee first; the innermost user frame is the most useful.
-    file, line, col = files[-1] if len(files) > 1 and is_library_file(files[0][0]) else files[0]
+    user = [f for f in files if not is_library_file(f[0])]
+    file, line, col = user[0] if user else files[0]
     return Diagnostic(kind, message, file, line, col)
 
 

@@ -3,6 +3,9 @@
     et-inspect model.pte                 # methods, inputs/outputs, state, arenas, segments, delegates, instructions
     et-inspect model.pte --instructions 0    # leave the instruction listing out
     et-inspect model.pte --values        # also list the whole value table
+    et-inspect --check-against runtime-manifest.json model.pte   # would that runtime load it? (et-manifest)
+    et-inspect --trace out.ettrace model.pte      # time per op (et-run --trace); --sort, --top, --perfetto out.json
+    et-inspect --html graph.html model.pte [--trace out.ettrace]   # the program graph as one HTML page
 
 A file is read in three steps, so that a damaged one is reported, never crashed on:
 
@@ -44,6 +47,7 @@ from etmlir.schema.Dynamism import Dynamism
 from etmlir.schema.InstructionKind import InstructionKind
 from etmlir.schema.Value import Value
 from etmlir.tools.cli import ToolError, run_tool
+from etmlir.tools.inspect_views import SORT_KEYS, html_view, trace_table
 
 _KIND_NAMES = {v: k for k, v in vars(Value).items() if not k.startswith("_") and isinstance(v, int)}
 _INSTRUCTION_NAMES = {v: k for k, v in vars(InstructionKind).items() if not k.startswith("_") and isinstance(v, int)}
@@ -225,7 +229,9 @@ def describe(data: bytes, name: str = "<buffer>", max_instructions: int = 60, sh
             out.append("  instructions:")
         for position, ins in enumerate(instructions[:max_instructions] if max_instructions >= 0 else instructions):
             entry = debug.get(ins.debugHandle)
-            where = f"   # {_text(entry.location)} ({_text(entry.op)})" if entry else ""
+            # `# model.py:41 (edge.softmax) in layers.3.attn`: the module only when the file names one
+            module = f" in {_text(entry.modulePath)}" if entry and entry.modulePath else ""
+            where = f"   # {_text(entry.location)} ({_text(entry.op)}){module}" if entry else ""
             out.append(f"    {position:4}: {_instruction(method, ins, runtime)}{where}")
         if 0 <= max_instructions < len(instructions):
             out.append(f"    ... {len(instructions) - max_instructions} more (--instructions -1 lists all)")
@@ -290,6 +296,36 @@ def _inspect(path: str, max_instructions: int, show_values: bool) -> None:
         raise ToolError(f"{path}: the runtime refuses to load it: {refusal}")
 
 
+def _check_against(path: str, manifest: object) -> bool:
+    """Print whether `manifest`'s runtime can load the file (`--check-against`); False when it cannot."""
+    from etmlir.devtools.manifest import check_loadable
+
+    data = _read(path)
+    try:
+        pte.read(data)
+    except pte.PteError as error:
+        raise ToolError(f"{path}: {error}") from None
+    report = check_loadable(data, manifest)
+    report.program = path
+    print(report.format(), flush=True)
+    return report.ok
+
+
+def _trace_views(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """`--trace` (the Inspector's table, `--perfetto`) and `--html` for one file (`inspect_views`)."""
+    if len(args.files) != 1:
+        parser.error("--trace and --html take one .pte file")
+    if args.perfetto is not None and args.trace is None:
+        parser.error("--perfetto needs --trace (the events to export)")
+    if args.top < 0:
+        parser.error(f"--top {args.top}: use 0 for every row, N for the first N")
+    if args.trace is not None:
+        print(trace_table(args.files[0], args.trace, args.sort, args.top, args.perfetto), flush=True)
+    if args.html is not None:
+        print(html_view(args.files[0], args.html, args.trace), flush=True)
+    return 0
+
+
 def _main(argv: Sequence[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="et-inspect", description="Print a summary of .pte files.")
     parser.add_argument("files", nargs="+", metavar="PATH.pte")
@@ -297,8 +333,39 @@ def _main(argv: Sequence[str] | None) -> int:
                         help="list the first N instructions (-1: all, 0: none; default 60)")
     parser.add_argument("--values", action="store_true", help="list the value table")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
+    parser.add_argument("--check-against", metavar="MANIFEST.json",
+                        help="instead of the summary, check each file against a runtime manifest (et-manifest) and "
+                             "list what that runtime lacks, with method, instruction and source line; exit status 1 "
+                             "when something is missing")
+    parser.add_argument("--trace", metavar="TRACE.ettrace",
+                        help="instead of the summary, the time per op of this trace of the file (et-run --trace, "
+                             "Method.trace(...).save): op, source line, module, backend, calls, median, p90, share")
+    parser.add_argument("--sort", choices=SORT_KEYS, default="total", help="--trace: order the rows (default total)")
+    parser.add_argument("--top", type=int, default=30, metavar="N",
+                        help="--trace: the first N rows (0: all; default 30)")
+    parser.add_argument("--perfetto", metavar="OUT.json",
+                        help="--trace: also write the trace as Chrome trace-event JSON (ui.perfetto.dev)")
+    parser.add_argument("--html", metavar="OUT.html",
+                        help="write the program graph as one self-contained HTML page (ops coloured by their share "
+                             "of the time with --trace)")
     args = parser.parse_args(argv)
     status = 0
+    if args.trace is not None or args.html is not None or args.perfetto is not None:
+        return _trace_views(parser, args)
+    if args.check_against is not None:
+        from etmlir.devtools.manifest import ManifestError, load_manifest
+
+        try:
+            manifest = load_manifest(args.check_against)
+        except ManifestError as error:
+            raise ToolError(str(error)) from None
+        for path in args.files:
+            try:
+                status |= 0 if _check_against(path, manifest) else 1
+            except ToolError as error:
+                print(f"et-inspect: error: {error}", file=sys.stderr, flush=True)
+                status = 1
+        return status
     for path in args.files:  # one bad file does not hide the others' summaries
         try:
             _inspect(path, args.instructions, args.values)

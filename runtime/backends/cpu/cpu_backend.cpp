@@ -396,6 +396,13 @@ class CpuBackend : public Backend {
   uint64_t counter(const char* name) const override {
     return std::strcmp(name, "heap_fallbacks") == 0 ? cpu_backend_heap_fallbacks() : 0;
   }
+  BackendPayloadInfo payload_info() const override {
+    BackendPayloadInfo info;
+    info.body_format = kBodyFormat;
+    info.min_body_version = info.max_body_version = kAbiVersion;
+    info.native_code = true;
+    return info;
+  }
 
   int num_threads = 1;
 

@@ -241,6 +241,12 @@ class NestedBackend : public Backend {
   void destroy(DelegateHandle handle) override;
   Result<size_t> method_allocator_bytes(const BackendInitContext& context, Span<const uint8_t> payload,
                                         Span<const CompileSpec> compile_specs) const override;
+  BackendPayloadInfo payload_info() const override {
+    BackendPayloadInfo info;
+    info.body_format = kBodyFormat;
+    info.min_body_version = info.max_body_version = kBodyVersion;
+    return info;
+  }
 };
 
 // Program::load wants the program 8- and its constants 16-byte aligned in
@@ -324,9 +330,18 @@ Error NestedBackend::execute(BackendExecuteContext& context, DelegateHandle hand
     Error error = inner.set_output_buffer(i, live_out.mutable_data(), live_out.capacity());
     if (error) return error.prefix("payload");
   }
-  if (Error error = inner.execute()) {
+  // Tracing: the inner method records into the outer tracer while it runs. The outer method
+  // entered this call's event, so the inner steps are its children, one level deeper (their
+  // instruction is the inner method's pc; their debug handles are the outer program's, as for
+  // failed_debug_handle). A depth above 0 keeps the inner execute() from counting a run.
+  if (context.tracer != nullptr) {
+    if (Error error = inner.set_event_tracer(context.tracer)) return error;
+  }
+  Error executed = inner.execute();
+  if (context.tracer != nullptr) (void)inner.set_event_tracer(nullptr);
+  if (executed) {
     context.failed_debug_handle = inner.failed_debug_handle();
-    return error;
+    return executed;
   }
 
   char given[128];

@@ -637,297 +637,703 @@ Error boxed_grid_sampler_2d_out(KernelContext& ctx, EValue** args) {
   return portable::grid_sampler_2d_out(ctx, args[0]->to_tensor(), args[1]->to_tensor(), args[2]->to_int(), args[3]->to_int(), args[4]->to_bool(), args[5]->to_tensor());
 }
 
+// Each kernel's dtypes (KernelEntry::dtypes, out_dtypes), one bit per ScalarType.
+constexpr DtypeMask ui8 = dtype_bit(ScalarType::UInt8);
+constexpr DtypeMask i8 = dtype_bit(ScalarType::Int8);
+constexpr DtypeMask i16 = dtype_bit(ScalarType::Int16);
+constexpr DtypeMask i32 = dtype_bit(ScalarType::Int32);
+constexpr DtypeMask i64 = dtype_bit(ScalarType::Int64);
+constexpr DtypeMask f16 = dtype_bit(ScalarType::Half);
+constexpr DtypeMask f32 = dtype_bit(ScalarType::Float);
+constexpr DtypeMask f64 = dtype_bit(ScalarType::Double);
+constexpr DtypeMask i1 = dtype_bit(ScalarType::Bool);
+constexpr DtypeMask bf16 = dtype_bit(ScalarType::BFloat16);
+
 }  // namespace
 
 Error register_backward_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
-  ET_REGISTER_KERNEL(r, "aten::convolution_backward.out", "TTTMLLLbLiE|TTT", boxed_convolution_backward_out);
-  ET_REGISTER_KERNEL(r, "aten::max_pool2d_with_indices_backward.grad_input", "TTLLLLbT|T", boxed_max_pool2d_with_indices_backward_out);
-  ET_REGISTER_KERNEL(r, "aten::avg_pool2d_backward.grad_input", "TTLLLbbI|T", boxed_avg_pool2d_backward_out);
-  ET_REGISTER_KERNEL(r, "aten::_adaptive_avg_pool2d_backward.out", "TT|T", boxed_adaptive_avg_pool2d_backward_out);
-  ET_REGISTER_KERNEL(r, "aten::embedding_dense_backward.out", "TTiib|T", boxed_embedding_dense_backward_out);
-  ET_REGISTER_KERNEL(r, "aten::native_layer_norm_backward.out", "TTLTTttE|TTT", boxed_native_layer_norm_backward_out);
-  ET_REGISTER_KERNEL(r, "aten::native_group_norm_backward.out", "TTTTtiiiiE|TTT", boxed_native_group_norm_backward_out);
+  ET_REGISTER_KERNEL(r, "aten::convolution_backward.out", "TTTMLLLbLiE|TTT", boxed_convolution_backward_out,
+                     f32 | f64,
+                     f32 | f64);
+  ET_REGISTER_KERNEL(r, "aten::max_pool2d_with_indices_backward.grad_input", "TTLLLLbT|T", boxed_max_pool2d_with_indices_backward_out,
+                     f32 | f64,
+                     f32 | f64);
+  ET_REGISTER_KERNEL(r, "aten::avg_pool2d_backward.grad_input", "TTLLLbbI|T", boxed_avg_pool2d_backward_out,
+                     f32 | f64 | i64,
+                     f32 | f64 | i64);
+  ET_REGISTER_KERNEL(r, "aten::_adaptive_avg_pool2d_backward.out", "TT|T", boxed_adaptive_avg_pool2d_backward_out,
+                     f32 | f64,
+                     f32 | f64);
+  ET_REGISTER_KERNEL(r, "aten::embedding_dense_backward.out", "TTiib|T", boxed_embedding_dense_backward_out,
+                     f32 | f64,
+                     f32 | f64);
+  ET_REGISTER_KERNEL(r, "aten::native_layer_norm_backward.out", "TTLTTttE|TTT", boxed_native_layer_norm_backward_out,
+                     f32 | f64,
+                     f32 | f64);
+  ET_REGISTER_KERNEL(r, "aten::native_group_norm_backward.out", "TTTTtiiiiE|TTT", boxed_native_group_norm_backward_out,
+                     f32 | f64,
+                     f32 | f64);
   return Error::ok();
 }
 
 Error register_binary_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
-  ET_REGISTER_KERNEL(r, "aten::add.out", "TTs|T", boxed_add_out);
-  ET_REGISTER_KERNEL(r, "aten::add.Scalar_out", "Tss|T", boxed_add_scalar_out);
-  ET_REGISTER_KERNEL(r, "aten::sub.out", "TTs|T", boxed_sub_out);
-  ET_REGISTER_KERNEL(r, "aten::sub.Scalar_out", "Tss|T", boxed_sub_scalar_out);
-  ET_REGISTER_KERNEL(r, "aten::mul.out", "TT|T", boxed_mul_out);
-  ET_REGISTER_KERNEL(r, "aten::mul.Scalar_out", "Ts|T", boxed_mul_scalar_out);
-  ET_REGISTER_KERNEL(r, "aten::div.out", "TT|T", boxed_div_out);
-  ET_REGISTER_KERNEL(r, "aten::div.Scalar_out", "Ts|T", boxed_div_scalar_out);
-  ET_REGISTER_KERNEL(r, "aten::maximum.out", "TT|T", boxed_maximum_out);
-  ET_REGISTER_KERNEL(r, "aten::minimum.out", "TT|T", boxed_minimum_out);
-  ET_REGISTER_KERNEL(r, "aten::logical_and.out", "TT|T", boxed_logical_and_out);
-  ET_REGISTER_KERNEL(r, "aten::logical_or.out", "TT|T", boxed_logical_or_out);
-  ET_REGISTER_KERNEL(r, "aten::where.self_out", "TTT|T", boxed_where_out);
-  ET_REGISTER_KERNEL(r, "aten::logical_xor.out", "TT|T", boxed_logical_xor_out);
-  ET_REGISTER_KERNEL(r, "aten::atan2.out", "TT|T", boxed_atan2_out);
-  ET_REGISTER_KERNEL(r, "aten::bitwise_and.Tensor_out", "TT|T", boxed_bitwise_and_tensor_out);
-  ET_REGISTER_KERNEL(r, "aten::bitwise_and.Scalar_out", "Ts|T", boxed_bitwise_and_scalar_out);
-  ET_REGISTER_KERNEL(r, "aten::bitwise_or.Tensor_out", "TT|T", boxed_bitwise_or_tensor_out);
-  ET_REGISTER_KERNEL(r, "aten::bitwise_or.Scalar_out", "Ts|T", boxed_bitwise_or_scalar_out);
-  ET_REGISTER_KERNEL(r, "aten::bitwise_xor.Tensor_out", "TT|T", boxed_bitwise_xor_tensor_out);
-  ET_REGISTER_KERNEL(r, "aten::bitwise_xor.Scalar_out", "Ts|T", boxed_bitwise_xor_scalar_out);
-  ET_REGISTER_KERNEL(r, "aten::div.out_mode", "TTR|T", boxed_div_out_mode);
-  ET_REGISTER_KERNEL(r, "aten::div.Scalar_mode_out", "TsR|T", boxed_div_scalar_mode_out);
-  ET_REGISTER_KERNEL(r, "aten::fmod.Tensor_out", "TT|T", boxed_fmod_tensor_out);
-  ET_REGISTER_KERNEL(r, "aten::fmod.Scalar_out", "Ts|T", boxed_fmod_scalar_out);
-  ET_REGISTER_KERNEL(r, "aten::remainder.Tensor_out", "TT|T", boxed_remainder_tensor_out);
-  ET_REGISTER_KERNEL(r, "aten::remainder.Scalar_out", "Ts|T", boxed_remainder_scalar_out);
-  ET_REGISTER_KERNEL(r, "aten::pow.Tensor_Tensor_out", "TT|T", boxed_pow_tensor_tensor_out);
-  ET_REGISTER_KERNEL(r, "aten::pow.Tensor_Scalar_out", "Ts|T", boxed_pow_tensor_scalar_out);
-  ET_REGISTER_KERNEL(r, "aten::pow.Scalar_out", "sT|T", boxed_pow_scalar_out);
-  ET_REGISTER_KERNEL(r, "aten::clamp.Tensor_out", "Ttt|T", boxed_clamp_tensor_out);
+  ET_REGISTER_KERNEL(r, "aten::add.out", "TTs|T", boxed_add_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::add.Scalar_out", "Tss|T", boxed_add_scalar_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::sub.out", "TTs|T", boxed_sub_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::sub.Scalar_out", "Tss|T", boxed_sub_scalar_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::mul.out", "TT|T", boxed_mul_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::mul.Scalar_out", "Ts|T", boxed_mul_scalar_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::div.out", "TT|T", boxed_div_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::div.Scalar_out", "Ts|T", boxed_div_scalar_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::maximum.out", "TT|T", boxed_maximum_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::minimum.out", "TT|T", boxed_minimum_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::logical_and.out", "TT|T", boxed_logical_and_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::logical_or.out", "TT|T", boxed_logical_or_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::where.self_out", "TTT|T", boxed_where_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::logical_xor.out", "TT|T", boxed_logical_xor_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::atan2.out", "TT|T", boxed_atan2_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::bitwise_and.Tensor_out", "TT|T", boxed_bitwise_and_tensor_out,
+                     i64 | i32 | i16 | i8 | ui8 | i1,
+                     i64 | i32 | i16 | i8 | ui8 | i1);
+  ET_REGISTER_KERNEL(r, "aten::bitwise_and.Scalar_out", "Ts|T", boxed_bitwise_and_scalar_out,
+                     i64 | i32 | i16 | i8 | ui8 | i1,
+                     i64 | i32 | i16 | i8 | ui8 | i1);
+  ET_REGISTER_KERNEL(r, "aten::bitwise_or.Tensor_out", "TT|T", boxed_bitwise_or_tensor_out,
+                     i64 | i32 | i16 | i8 | ui8 | i1,
+                     i64 | i32 | i16 | i8 | ui8 | i1);
+  ET_REGISTER_KERNEL(r, "aten::bitwise_or.Scalar_out", "Ts|T", boxed_bitwise_or_scalar_out,
+                     i64 | i32 | i16 | i8 | ui8 | i1,
+                     i64 | i32 | i16 | i8 | ui8 | i1);
+  ET_REGISTER_KERNEL(r, "aten::bitwise_xor.Tensor_out", "TT|T", boxed_bitwise_xor_tensor_out,
+                     i64 | i32 | i16 | i8 | ui8 | i1,
+                     i64 | i32 | i16 | i8 | ui8 | i1);
+  ET_REGISTER_KERNEL(r, "aten::bitwise_xor.Scalar_out", "Ts|T", boxed_bitwise_xor_scalar_out,
+                     i64 | i32 | i16 | i8 | ui8 | i1,
+                     i64 | i32 | i16 | i8 | ui8 | i1);
+  ET_REGISTER_KERNEL(r, "aten::div.out_mode", "TTR|T", boxed_div_out_mode,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::div.Scalar_mode_out", "TsR|T", boxed_div_scalar_mode_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::fmod.Tensor_out", "TT|T", boxed_fmod_tensor_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::fmod.Scalar_out", "Ts|T", boxed_fmod_scalar_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::remainder.Tensor_out", "TT|T", boxed_remainder_tensor_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::remainder.Scalar_out", "Ts|T", boxed_remainder_scalar_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::pow.Tensor_Tensor_out", "TT|T", boxed_pow_tensor_tensor_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::pow.Tensor_Scalar_out", "Ts|T", boxed_pow_tensor_scalar_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::pow.Scalar_out", "sT|T", boxed_pow_scalar_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::clamp.Tensor_out", "Ttt|T", boxed_clamp_tensor_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
   return Error::ok();
 }
 
 Error register_comparison_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
-  ET_REGISTER_KERNEL(r, "aten::eq.Scalar_out", "Ts|T", boxed_eq_scalar_out);
-  ET_REGISTER_KERNEL(r, "aten::eq.Tensor_out", "TT|T", boxed_eq_tensor_out);
-  ET_REGISTER_KERNEL(r, "aten::ne.Scalar_out", "Ts|T", boxed_ne_scalar_out);
-  ET_REGISTER_KERNEL(r, "aten::ne.Tensor_out", "TT|T", boxed_ne_tensor_out);
-  ET_REGISTER_KERNEL(r, "aten::lt.Scalar_out", "Ts|T", boxed_lt_scalar_out);
-  ET_REGISTER_KERNEL(r, "aten::lt.Tensor_out", "TT|T", boxed_lt_tensor_out);
-  ET_REGISTER_KERNEL(r, "aten::le.Scalar_out", "Ts|T", boxed_le_scalar_out);
-  ET_REGISTER_KERNEL(r, "aten::le.Tensor_out", "TT|T", boxed_le_tensor_out);
-  ET_REGISTER_KERNEL(r, "aten::gt.Scalar_out", "Ts|T", boxed_gt_scalar_out);
-  ET_REGISTER_KERNEL(r, "aten::gt.Tensor_out", "TT|T", boxed_gt_tensor_out);
-  ET_REGISTER_KERNEL(r, "aten::ge.Scalar_out", "Ts|T", boxed_ge_scalar_out);
-  ET_REGISTER_KERNEL(r, "aten::ge.Tensor_out", "TT|T", boxed_ge_tensor_out);
+  ET_REGISTER_KERNEL(r, "aten::eq.Scalar_out", "Ts|T", boxed_eq_scalar_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::eq.Tensor_out", "TT|T", boxed_eq_tensor_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::ne.Scalar_out", "Ts|T", boxed_ne_scalar_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::ne.Tensor_out", "TT|T", boxed_ne_tensor_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::lt.Scalar_out", "Ts|T", boxed_lt_scalar_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::lt.Tensor_out", "TT|T", boxed_lt_tensor_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::le.Scalar_out", "Ts|T", boxed_le_scalar_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::le.Tensor_out", "TT|T", boxed_le_tensor_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::gt.Scalar_out", "Ts|T", boxed_gt_scalar_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::gt.Tensor_out", "TT|T", boxed_gt_tensor_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::ge.Scalar_out", "Ts|T", boxed_ge_scalar_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::ge.Tensor_out", "TT|T", boxed_ge_tensor_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
   return Error::ok();
 }
 
 Error register_convolution_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
-  ET_REGISTER_KERNEL(r, "aten::convolution.out", "TTtLLLbLi|T", boxed_convolution_out);
-  ET_REGISTER_KERNEL(r, "aten::col2im.out", "TLLLLL|T", boxed_col2im_out);
+  ET_REGISTER_KERNEL(r, "aten::convolution.out", "TTtLLLbLi|T", boxed_convolution_out,
+                     f32 | f64 | f16 | bf16 | i64,
+                     f32 | f64 | f16 | bf16 | i64);
+  ET_REGISTER_KERNEL(r, "aten::col2im.out", "TLLLLL|T", boxed_col2im_out,
+                     f32 | f64 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16 | i1);
   return Error::ok();
 }
 
 Error register_copy_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
-  ET_REGISTER_KERNEL(r, "aten::view_copy.out", "TL|T", boxed_view_copy_out);
-  ET_REGISTER_KERNEL(r, "aten::alias_copy.out", "T|T", boxed_alias_copy_out);
-  ET_REGISTER_KERNEL(r, "aten::detach_copy.out", "T|T", boxed_detach_copy_out);
-  ET_REGISTER_KERNEL(r, "aten::clone.out", "TI|T", boxed_clone_out);
-  ET_REGISTER_KERNEL(r, "aten::permute_copy.out", "TL|T", boxed_permute_copy_out);
-  ET_REGISTER_KERNEL(r, "aten::t_copy.out", "T|T", boxed_t_copy_out);
-  ET_REGISTER_KERNEL(r, "aten::transpose_copy.int_out", "Tii|T", boxed_transpose_copy_int_out);
-  ET_REGISTER_KERNEL(r, "aten::expand_copy.out", "TLb|T", boxed_expand_copy_out);
-  ET_REGISTER_KERNEL(r, "aten::unsqueeze_copy.out", "Ti|T", boxed_unsqueeze_copy_out);
-  ET_REGISTER_KERNEL(r, "aten::squeeze_copy.out", "T|T", boxed_squeeze_copy_out);
-  ET_REGISTER_KERNEL(r, "aten::squeeze_copy.dim_out", "Ti|T", boxed_squeeze_copy_dim_out);
-  ET_REGISTER_KERNEL(r, "aten::squeeze_copy.dims_out", "TL|T", boxed_squeeze_copy_dims_out);
-  ET_REGISTER_KERNEL(r, "aten::as_strided_copy.out", "TLLI|T", boxed_as_strided_copy_out);
-  ET_REGISTER_KERNEL(r, "aten::diagonal_copy.out", "Tiii|T", boxed_diagonal_copy_out);
-  ET_REGISTER_KERNEL(r, "aten::unfold_copy.out", "Tiii|T", boxed_unfold_copy_out);
-  ET_REGISTER_KERNEL(r, "aten::flip.out", "TL|T", boxed_flip_out);
-  ET_REGISTER_KERNEL(r, "aten::repeat.out", "TL|T", boxed_repeat_out);
-  ET_REGISTER_KERNEL(r, "aten::slice_copy.Tensor_out", "TiIIi|T", boxed_slice_copy_tensor_out);
-  ET_REGISTER_KERNEL(r, "aten::narrow_copy.out", "Tiii|T", boxed_narrow_copy_out);
-  ET_REGISTER_KERNEL(r, "aten::select_copy.int_out", "Tii|T", boxed_select_copy_int_out);
-  ET_REGISTER_KERNEL(r, "aten::split_copy.Tensor_out", "Tii|X", boxed_split_copy_tensor_out);
-  ET_REGISTER_KERNEL(r, "aten::split_with_sizes_copy.out", "TLi|X", boxed_split_with_sizes_copy_out);
-  ET_REGISTER_KERNEL(r, "aten::unbind_copy.int_out", "Ti|X", boxed_unbind_copy_int_out);
-  ET_REGISTER_KERNEL(r, "aten::cat.out", "Xi|T", boxed_cat_out);
-  ET_REGISTER_KERNEL(r, "aten::select_scatter.out", "TTii|T", boxed_select_scatter_out);
-  ET_REGISTER_KERNEL(r, "aten::slice_scatter.out", "TTiIIi|T", boxed_slice_scatter_out);
-  ET_REGISTER_KERNEL(r, "aten::copy.out", "TTb|T", boxed_copy_out);
-  ET_REGISTER_KERNEL(r, "aten::_to_copy.out", "TbI|T", boxed_to_copy_out);
-  ET_REGISTER_KERNEL(r, "etmlir::_to_dim_order_copy.out", "TIbM|T", boxed_to_dim_order_copy_out);
+  ET_REGISTER_KERNEL(r, "aten::view_copy.out", "TL|T", boxed_view_copy_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::alias_copy.out", "T|T", boxed_alias_copy_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::detach_copy.out", "T|T", boxed_detach_copy_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::clone.out", "TI|T", boxed_clone_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::permute_copy.out", "TL|T", boxed_permute_copy_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::t_copy.out", "T|T", boxed_t_copy_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::transpose_copy.int_out", "Tii|T", boxed_transpose_copy_int_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::expand_copy.out", "TLb|T", boxed_expand_copy_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::unsqueeze_copy.out", "Ti|T", boxed_unsqueeze_copy_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::squeeze_copy.out", "T|T", boxed_squeeze_copy_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::squeeze_copy.dim_out", "Ti|T", boxed_squeeze_copy_dim_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::squeeze_copy.dims_out", "TL|T", boxed_squeeze_copy_dims_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::as_strided_copy.out", "TLLI|T", boxed_as_strided_copy_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::diagonal_copy.out", "Tiii|T", boxed_diagonal_copy_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::unfold_copy.out", "Tiii|T", boxed_unfold_copy_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::flip.out", "TL|T", boxed_flip_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::repeat.out", "TL|T", boxed_repeat_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::slice_copy.Tensor_out", "TiIIi|T", boxed_slice_copy_tensor_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::narrow_copy.out", "Tiii|T", boxed_narrow_copy_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::select_copy.int_out", "Tii|T", boxed_select_copy_int_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::split_copy.Tensor_out", "Tii|X", boxed_split_copy_tensor_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::split_with_sizes_copy.out", "TLi|X", boxed_split_with_sizes_copy_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::unbind_copy.int_out", "Ti|X", boxed_unbind_copy_int_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::cat.out", "Xi|T", boxed_cat_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::select_scatter.out", "TTii|T", boxed_select_scatter_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::slice_scatter.out", "TTiIIi|T", boxed_slice_scatter_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::copy.out", "TTb|T", boxed_copy_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::_to_copy.out", "TbI|T", boxed_to_copy_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "etmlir::_to_dim_order_copy.out", "TIbM|T", boxed_to_dim_order_copy_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
   return Error::ok();
 }
 
 Error register_distance_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
-  ET_REGISTER_KERNEL(r, "aten::_cdist_forward.out", "TTfI|T", boxed_cdist_forward_out);
-  ET_REGISTER_KERNEL(r, "aten::_pdist_forward.out", "Tf|T", boxed_pdist_forward_out);
+  ET_REGISTER_KERNEL(r, "aten::_cdist_forward.out", "TTfI|T", boxed_cdist_forward_out,
+                     f32 | f64,
+                     f32 | f64);
+  ET_REGISTER_KERNEL(r, "aten::_pdist_forward.out", "Tf|T", boxed_pdist_forward_out,
+                     f32 | f64,
+                     f32 | f64);
   return Error::ok();
 }
 
 Error register_embedding_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
-  ET_REGISTER_KERNEL(r, "aten::embedding.out", "TTibb|T", boxed_embedding_out);
-  ET_REGISTER_KERNEL(r, "aten::_embedding_bag.out", "TTTbibtbi|TTTT", boxed_embedding_bag_out);
+  ET_REGISTER_KERNEL(r, "aten::embedding.out", "TTibb|T", boxed_embedding_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::_embedding_bag.out", "TTTbibtbi|TTTT", boxed_embedding_bag_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
   return Error::ok();
 }
 
 Error register_factory_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
-  ET_REGISTER_KERNEL(r, "aten::full.out", "Ls|T", boxed_full_out);
-  ET_REGISTER_KERNEL(r, "aten::full_like.out", "TsI|T", boxed_full_like_out);
-  ET_REGISTER_KERNEL(r, "aten::fill.Scalar_out", "Ts|T", boxed_fill_scalar_out);
-  ET_REGISTER_KERNEL(r, "aten::scalar_tensor.out", "s|T", boxed_scalar_tensor_out);
-  ET_REGISTER_KERNEL(r, "aten::zeros.out", "L|T", boxed_zeros_out);
-  ET_REGISTER_KERNEL(r, "aten::ones.out", "L|T", boxed_ones_out);
-  ET_REGISTER_KERNEL(r, "aten::empty.out", "LI|T", boxed_empty_out);
-  ET_REGISTER_KERNEL(r, "aten::empty_strided.out", "LL|T", boxed_empty_strided_out);
-  ET_REGISTER_KERNEL(r, "aten::arange.out", "s|T", boxed_arange_out);
-  ET_REGISTER_KERNEL(r, "aten::arange.start_out", "sss|T", boxed_arange_start_out);
+  ET_REGISTER_KERNEL(r, "aten::full.out", "Ls|T", boxed_full_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::full_like.out", "TsI|T", boxed_full_like_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::fill.Scalar_out", "Ts|T", boxed_fill_scalar_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::scalar_tensor.out", "s|T", boxed_scalar_tensor_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::zeros.out", "L|T", boxed_zeros_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::ones.out", "L|T", boxed_ones_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::empty.out", "LI|T", boxed_empty_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::empty_strided.out", "LL|T", boxed_empty_strided_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::arange.out", "s|T", boxed_arange_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::arange.start_out", "sss|T", boxed_arange_start_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
   return Error::ok();
 }
 
 Error register_indexing_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
-  ET_REGISTER_KERNEL(r, "aten::gather.out", "TiTb|T", boxed_gather_out);
-  ET_REGISTER_KERNEL(r, "aten::scatter.src_out", "TiTT|T", boxed_scatter_src_out);
-  ET_REGISTER_KERNEL(r, "aten::scatter.value_out", "TiTs|T", boxed_scatter_value_out);
-  ET_REGISTER_KERNEL(r, "aten::scatter_add.out", "TiTT|T", boxed_scatter_add_out);
-  ET_REGISTER_KERNEL(r, "aten::scatter_reduce.two_out", "TiTTQb|T", boxed_scatter_reduce_two_out);
-  ET_REGISTER_KERNEL(r, "aten::index.Tensor_out", "TY|T", boxed_index_tensor_out);
-  ET_REGISTER_KERNEL(r, "aten::index_put.out", "TYTb|T", boxed_index_put_out);
-  ET_REGISTER_KERNEL(r, "aten::index_select.out", "TiT|T", boxed_index_select_out);
-  ET_REGISTER_KERNEL(r, "aten::masked_scatter.out", "TTT|T", boxed_masked_scatter_out);
-  ET_REGISTER_KERNEL(r, "aten::nonzero.out", "T|T", boxed_nonzero_out);
+  ET_REGISTER_KERNEL(r, "aten::gather.out", "TiTb|T", boxed_gather_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::scatter.src_out", "TiTT|T", boxed_scatter_src_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::scatter.value_out", "TiTs|T", boxed_scatter_value_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::scatter_add.out", "TiTT|T", boxed_scatter_add_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::scatter_reduce.two_out", "TiTTQb|T", boxed_scatter_reduce_two_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::index.Tensor_out", "TY|T", boxed_index_tensor_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::index_put.out", "TYTb|T", boxed_index_put_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::index_select.out", "TiT|T", boxed_index_select_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::masked_scatter.out", "TTT|T", boxed_masked_scatter_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::nonzero.out", "T|T", boxed_nonzero_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
   return Error::ok();
 }
 
 Error register_matmul_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
-  ET_REGISTER_KERNEL(r, "aten::mm.out", "TT|T", boxed_mm_out);
-  ET_REGISTER_KERNEL(r, "aten::bmm.out", "TT|T", boxed_bmm_out);
-  ET_REGISTER_KERNEL(r, "aten::addmm.out", "TTTss|T", boxed_addmm_out);
+  ET_REGISTER_KERNEL(r, "aten::mm.out", "TT|T", boxed_mm_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::bmm.out", "TT|T", boxed_bmm_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::addmm.out", "TTTss|T", boxed_addmm_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
   return Error::ok();
 }
 
 Error register_normalization_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
-  ET_REGISTER_KERNEL(r, "aten::_native_batch_norm_legit_no_training.out", "TttTTff|TTT", boxed_batch_norm_no_training_out);
-  ET_REGISTER_KERNEL(r, "aten::_native_batch_norm_legit.no_stats_out", "Tttbff|TTT", boxed_batch_norm_no_stats_out);
-  ET_REGISTER_KERNEL(r, "aten::native_layer_norm.out", "TLttf|TTT", boxed_layer_norm_out);
-  ET_REGISTER_KERNEL(r, "aten::native_group_norm.out", "Tttiiiif|TTT", boxed_group_norm_out);
+  ET_REGISTER_KERNEL(r, "aten::_native_batch_norm_legit_no_training.out", "TttTTff|TTT", boxed_batch_norm_no_training_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::_native_batch_norm_legit.no_stats_out", "Tttbff|TTT", boxed_batch_norm_no_stats_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::native_layer_norm.out", "TLttf|TTT", boxed_layer_norm_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::native_group_norm.out", "Tttiiiif|TTT", boxed_group_norm_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
   return Error::ok();
 }
 
 Error register_padding_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
-  ET_REGISTER_KERNEL(r, "aten::constant_pad_nd.out", "TLs|T", boxed_constant_pad_nd_out);
-  ET_REGISTER_KERNEL(r, "aten::reflection_pad1d.out", "TL|T", boxed_reflection_pad1d_out);
-  ET_REGISTER_KERNEL(r, "aten::reflection_pad2d.out", "TL|T", boxed_reflection_pad2d_out);
-  ET_REGISTER_KERNEL(r, "aten::reflection_pad3d.out", "TL|T", boxed_reflection_pad3d_out);
-  ET_REGISTER_KERNEL(r, "aten::replication_pad2d.out", "TL|T", boxed_replication_pad2d_out);
-  ET_REGISTER_KERNEL(r, "aten::replication_pad3d.out", "TL|T", boxed_replication_pad3d_out);
+  ET_REGISTER_KERNEL(r, "aten::constant_pad_nd.out", "TLs|T", boxed_constant_pad_nd_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::reflection_pad1d.out", "TL|T", boxed_reflection_pad1d_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::reflection_pad2d.out", "TL|T", boxed_reflection_pad2d_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::reflection_pad3d.out", "TL|T", boxed_reflection_pad3d_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::replication_pad2d.out", "TL|T", boxed_replication_pad2d_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::replication_pad3d.out", "TL|T", boxed_replication_pad3d_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
   return Error::ok();
 }
 
 Error register_pooling_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
-  ET_REGISTER_KERNEL(r, "aten::avg_pool1d.out", "TLLLbb|T", boxed_avg_pool1d_out);
-  ET_REGISTER_KERNEL(r, "aten::avg_pool2d.out", "TLLLbbI|T", boxed_avg_pool2d_out);
-  ET_REGISTER_KERNEL(r, "aten::avg_pool3d.out", "TLLLbbI|T", boxed_avg_pool3d_out);
-  ET_REGISTER_KERNEL(r, "aten::adaptive_avg_pool1d.out", "TL|T", boxed_adaptive_avg_pool1d_out);
-  ET_REGISTER_KERNEL(r, "aten::_adaptive_avg_pool2d.out", "TL|T", boxed_adaptive_avg_pool2d_out);
-  ET_REGISTER_KERNEL(r, "aten::_adaptive_avg_pool3d.out", "TL|T", boxed_adaptive_avg_pool3d_out);
-  ET_REGISTER_KERNEL(r, "aten::max_pool2d_with_indices.out", "TLLLLb|TT", boxed_max_pool2d_with_indices_out);
-  ET_REGISTER_KERNEL(r, "aten::max_pool3d_with_indices.out", "TLLLLb|TT", boxed_max_pool3d_with_indices_out);
+  ET_REGISTER_KERNEL(r, "aten::avg_pool1d.out", "TLLLbb|T", boxed_avg_pool1d_out,
+                     f32 | f64 | f16 | bf16 | i64,
+                     f32 | f64 | f16 | bf16 | i64);
+  ET_REGISTER_KERNEL(r, "aten::avg_pool2d.out", "TLLLbbI|T", boxed_avg_pool2d_out,
+                     f32 | f64 | f16 | bf16 | i64,
+                     f32 | f64 | f16 | bf16 | i64);
+  ET_REGISTER_KERNEL(r, "aten::avg_pool3d.out", "TLLLbbI|T", boxed_avg_pool3d_out,
+                     f32 | f64 | i64,
+                     f32 | f64 | i64);
+  ET_REGISTER_KERNEL(r, "aten::adaptive_avg_pool1d.out", "TL|T", boxed_adaptive_avg_pool1d_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::_adaptive_avg_pool2d.out", "TL|T", boxed_adaptive_avg_pool2d_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::_adaptive_avg_pool3d.out", "TL|T", boxed_adaptive_avg_pool3d_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::max_pool2d_with_indices.out", "TLLLLb|TT", boxed_max_pool2d_with_indices_out,
+                     f32 | f64 | f16 | bf16 | i64 | i32 | i16 | i8 | ui8,
+                     f32 | f64 | f16 | bf16 | i64 | i32 | i16 | i8 | ui8);
+  ET_REGISTER_KERNEL(r, "aten::max_pool3d_with_indices.out", "TLLLLb|TT", boxed_max_pool3d_with_indices_out,
+                     f32 | f64 | f16 | bf16 | i64 | i32 | i16 | i8 | ui8,
+                     f32 | f64 | f16 | bf16 | i64 | i32 | i16 | i8 | ui8);
   return Error::ok();
 }
 
 Error register_random_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
-  ET_REGISTER_KERNEL(r, "aten::rand.out", "L|T", boxed_rand_out);
-  ET_REGISTER_KERNEL(r, "aten::randn.out", "L|T", boxed_randn_out);
-  ET_REGISTER_KERNEL(r, "aten::randperm.out", "i|T", boxed_randperm_out);
-  ET_REGISTER_KERNEL(r, "aten::native_dropout.out", "TfB|TT", boxed_native_dropout_out);
+  ET_REGISTER_KERNEL(r, "aten::rand.out", "L|T", boxed_rand_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::randn.out", "L|T", boxed_randn_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::randperm.out", "i|T", boxed_randperm_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::native_dropout.out", "TfB|TT", boxed_native_dropout_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
   return Error::ok();
 }
 
 Error register_reduction_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
-  ET_REGISTER_KERNEL(r, "aten::sum.IntList_out", "TMbI|T", boxed_sum_out);
-  ET_REGISTER_KERNEL(r, "aten::mean.out", "TMbI|T", boxed_mean_out);
-  ET_REGISTER_KERNEL(r, "aten::mean.dtype_out", "TI|T", boxed_mean_dtype_out);
-  ET_REGISTER_KERNEL(r, "aten::prod.out", "TI|T", boxed_prod_out);
-  ET_REGISTER_KERNEL(r, "aten::prod.int_out", "TibI|T", boxed_prod_int_out);
-  ET_REGISTER_KERNEL(r, "aten::amax.out", "TLb|T", boxed_amax_out);
-  ET_REGISTER_KERNEL(r, "aten::amin.out", "TLb|T", boxed_amin_out);
-  ET_REGISTER_KERNEL(r, "aten::any.out", "Tib|T", boxed_any_dim_out);
-  ET_REGISTER_KERNEL(r, "aten::any.dims_out", "TMb|T", boxed_any_dims_out);
-  ET_REGISTER_KERNEL(r, "aten::any.all_out", "T|T", boxed_any_all_out);
-  ET_REGISTER_KERNEL(r, "aten::var.correction_out", "TMSb|T", boxed_var_correction_out);
-  ET_REGISTER_KERNEL(r, "aten::var.out", "TMbb|T", boxed_var_dim_out);
-  ET_REGISTER_KERNEL(r, "aten::cumsum.out", "TiI|T", boxed_cumsum_out);
+  ET_REGISTER_KERNEL(r, "aten::sum.IntList_out", "TMbI|T", boxed_sum_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::mean.out", "TMbI|T", boxed_mean_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::mean.dtype_out", "TI|T", boxed_mean_dtype_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::prod.out", "TI|T", boxed_prod_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::prod.int_out", "TibI|T", boxed_prod_int_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::amax.out", "TLb|T", boxed_amax_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::amin.out", "TLb|T", boxed_amin_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::any.out", "Tib|T", boxed_any_dim_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     i1 | ui8);
+  ET_REGISTER_KERNEL(r, "aten::any.dims_out", "TMb|T", boxed_any_dims_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     i1 | ui8);
+  ET_REGISTER_KERNEL(r, "aten::any.all_out", "T|T", boxed_any_all_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     i1 | ui8);
+  ET_REGISTER_KERNEL(r, "aten::var.correction_out", "TMSb|T", boxed_var_correction_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::var.out", "TMbb|T", boxed_var_dim_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::cumsum.out", "TiI|T", boxed_cumsum_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
   return Error::ok();
 }
 
 Error register_softmax_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
-  ET_REGISTER_KERNEL(r, "aten::_softmax.out", "Tib|T", boxed_softmax_out);
-  ET_REGISTER_KERNEL(r, "aten::_log_softmax.out", "Tib|T", boxed_log_softmax_out);
+  ET_REGISTER_KERNEL(r, "aten::_softmax.out", "Tib|T", boxed_softmax_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::_log_softmax.out", "Tib|T", boxed_log_softmax_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
   return Error::ok();
 }
 
 Error register_sorting_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
-  ET_REGISTER_KERNEL(r, "aten::sort.values", "Tib|TT", boxed_sort_out);
-  ET_REGISTER_KERNEL(r, "aten::sort.values_stable", "TBib|TT", boxed_sort_stable_out);
-  ET_REGISTER_KERNEL(r, "aten::topk.values", "Tiibb|TT", boxed_topk_out);
-  ET_REGISTER_KERNEL(r, "aten::argmax.out", "TIb|T", boxed_argmax_out);
-  ET_REGISTER_KERNEL(r, "aten::argmin.out", "TIb|T", boxed_argmin_out);
-  ET_REGISTER_KERNEL(r, "aten::max.dim_max", "Tib|TT", boxed_max_dim_out);
-  ET_REGISTER_KERNEL(r, "aten::min.dim_min", "Tib|TT", boxed_min_dim_out);
+  ET_REGISTER_KERNEL(r, "aten::sort.values", "Tib|TT", boxed_sort_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::sort.values_stable", "TBib|TT", boxed_sort_stable_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::topk.values", "Tiibb|TT", boxed_topk_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::argmax.out", "TIb|T", boxed_argmax_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::argmin.out", "TIb|T", boxed_argmin_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::max.dim_max", "Tib|TT", boxed_max_dim_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::min.dim_min", "Tib|TT", boxed_min_dim_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
   return Error::ok();
 }
 
 Error register_unary_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
-  ET_REGISTER_KERNEL(r, "aten::relu.out", "T|T", boxed_relu_out);
-  ET_REGISTER_KERNEL(r, "aten::hardtanh.out", "Tss|T", boxed_hardtanh_out);
-  ET_REGISTER_KERNEL(r, "aten::clamp.out", "TSS|T", boxed_clamp_out);
-  ET_REGISTER_KERNEL(r, "aten::neg.out", "T|T", boxed_neg_out);
-  ET_REGISTER_KERNEL(r, "aten::abs.out", "T|T", boxed_abs_out);
-  ET_REGISTER_KERNEL(r, "aten::sign.out", "T|T", boxed_sign_out);
-  ET_REGISTER_KERNEL(r, "aten::ceil.out", "T|T", boxed_ceil_out);
-  ET_REGISTER_KERNEL(r, "aten::floor.out", "T|T", boxed_floor_out);
-  ET_REGISTER_KERNEL(r, "aten::round.out", "T|T", boxed_round_out);
-  ET_REGISTER_KERNEL(r, "aten::trunc.out", "T|T", boxed_trunc_out);
-  ET_REGISTER_KERNEL(r, "aten::bitwise_not.out", "T|T", boxed_bitwise_not_out);
-  ET_REGISTER_KERNEL(r, "aten::logical_not.out", "T|T", boxed_logical_not_out);
-  ET_REGISTER_KERNEL(r, "aten::isinf.out", "T|T", boxed_isinf_out);
-  ET_REGISTER_KERNEL(r, "aten::isnan.out", "T|T", boxed_isnan_out);
-  ET_REGISTER_KERNEL(r, "aten::sigmoid.out", "T|T", boxed_sigmoid_out);
-  ET_REGISTER_KERNEL(r, "aten::tanh.out", "T|T", boxed_tanh_out);
-  ET_REGISTER_KERNEL(r, "aten::exp.out", "T|T", boxed_exp_out);
-  ET_REGISTER_KERNEL(r, "aten::expm1.out", "T|T", boxed_expm1_out);
-  ET_REGISTER_KERNEL(r, "aten::log.out", "T|T", boxed_log_out);
-  ET_REGISTER_KERNEL(r, "aten::log2.out", "T|T", boxed_log2_out);
-  ET_REGISTER_KERNEL(r, "aten::log10.out", "T|T", boxed_log10_out);
-  ET_REGISTER_KERNEL(r, "aten::log1p.out", "T|T", boxed_log1p_out);
-  ET_REGISTER_KERNEL(r, "aten::sqrt.out", "T|T", boxed_sqrt_out);
-  ET_REGISTER_KERNEL(r, "aten::rsqrt.out", "T|T", boxed_rsqrt_out);
-  ET_REGISTER_KERNEL(r, "aten::reciprocal.out", "T|T", boxed_reciprocal_out);
-  ET_REGISTER_KERNEL(r, "aten::sin.out", "T|T", boxed_sin_out);
-  ET_REGISTER_KERNEL(r, "aten::cos.out", "T|T", boxed_cos_out);
-  ET_REGISTER_KERNEL(r, "aten::tan.out", "T|T", boxed_tan_out);
-  ET_REGISTER_KERNEL(r, "aten::asin.out", "T|T", boxed_asin_out);
-  ET_REGISTER_KERNEL(r, "aten::acos.out", "T|T", boxed_acos_out);
-  ET_REGISTER_KERNEL(r, "aten::atan.out", "T|T", boxed_atan_out);
-  ET_REGISTER_KERNEL(r, "aten::sinh.out", "T|T", boxed_sinh_out);
-  ET_REGISTER_KERNEL(r, "aten::cosh.out", "T|T", boxed_cosh_out);
-  ET_REGISTER_KERNEL(r, "aten::asinh.out", "T|T", boxed_asinh_out);
-  ET_REGISTER_KERNEL(r, "aten::acosh.out", "T|T", boxed_acosh_out);
-  ET_REGISTER_KERNEL(r, "aten::atanh.out", "T|T", boxed_atanh_out);
-  ET_REGISTER_KERNEL(r, "aten::erf.out", "T|T", boxed_erf_out);
-  ET_REGISTER_KERNEL(r, "aten::gelu.out", "TQ|T", boxed_gelu_out);
-  ET_REGISTER_KERNEL(r, "aten::silu.out", "T|T", boxed_silu_out);
-  ET_REGISTER_KERNEL(r, "aten::hardswish.out", "T|T", boxed_hardswish_out);
-  ET_REGISTER_KERNEL(r, "aten::elu.out", "Tsss|T", boxed_elu_out);
-  ET_REGISTER_KERNEL(r, "aten::leaky_relu.out", "Ts|T", boxed_leaky_relu_out);
+  ET_REGISTER_KERNEL(r, "aten::relu.out", "T|T", boxed_relu_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::hardtanh.out", "Tss|T", boxed_hardtanh_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::clamp.out", "TSS|T", boxed_clamp_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::neg.out", "T|T", boxed_neg_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::abs.out", "T|T", boxed_abs_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::sign.out", "T|T", boxed_sign_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::ceil.out", "T|T", boxed_ceil_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::floor.out", "T|T", boxed_floor_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::round.out", "T|T", boxed_round_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::trunc.out", "T|T", boxed_trunc_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::bitwise_not.out", "T|T", boxed_bitwise_not_out,
+                     i64 | i32 | i16 | i8 | ui8 | i1,
+                     i64 | i32 | i16 | i8 | ui8 | i1);
+  ET_REGISTER_KERNEL(r, "aten::logical_not.out", "T|T", boxed_logical_not_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::isinf.out", "T|T", boxed_isinf_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     i1);
+  ET_REGISTER_KERNEL(r, "aten::isnan.out", "T|T", boxed_isnan_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     i1);
+  ET_REGISTER_KERNEL(r, "aten::sigmoid.out", "T|T", boxed_sigmoid_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::tanh.out", "T|T", boxed_tanh_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::exp.out", "T|T", boxed_exp_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::expm1.out", "T|T", boxed_expm1_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::log.out", "T|T", boxed_log_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::log2.out", "T|T", boxed_log2_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::log10.out", "T|T", boxed_log10_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::log1p.out", "T|T", boxed_log1p_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::sqrt.out", "T|T", boxed_sqrt_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::rsqrt.out", "T|T", boxed_rsqrt_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::reciprocal.out", "T|T", boxed_reciprocal_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::sin.out", "T|T", boxed_sin_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::cos.out", "T|T", boxed_cos_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::tan.out", "T|T", boxed_tan_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::asin.out", "T|T", boxed_asin_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::acos.out", "T|T", boxed_acos_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::atan.out", "T|T", boxed_atan_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::sinh.out", "T|T", boxed_sinh_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::cosh.out", "T|T", boxed_cosh_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::asinh.out", "T|T", boxed_asinh_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::acosh.out", "T|T", boxed_acosh_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::atanh.out", "T|T", boxed_atanh_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::erf.out", "T|T", boxed_erf_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::gelu.out", "TQ|T", boxed_gelu_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::silu.out", "T|T", boxed_silu_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::hardswish.out", "T|T", boxed_hardswish_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::elu.out", "Tsss|T", boxed_elu_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::leaky_relu.out", "Ts|T", boxed_leaky_relu_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
   return Error::ok();
 }
 
 Error register_upsample_kernels(KernelRegistry& r) {
   (void)r;  // a selective build may register none
-  ET_REGISTER_KERNEL(r, "aten::upsample_bilinear2d.vec_out", "TMbG|T", boxed_upsample_bilinear2d_vec_out);
-  ET_REGISTER_KERNEL(r, "aten::upsample_nearest2d.vec_out", "TMG|T", boxed_upsample_nearest2d_vec_out);
-  ET_REGISTER_KERNEL(r, "aten::grid_sampler_2d.out", "TTiib|T", boxed_grid_sampler_2d_out);
+  ET_REGISTER_KERNEL(r, "aten::upsample_bilinear2d.vec_out", "TMbG|T", boxed_upsample_bilinear2d_vec_out,
+                     f32 | f64 | f16 | bf16,
+                     f32 | f64 | f16 | bf16);
+  ET_REGISTER_KERNEL(r, "aten::upsample_nearest2d.vec_out", "TMG|T", boxed_upsample_nearest2d_vec_out,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1,
+                     f32 | f64 | i64 | i32 | i16 | i8 | ui8 | f16 | bf16 | i1);
+  ET_REGISTER_KERNEL(r, "aten::grid_sampler_2d.out", "TTiib|T", boxed_grid_sampler_2d_out,
+                     f32 | f64,
+                     f32 | f64);
   return Error::ok();
 }
 
