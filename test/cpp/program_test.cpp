@@ -488,7 +488,9 @@ TEST_F(SetInput, ExecuteNamesTheFailingKernelAndSourceLine) {
   Error e = method->execute();
   EXPECT_EQ(e.code(), ErrorCode::KernelFailed);
   EXPECT_CONTAINS(e.message(), "mlp.py:");
-  EXPECT_CONTAINS(e.message(), "(method 'forward', instruction " + std::to_string(relu) + "): aten::relu.out: boom");
+  // The relu is MLP.layers[1] (an nn.Sequential): the message names its module path too.
+  EXPECT_CONTAINS(e.message(),
+                  "(layers.1; method 'forward', instruction " + std::to_string(relu) + "): aten::relu.out: boom");
   EXPECT_STREQ(method->instruction_name(method->num_instructions()), "");
 }
 
