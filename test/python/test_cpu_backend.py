@@ -132,7 +132,11 @@ def test_payload_header_says_what_the_code_needs(cpu_zoo):
     assert info.debug_handles and info.arena_bytes > 0
     header, _ = payload_header.read_payload(blob, backend_id="cpu")
     assert header.body_format == "elf-shared-object" and header.body_version == cpu_payload.ABI_VERSION
-    assert header.debug_handle_map == tuple((h, (h,)) for h in info.debug_handles)
+    assert header.debug_handle_map == info.debug_handle_map
+    # Regions 1..n, each covering the edge ops its code came from, then 0: the ops in no region.
+    ids = [i for i, _ in header.debug_handle_map]
+    assert ids[:-1] == list(range(1, len(ids))) and ids[-1] == 0
+    assert all(handles == tuple(sorted(handles)) for _, handles in header.debug_handle_map)
 
 
 def _with_payload(pte_bytes: bytes, edit) -> bytes:
@@ -206,7 +210,7 @@ def test_payload_from_before_the_shared_header_asks_for_a_rebuild(cpu_zoo):
 
 def test_python_payload_reader_checks_the_checksum():
     info = cpu_payload.PayloadInfo("x86_64", 0, 0, (cpu_payload.TensorSpec(6, (-1, 4)),),
-                                   (cpu_payload.TensorSpec(6, (2,)),), (3, 4), "entry", "shapes")
+                                   (cpu_payload.TensorSpec(6, (2,)),), ((1, (3, 4)), (0, (5,))), "entry", "shapes")
     blob = cpu_payload.write_payload(info, b"\x7fELF" + bytes(60))
     assert len(blob) % 64 == 0
     assert cpu_payload.read_payload(blob) == (info, b"\x7fELF" + bytes(60))

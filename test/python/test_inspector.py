@@ -171,8 +171,8 @@ def test_self_times_add_up_to_the_runs_span(compiled, inspector):
     assert sum(r.share for r in inspector.rows) == pytest.approx(1.0)
     # a delegate's own row is its time minus its children's
     events = compiled.trace.events
-    nested_call = next(i for i, e in enumerate(events) if e.kind == "delegate" and e.run == 0
-                       and any(c.parent == i for c in events))
+    nested_call = next(i for i, e in enumerate(events) if e.kind == "delegate" and e.run == 0 and e.delegate == 1)
+    assert any(c.parent == nested_call for c in events)
     children = sum(e.end_ns - e.start_ns for e in events if e.parent == nested_call)
     own = _row(inspector, "(delegate 1: nested, own time)").durations_ns[0]
     assert own == events[nested_call].end_ns - events[nested_call].start_ns - children

@@ -82,6 +82,33 @@ def with_module_path(location: ir.Location, path: str) -> ir.Location:
     return ir.Location.fused([location], metadata, context=location.context)
 
 
+# The key under which a backend's lowering records the edge op a lowered op came from (see
+# `with_debug_handle`).
+DEBUG_HANDLE_KEY = "etmlir.debug_handle"
+_DEBUG_HANDLE_RE = re.compile(r'fused<\{' + re.escape(DEBUG_HANDLE_KEY) + r' = (\d+) : i64\}>')
+
+
+def with_debug_handle(location: ir.Location, handle: int) -> ir.Location:
+    """`location` tagged with the debug handle of the edge op it belongs to.
+
+    A backend that lowers edge ops further (the `cpu` backend: edge -> torch -> linalg -> loops)
+    tags each op's location this way when it leaves the edge level. The tag then rides along for
+    the same reason the module path does: every rewrite keeps locations, and fusion keeps the
+    body ops' own ones (`loc(fused<{etmlir.debug_handle = 7 : i64}>[...])`). So after fusion
+    and bufferization the handles of the edge ops a piece of generated code came from can still
+    be read off its locations (`location_debug_handles`), which is how a payload maps its timed
+    regions and its failures back to edge ops.
+    """
+    metadata = ir.DictAttr.get({DEBUG_HANDLE_KEY: ir.IntegerAttr.get(
+        ir.IntegerType.get_signless(64, location.context), handle)}, context=location.context)
+    return ir.Location.fused([location], metadata, context=location.context)
+
+
+def location_debug_handles(location: ir.Location | str) -> list[int]:
+    """The debug handles `with_debug_handle` recorded anywhere in `location`, in order, each once."""
+    return list(dict.fromkeys(int(h) for h in _DEBUG_HANDLE_RE.findall(str(location))))
+
+
 def module_path(location: ir.Location | str) -> str | None:
     """The module path `with_module_path` recorded in `location` (the outermost one), or None."""
     match = _MODULE_PATH_RE.search(str(location))

@@ -18,6 +18,11 @@ becomes
     %l = torch.prim.ListConstruct %n_int, %int384 : (!torch.int, !torch.int) -> !torch.list<int>
     %0 = torch.aten.view %x, %l : ... -> !torch.vtensor<[?,384],f32>
 
+Each torch op an edge op becomes carries that op's debug handle in its location
+(`loc(fused<{etmlir.debug_handle = 7 : i64}>[...])`, `frontend.locations.with_debug_handle`):
+the code a backend generates from it can then still name the edge op it came
+from (the `cpu` backend's timed regions and failures).
+
 The same reading of an op's arguments also runs one edge op with PyTorch eager
 (`run_eagerly`), which is how et-fold-constants evaluates ops on constants.
 """
@@ -35,7 +40,9 @@ from torch_mlir.dialects import func as func_dialect
 from etmlir.dialects.edge import DYNAMIC, EDGE_ELEMENT_TYPES, edge_op_of, named_operands
 from etmlir.dialects.sym_ops import SYM_OPS, SymOp
 from etmlir.frontend.aten_ops import lookup_overload
+from etmlir.frontend.locations import with_debug_handle
 from etmlir.lazy import lazy_module
+from etmlir.passes.assign_debug_handles import debug_handle
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
 
 torch = lazy_module("torch")
@@ -172,7 +179,9 @@ def _convert_function(function: ir.Operation, into: ir.Module) -> None:
         builder.values[old] = arg
     for op in function.regions[0].blocks[0].operations:
         op = op.operation
-        with ir.InsertionPoint(block), op.location:
+        handle = debug_handle(op)
+        location = op.location if handle is None else with_debug_handle(op.location, handle)
+        with ir.InsertionPoint(block), location:
             if op.name == "func.return":
                 func_dialect.ReturnOp([builder.tensor(v) for v in op.operands])
             elif op.name == "edge.constant":

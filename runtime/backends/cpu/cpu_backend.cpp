@@ -16,6 +16,7 @@
 #include <cstring>
 #include <new>
 
+#include "etmlir/runtime/event_tracer.h"
 #include "etmlir/runtime/evalue.h"
 #include "etmlir/runtime/memory.h"
 #include "etmlir/runtime/payload_header.h"
@@ -53,6 +54,13 @@ using PayloadAbiFn = int (*)();
 using SetArenaFn = void (*)(void* base, uint64_t bytes);
 using CounterFn = uint64_t (*)();
 using SetParallelFn = void (*)(ParallelFn fn, void* ctx, int num_threads);
+// Optional symbols (PAYLOAD.md "Timed regions and failures"): payloads built before them lack them.
+using RegionFn = void (*)(void* ctx, int32_t region, int32_t debug_handle, int begin);
+using SetTracerFn = void (*)(RegionFn fn, void* ctx);
+using RunFn = int (*)(EntryFn entry, void** args);
+using FailedHandleFn = int32_t (*)();
+using FailureFn = const char* (*)();
+using ResetArenaFn = void (*)();
 
 // ---- Thread pool --------------------------------------------------------------------
 
@@ -337,6 +345,26 @@ struct Layout {
 
 // Everything one delegate owns, in the method allocator: built at init, torn
 // down at destroy (which frees nothing of that memory: it is the method's).
+// While a traced execute() runs: where the payload's region events go (the payload's region hook
+// gets a pointer to it). Regions do not nest, so one open event at a time.
+struct RegionTrace {
+  EventTracer* tracer = nullptr;
+  uint32_t instruction = 0;
+  uint16_t delegate = 0;
+  uint32_t open = TraceEvent::kNoParent;
+};
+
+void on_region(void* ctx, int32_t region, int32_t debug_handle, int begin) {
+  RegionTrace& trace = *static_cast<RegionTrace*>(ctx);
+  if (trace.open != TraceEvent::kNoParent) {  // a begin without an end closes the open one first
+    trace.tracer->end(trace.open);
+    trace.open = TraceEvent::kNoParent;
+  }
+  if (begin)
+    trace.open = trace.tracer->begin(TraceEventKind::DelegateOp, debug_handle > 0 ? static_cast<uint32_t>(debug_handle) : 0,
+                                     trace.instruction, trace.delegate, region > 0 ? static_cast<uint32_t>(region) : 0);
+}
+
 struct CpuDelegate {
   CpuDelegate() = default;
   CpuDelegate(const CpuDelegate&) = delete;
@@ -364,6 +392,13 @@ struct CpuDelegate {
   EntryFn shapes_entry = nullptr;  // nullptr when the header names none; called only when an output is dynamic
   CounterFn heap_fallbacks = nullptr;
   CounterFn arena_peak = nullptr;
+  // Optional (nullptr in payloads built before them): region events, and failures returned as errors.
+  SetTracerFn set_tracer = nullptr;
+  RunFn run = nullptr;
+  FailedHandleFn failed_handle = nullptr;
+  FailureFn failure = nullptr;
+  ResetArenaFn reset_arena = nullptr;
+  RegionTrace trace;
   void* arena = nullptr;
   uint64_t arena_bytes = 0;
   ThreadPool pool;
@@ -610,6 +645,14 @@ Error CpuBackend::load(CpuDelegate& d, const PayloadView& view, const Layout& la
       return Error::make(ErrorCode::InvalidProgram,
                          "the shared object does not export '%s' (required by abi_version %u)", r.name, kAbiVersion);
   }
+  // Optional: a payload has all of the failure symbols or none of them.
+  d.set_tracer = reinterpret_cast<SetTracerFn>(resolve("etmlir_cpu_set_tracer"));
+  d.run = reinterpret_cast<RunFn>(resolve("etmlir_cpu_run"));
+  d.failed_handle = reinterpret_cast<FailedHandleFn>(resolve("etmlir_cpu_failed_handle"));
+  d.failure = reinterpret_cast<FailureFn>(resolve("etmlir_cpu_failure"));
+  d.reset_arena = reinterpret_cast<ResetArenaFn>(resolve("etmlir_cpu_reset_arena"));
+  if (d.run == nullptr || d.failed_handle == nullptr || d.failure == nullptr || d.reset_arena == nullptr)
+    d.run = nullptr;
   d.entry = reinterpret_cast<EntryFn>(entry_address);
   d.shapes_entry = reinterpret_cast<EntryFn>(shapes_address);
   auto payload_abi = reinterpret_cast<PayloadAbiFn>(required[0].address);
@@ -697,7 +740,52 @@ void fill_descriptor(int64_t* words, const Tensor& t) {
   }
 }
 
-Error CpuBackend::execute(BackendExecuteContext& /*context*/, DelegateHandle handle, Span<EValue*> args) {
+// Calls one of the payload's entry points. A failed run-time check (et-cpu-report-failures) comes
+// back as KernelFailed naming the check, with the edge op's debug handle in `context` (the method
+// turns it into a source line); the arena is reset, since the failed run's buffers stay allocated.
+Error call_entry(CpuDelegate& d, EntryFn entry, void** args, BackendExecuteContext& context) {
+  if (d.run == nullptr) {
+    entry(args);
+    return Error::ok();
+  }
+  if (d.run(entry, args) == 0) return Error::ok();
+  if (d.trace.open != TraceEvent::kNoParent) {
+    d.trace.tracer->end(d.trace.open);
+    d.trace.open = TraceEvent::kNoParent;
+  }
+  d.reset_arena();
+  int32_t failed = d.failed_handle();
+  context.failed_debug_handle = failed > 0 ? static_cast<uint32_t>(failed) : 0;
+  return Error::make(ErrorCode::KernelFailed, "cpu delegate %u: %s", d.index, d.failure());
+}
+
+// Points the payload's region hook at the tracer for one execute(), and away again.
+class RegionTraceScope {
+ public:
+  RegionTraceScope(CpuDelegate& d, const BackendExecuteContext& context) : d_(d) {
+    active_ = context.tracer != nullptr && d.set_tracer != nullptr;
+    if (!active_) return;
+    d.trace.tracer = context.tracer;
+    d.trace.instruction = context.instruction;
+    d.trace.delegate = context.delegate_index;
+    d.trace.open = TraceEvent::kNoParent;
+    d.set_tracer(&on_region, &d.trace);
+  }
+  ~RegionTraceScope() {
+    if (!active_) return;
+    d_.set_tracer(nullptr, nullptr);
+    if (d_.trace.open != TraceEvent::kNoParent) d_.trace.tracer->end(d_.trace.open);
+    d_.trace = RegionTrace{};
+  }
+  RegionTraceScope(const RegionTraceScope&) = delete;
+  RegionTraceScope& operator=(const RegionTraceScope&) = delete;
+
+ private:
+  CpuDelegate& d_;
+  bool active_ = false;
+};
+
+Error CpuBackend::execute(BackendExecuteContext& context, DelegateHandle handle, Span<EValue*> args) {
   CpuDelegate& d = *static_cast<CpuDelegate*>(handle);
   char expected[128];
   char given[128];
@@ -733,7 +821,7 @@ Error CpuBackend::execute(BackendExecuteContext& /*context*/, DelegateHandle han
 
   // Output sizes: from the shapes entry when an output is dynamic, else the spec's.
   bool computed = d.shapes_entry != nullptr && d.any_dynamic_output;
-  if (computed) d.shapes_entry(d.shapes_packed);
+  if (computed) ET_CHECK_OK(call_entry(d, d.shapes_entry, d.shapes_packed, context));
   const int64_t* sizes = d.shapes;
   for (size_t o = 0; o < d.num_outputs; ++o) {
     size_t i = d.num_inputs + o;
@@ -762,7 +850,10 @@ Error CpuBackend::execute(BackendExecuteContext& /*context*/, DelegateHandle han
     fill_descriptor(d.descriptors[i], t);
   }
 
-  d.entry(d.packed);
+  {
+    RegionTraceScope traced(d, context);
+    ET_CHECK_OK(call_entry(d, d.entry, d.packed, context));
+  }
 
   ++d.stats.executes;
   uint64_t fallbacks = d.heap_fallbacks();

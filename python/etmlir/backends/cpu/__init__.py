@@ -25,6 +25,8 @@ Partitioner options:
     ops / skip_ops / min_group_size  as for every backend
     compile_specs: {"microkernels": "false"}: contractions through MLIR's generic loop
                    lowering instead of the microkernels (slow; for comparisons)
+                   {"trace_regions": "false"}: no per-region events for the tracer (the
+                   delegate is one row of a trace; et-cpu-trace-regions)
 """
 
 from __future__ import annotations

@@ -33,17 +33,24 @@ class PayloadInfo:
     arena_bytes: int
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
-    debug_handles: tuple[int, ...]
+    # payload id -> the edge ops it covers: id i >= 1 is the i-th timed region (et-cpu-trace-regions),
+    # id 0 the ops compiled into no region of their own (views and copies that became no code).
+    debug_handle_map: tuple[tuple[int, tuple[int, ...]], ...]
     entry: str
     shapes_entry: str = ""
 
+    @property
+    def debug_handles(self) -> tuple[int, ...]:
+        """Every edge op compiled into the payload, ascending."""
+        return tuple(sorted({h for _, handles in self.debug_handle_map for h in handles}))
+
     def header(self) -> payload_header.PayloadHeader:
-        """The shared header of a payload with this info (debug-handle map: each handle covers itself)."""
+        """The shared header of a payload with this info."""
         entries = ((ENTRY, self.entry),) + (((SHAPES_ENTRY, self.shapes_entry),) if self.shapes_entry else ())
         return payload_header.PayloadHeader(
             backend_id=BACKEND_ID, body_format=BODY_FORMAT, body_version=ABI_VERSION, arch=self.arch,
             cpu_features=self.cpu_features, inputs=tuple(self.inputs), outputs=tuple(self.outputs),
-            entry_points=entries, debug_handle_map=tuple((h, (h,)) for h in self.debug_handles),
+            entry_points=entries, debug_handle_map=tuple(self.debug_handle_map),
             scratch_bytes=self.arena_bytes)
 
 
@@ -58,6 +65,6 @@ def read_payload(blob: bytes) -> tuple[PayloadInfo, bytes]:
         raise ValueError(f"cpu payload body is {header.body_format!r} version {header.body_version}; this reader "
                          f"knows {BODY_FORMAT!r} version {ABI_VERSION}")
     info = PayloadInfo(header.arch, header.cpu_features, header.scratch_bytes, header.inputs, header.outputs,
-                       tuple(payload_id for payload_id, _ in header.debug_handle_map),
+                       tuple(header.debug_handle_map),
                        header.entry_point(ENTRY) or "", header.entry_point(SHAPES_ENTRY) or "")
     return info, so

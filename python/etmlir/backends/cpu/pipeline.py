@@ -7,6 +7,8 @@
       --et-cpu-shapes-function--> + @forward_shapes when a result is dynamic
       --et-cpu-bufferize--> memrefs, results as out-parameters
       --et-cpu-microkernels--> contractions as calls of the C microkernels
+      --et-cpu-trace-regions--> each piece of compute bracketed as a region the tracer times
+      --et-cpu-report-failures--> run-time checks return errors instead of aborting
       --et-cpu-externalize-weights--> large weights as external symbols
       --et-cpu-to-llvm--> LLVM dialect
     then: ExecutionEngine (opt 2, this CPU) -> object --link--> shared object
@@ -42,6 +44,7 @@ from torch_mlir.execution_engine import ExecutionEngine
 from etmlir.backends.cpu import link, payload
 from etmlir.backends.cpu.ir_util import ENTRY, SHAPES_ENTRY, argument_types, result_types
 from etmlir.backends.cpu.passes.externalize_weights import take_external_weights, write_weights_assembly
+from etmlir.backends.cpu.passes.trace_regions import recorded_regions
 from etmlir.backends.cpu.target import Target, host
 from etmlir.delegation.backend import BackendError, PreprocessResult
 from etmlir.executable.dtypes import SCALAR_TYPE_NAMES
@@ -51,7 +54,7 @@ from etmlir.passes.pipeline import parse_pipeline, run_pipeline
 from etmlir.program import find_function
 
 
-SPECS = ("microkernels", "verbose")
+SPECS = ("microkernels", "trace_regions", "verbose")
 
 
 def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> PreprocessResult:
@@ -63,21 +66,23 @@ def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> Preproces
     try:
         compiled = compile_delegate(
             module, microkernels=compile_specs.get("microkernels", "true").lower() != "false",
+            trace_regions=compile_specs.get("trace_regions", "true").lower() != "false",
             log=(lambda line: print(f"[cpu] {line}", file=sys.stderr)) if verbose else None)
     except ir.MLIRError as error:
         raise BackendError(f"cpu backend: the delegate does not compile: {error}") from None
-    # The payload keeps every op's debug handle (its header lists them); failures inside
-    # the compiled code are reported against the delegate call.
-    return PreprocessResult(compiled.payload, {h: (h,) for h in compiled.info.debug_handles})
+    # Region id -> the edge ops it covers: what a DelegateOp event's payload id expands to.
+    return PreprocessResult(compiled.payload, dict(compiled.info.debug_handle_map))
 
 
-def pipeline(*, microkernels: bool = True) -> str:
+def pipeline(*, microkernels: bool = True, trace_regions: bool = True) -> str:
     """The pass pipeline from an outlined edge delegate to the LLVM dialect."""
     passes = ["et-fold-constants", "et-edge-to-torch", "et-torch-to-linalg", "et-cpu-fuse-elementwise",
               "et-cpu-shapes-function", "et-cpu-bufferize"]
     if microkernels:
         passes.append("et-cpu-microkernels")
-    passes += ["et-cpu-externalize-weights", "et-cpu-to-llvm"]
+    if trace_regions:
+        passes.append("et-cpu-trace-regions")
+    passes += ["et-cpu-report-failures", "et-cpu-externalize-weights", "et-cpu-to-llvm"]
     return f"builtin.module({','.join(passes)})"
 
 
@@ -103,7 +108,7 @@ class CompiledDelegate:
 
 
 def compile_delegate(module: ir.Module, *, target: Target | None = None, microkernels: bool = True,
-                     log: Callable[[str], None] | None = None) -> CompiledDelegate:
+                     trace_regions: bool = True, log: Callable[[str], None] | None = None) -> CompiledDelegate:
     """Compile an outlined delegate module (edge `@forward`, changed in place) into a payload."""
     target = target or host()
     seconds: dict[str, float] = {}
@@ -124,7 +129,7 @@ def compile_delegate(module: ir.Module, *, target: Target | None = None, microke
             raise BackendError(f"cpu backend: input {i} ({t}) has dynamic dims {missing} without an upper bound")
     handles = tuple(sorted(set(debug_handles(module.operation))))
 
-    text = pipeline(microkernels=microkernels)
+    text = pipeline(microkernels=microkernels, trace_regions=trace_regions)
     if log:
         log(f"pipeline: {text}")
     for element in parse_pipeline(text):  # one at a time: each step's time is reported
@@ -132,6 +137,7 @@ def compile_delegate(module: ir.Module, *, target: Target | None = None, microke
         run_pipeline(module, [element])
         timed(element.name, start)
     calls = _microkernel_calls(module)
+    regions = recorded_regions(module.operation)
     has_shapes = find_function(module, SHAPES_ENTRY) is not None or _has_llvm_function(module, SHAPES_ENTRY)
     weights = take_external_weights(module.operation)
     start = time.perf_counter()
@@ -152,7 +158,7 @@ def compile_delegate(module: ir.Module, *, target: Target | None = None, microke
     info = payload.PayloadInfo(
         arch=target.arch, cpu_features=target.feature_mask, arena_bytes=0,
         inputs=tuple(map(payload.TensorSpec.of, in_types)), outputs=tuple(map(payload.TensorSpec.of, out_types)),
-        debug_handles=handles, entry=ENTRY_SYMBOL,
+        debug_handle_map=handle_map(regions, handles), entry=ENTRY_SYMBOL,
         shapes_entry=SHAPES_SYMBOL if has_shapes else "")
     start = time.perf_counter()
     arena = measure_arena(so, info, [[max_sizes[i].get(d, s) for d, s in enumerate(spec.sizes)]
@@ -160,6 +166,14 @@ def compile_delegate(module: ir.Module, *, target: Target | None = None, microke
     info = dataclasses.replace(info, arena_bytes=arena)
     timed("measure arena", start)
     return CompiledDelegate(payload.write_payload(info, so), info, calls, seconds)
+
+
+def handle_map(regions: list[tuple[int, ...]], handles: tuple[int, ...]) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """The payload header's debug_handle_map: region i + 1 -> its edge ops; 0 -> the ops in no region."""
+    entries = tuple((number, region) for number, region in enumerate(regions, start=1))
+    timed = {h for region in regions for h in region}
+    untimed = tuple(h for h in handles if h not in timed)
+    return entries + (((0, untimed),) if untimed else ())
 
 
 def _llvm_functions(module: ir.Module) -> list[ir.Operation]:

@@ -68,6 +68,23 @@ ETMLIR_CPU_EXPORT uint64_t etmlir_cpu_heap_fallbacks(void);
 ETMLIR_CPU_EXPORT uint64_t etmlir_cpu_arena_peak(void);
 ETMLIR_CPU_EXPORT void etmlir_cpu_set_parallel(etmlir_parallel_fn fn, void* ctx, int num_threads);
 
+/* ---- exported: PAYLOAD.md's optional symbols (shim.c): timed regions and failures ---- */
+/* Called at a region's begin (begin = 1, with the first edge op's debug handle) and end (begin = 0). */
+typedef void (*etmlir_region_fn)(void* ctx, int32_t region, int32_t debug_handle, int begin);
+/* fn == NULL: no tracer (the region calls test one pointer and return). */
+ETMLIR_CPU_EXPORT void etmlir_cpu_set_tracer(etmlir_region_fn fn, void* ctx);
+/* Calls entry(args); returns 0, or 1 when a run-time check failed (etmlir_cpu_fail). */
+ETMLIR_CPU_EXPORT int etmlir_cpu_run(void (*entry)(void**), void** args);
+/* After etmlir_cpu_run returned 1: the failing edge op's debug handle (0: unknown) and the message. */
+ETMLIR_CPU_EXPORT int32_t etmlir_cpu_failed_handle(void);
+ETMLIR_CPU_EXPORT const char* etmlir_cpu_failure(void);
+/* Forgets every arena allocation (a failed run leaves its buffers allocated). */
+ETMLIR_CPU_EXPORT void etmlir_cpu_reset_arena(void);
+/* Called by the generated code (et-cpu-trace-regions, et-cpu-report-failures). */
+ETMLIR_CPU_EXPORT void etmlir_cpu_region_begin(int32_t region, int32_t debug_handle);
+ETMLIR_CPU_EXPORT void etmlir_cpu_region_end(int32_t region);
+ETMLIR_CPU_EXPORT void etmlir_cpu_fail(int32_t debug_handle, int64_t message);
+
 /* ---- exported: MLIR's generic allocation functions, for code lowered with
  * finalize-memref-to-llvm{use-generic-functions=1} (with or without use-aligned-alloc=1) ---- */
 ETMLIR_CPU_EXPORT void* _mlir_memref_to_llvm_alloc(size_t size);

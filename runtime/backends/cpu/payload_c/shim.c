@@ -11,6 +11,8 @@
  */
 #define _POSIX_C_SOURCE 200112L /* posix_memalign */
 
+#include <setjmp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -257,4 +259,65 @@ ETMLIR_CPU_INTERNAL void etmlir_cpu_parallel_for(int64_t n, etmlir_parallel_body
     return;
   }
   g_parallel_fn(g_parallel_ctx, n, body, arg);
+}
+
+/* ---- Timed regions (et-cpu-trace-regions) and failures (et-cpu-report-failures) ---------------- */
+
+static etmlir_region_fn g_region_fn;
+static void* g_region_ctx;
+
+ETMLIR_CPU_EXPORT void etmlir_cpu_set_tracer(etmlir_region_fn fn, void* ctx) {
+  g_region_ctx = ctx;
+  g_region_fn = fn;
+}
+
+/* Called by the generated code around each region: one pointer test when no tracer is set. */
+ETMLIR_CPU_EXPORT void etmlir_cpu_region_begin(int32_t region, int32_t debug_handle) {
+  if (g_region_fn) g_region_fn(g_region_ctx, region, debug_handle, 1);
+}
+
+ETMLIR_CPU_EXPORT void etmlir_cpu_region_end(int32_t region) {
+  if (g_region_fn) g_region_fn(g_region_ctx, region, 0, 0);
+}
+
+static jmp_buf* g_fail_jump; /* set while etmlir_cpu_run runs an entry point */
+static int32_t g_failed_handle;
+static char g_failure[256];
+
+/* A run-time check of the generated code failed (`message`: a NUL-terminated string in the
+ * payload's read-only data). Unwinds to etmlir_cpu_run; called outside of it (an entry point
+ * called directly), it can only report and abort, as MLIR's own assert lowering would. */
+ETMLIR_CPU_EXPORT void etmlir_cpu_fail(int32_t debug_handle, int64_t message) {
+  const char* text = message ? (const char*)(intptr_t)message : "run-time check failed";
+  g_failed_handle = debug_handle;
+  snprintf(g_failure, sizeof(g_failure), "%s", text);
+  if (g_fail_jump) longjmp(*g_fail_jump, 1);
+  fprintf(stderr, "etmlir cpu payload: %s (edge op debug handle %d)\n", g_failure, (int)debug_handle);
+  abort();
+}
+
+ETMLIR_CPU_EXPORT int etmlir_cpu_run(void (*entry)(void**), void** args) {
+  jmp_buf jump;
+  g_failed_handle = 0;
+  g_failure[0] = '\0';
+  if (setjmp(jump) != 0) {
+    g_fail_jump = NULL;
+    return 1;
+  }
+  g_fail_jump = &jump;
+  entry(args);
+  g_fail_jump = NULL;
+  return 0;
+}
+
+ETMLIR_CPU_EXPORT int32_t etmlir_cpu_failed_handle(void) { return g_failed_handle; }
+
+ETMLIR_CPU_EXPORT const char* etmlir_cpu_failure(void) { return g_failure; }
+
+ETMLIR_CPU_EXPORT void etmlir_cpu_reset_arena(void) {
+  void* base = g_raw_base;
+  uint64_t bytes = g_raw_bytes;
+  g_raw_base = NULL; /* set_arena skips a call with the same arena */
+  g_raw_bytes = 0;
+  etmlir_cpu_set_arena(base, bytes);
 }
