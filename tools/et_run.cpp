@@ -6,6 +6,11 @@
 //                    [--backend-threads N]   (--cpu-threads N: the same)
 //                    [--allow-native] [--trusted-key KEY.pub]...
 //                    [--trace out.ettrace [--trace-events N]]
+//   et-run model.pte --verify [--method NAME] [...]
+//
+// --verify runs the test cases a bundled program carries (etmlir.devtools.bundle;
+// include/etmlir/runtime/bundled.h) instead of timing a method, and reports each
+// output's error against what the case expects; it exits 1 when a case fails.
 //
 // --trace records the timed runs' events (every instruction, delegate call and
 // op a backend reports inside one; include/etmlir/runtime/event_tracer.h) into
@@ -43,6 +48,7 @@
 
 #include "etmlir/register_backends.h"
 #include "etmlir/runtime/backend.h"
+#include "etmlir/runtime/bundled.h"
 #include "etmlir/runtime/data_loader.h"
 #include "etmlir/runtime/event_tracer.h"
 #include "etmlir/runtime/kernel.h"
@@ -114,6 +120,10 @@ const char kUsage[] =
     "  --trace-events N    the event buffer's size (default: 2 per instruction\n"
     "                      plus 4096 per delegate, per timed run; 65536 to\n"
     "                      4194304; at most 1073741824)\n"
+    "  --verify            run the test cases a bundled program carries (made by\n"
+    "                      etmlir.devtools.bundle; with --method, those of that\n"
+    "                      method) and report each output's error against the\n"
+    "                      expected one; exit 1 if any case fails\n"
     "  -h, --help          this text\n"
     "\n"
     "exit status: 0 ok, 1 error (bad file, input mismatch, kernel failure),\n"
@@ -135,6 +145,7 @@ struct Options {
   const char* trace = nullptr;            // --trace FILE
   uint64_t trace_events = 0;              // --trace-events N
   bool trace_events_given = false;        // else devtools::default_trace_events
+  bool verify = false;                    // --verify
 };
 
 // Every message is one line: names from a corrupt file or an argument may hold newlines or
@@ -200,9 +211,9 @@ int parse_options(int argc, char** argv, Options* o) {
       value = arg + eq + 1;
       name.resize(eq);
     }
-    if (name == "--allow-native") {
-      if (value != nullptr) return usage_error("--allow-native takes no value");
-      o->allow_native = true;
+    if (name == "--allow-native" || name == "--verify") {
+      if (value != nullptr) return usage_error("%s takes no value", name.c_str());
+      (name == "--verify" ? o->verify : o->allow_native) = true;
       continue;
     }
     static const char* const kKnown[] = {"--inputs", "--iterations", "--warmup", "--method", "--temp-bytes",
@@ -248,6 +259,8 @@ int parse_options(int argc, char** argv, Options* o) {
     }
   }
   if (o->model == nullptr) return usage_error("no model given");
+  if (o->verify && (o->inputs != nullptr || o->trace != nullptr))
+    return usage_error("--verify runs the program's own test cases: it takes no --inputs or --trace");
   if (o->iterations == 0) return usage_error("--iterations must be at least 1");
   // Each timed run keeps its time (8 bytes) for the median: bounded so that the list always fits.
   if (o->iterations > kMaxRuns || o->warmup > kMaxRuns)
@@ -468,6 +481,139 @@ Error write_trace(const Options& o, const char* method, const EventTracer& trace
   return Error::ok();
 }
 
+// Everything one method needs allocated before its first execute(): the method allocator (its
+// tables plus what its delegates' backends keep), one buffer per planned arena, the kernels' temp
+// allocator and buffers for unplanned outputs.
+struct MethodMemory {
+  Buffer method_buffer;
+  Buffer temp_buffer;
+  std::unique_ptr<MemoryAllocator> method_allocator;
+  std::unique_ptr<MemoryAllocator> temp_allocator;
+  std::vector<Buffer> arenas;
+  std::vector<Span<uint8_t>> arena_spans;
+  std::vector<Buffer> output_buffers;
+  MemoryManager memory;
+  std::string summary;  // "method allocator N B, arena 0 'x' N B, temp N B"
+
+  Error allocate(const MethodMeta& meta, const BackendRegistry& backends, const KernelRegistry& kernels,
+                 uint64_t temp_bytes) {
+    Result<size_t> method_allocator_bytes = meta.method_allocator_bytes(&backends, &kernels);
+    if (!method_allocator_bytes.ok()) return method_allocator_bytes.error();
+    size_t method_bytes = method_allocator_bytes.get();
+    method_buffer = allocate_aligned(method_bytes);
+    if (!method_buffer)
+      return Error::make(ErrorCode::OutOfMemory, "out of memory for the method allocator (%zu bytes)", method_bytes);
+    temp_buffer = allocate_aligned(static_cast<size_t>(temp_bytes));
+    if (!temp_buffer)
+      return Error::make(ErrorCode::OutOfMemory,
+                         "cannot allocate the temp allocator's %s bytes (--temp-bytes): out of memory",
+                         tools::grouped(temp_bytes).c_str());
+    method_allocator.reset(new MemoryAllocator(method_buffer.get(), method_bytes));
+    temp_allocator.reset(new MemoryAllocator(temp_buffer.get(), static_cast<size_t>(temp_bytes)));
+    summary = "method allocator " + tools::grouped(method_bytes) + " B";
+    for (size_t i = 0; i < meta.num_arenas(); ++i) {
+      size_t size = static_cast<size_t>(meta.arena_size(i));
+      arenas.push_back(allocate_aligned(size));
+      if (!arenas.back()) return Error::make(ErrorCode::OutOfMemory, "out of memory for arena %zu (%zu bytes)", i, size);
+      arena_spans.emplace_back(arenas.back().get(), size);
+      summary += ", arena " + std::to_string(i) + " '" + meta.arena_name(i) + "' " + tools::grouped(size) + " B";
+    }
+    summary += ", temp " + tools::grouped(temp_bytes) + " B";
+    memory.method_allocator = method_allocator.get();
+    memory.planned_arenas = Span<Span<uint8_t>>(arena_spans.data(), arena_spans.size());
+    memory.temp_allocator = temp_allocator.get();
+    return Error::ok();
+  }
+
+  // Gives each unplanned output of the loaded `method` a buffer of its largest size.
+  Error give_outputs(Method& method, const MethodMeta& meta) {
+    for (size_t i = 0; i < meta.num_outputs(); ++i) {
+      MethodMeta::TensorInfo info;
+      if (!meta.output_tensor(i, &info) || info.planned) continue;
+      size_t n = element_size(info.dtype);
+      for (int32_t d = 0; d < info.dim; ++d) n *= static_cast<size_t>(info.sizes[d]);
+      output_buffers.push_back(allocate_aligned(n));
+      if (!output_buffers.back())
+        return Error::make(ErrorCode::OutOfMemory, "out of memory for output %zu (%zu bytes)", i, n);
+      if (Error e = method.set_output_buffer(i, output_buffers.back().get(), n)) return e;
+    }
+    return Error::ok();
+  }
+};
+
+// "[1, 0, 3]": the index of flat element `flat` of a contiguous tensor with these sizes.
+std::string unflatten(uint64_t flat, const int64_t* sizes, size_t dim) {
+  std::vector<uint64_t> index(dim);
+  for (size_t d = dim; d-- > 0;) {
+    uint64_t s = sizes[d] > 0 ? static_cast<uint64_t>(sizes[d]) : 1;
+    index[d] = flat % s;
+    flat /= s;
+  }
+  std::string out = "[";
+  for (size_t d = 0; d < dim; ++d) out += (d ? ", " : "") + std::to_string(index[d]);
+  return out + "]";
+}
+
+// --verify: every bundled test case (of --method, when given) on a freshly loaded method.
+int verify(const Options& o, const Program& program, const KernelRegistry& kernels, const BackendRegistry& backends,
+           const NativeCodeTrust& trust) {
+  Result<BundledCases> cases = BundledCases::load(program);
+  if (!cases.ok()) return fail("%s: %s", o.model, cases.error().message());
+  if (cases->size() == 0)
+    return fail("%s carries no bundled test cases (add them with etmlir.devtools.bundle)", o.model);
+  size_t ran = 0, passed = 0;
+  for (size_t c = 0; c < cases->size(); ++c) {
+    const char* method_name = cases->method(c);
+    if (o.method != nullptr && std::strcmp(o.method, method_name) != 0) continue;
+    ++ran;
+    std::string label = "case " + std::to_string(c) + (cases->name(c)[0] ? std::string(" '") + cases->name(c) + "'" : "") +
+                        " (method '" + method_name + "')";
+    Result<MethodMeta> meta = program.method_meta(method_name);
+    if (!meta.ok()) return fail("%s: %s", label.c_str(), meta.error().message());
+    MethodMemory memory;
+    if (Error e = memory.allocate(*meta, backends, kernels, o.temp_bytes)) return fail("%s: %s", label.c_str(), e.message());
+    Result<Method> method = program.load_method(method_name, &memory.memory, &kernels, &backends, &trust);
+    if (!method.ok()) return fail("%s: %s", label.c_str(), method.error().message());
+    if (Error e = memory.give_outputs(*method, *meta)) return fail("%s: %s", label.c_str(), e.message());
+    if (Error e = cases->set_inputs(*method, c)) return fail("%s", e.message());
+    method->set_seed(o.seed);
+    if (Error e = method->execute()) {
+      std::printf("  %s: FAIL: %s\n", label.c_str(), e.message());
+      continue;
+    }
+    std::vector<BundledOutputCheck> checks(cases->num_outputs(c));
+    Result<bool> ok = cases->check_outputs(*method, c, Span<BundledOutputCheck>(checks.data(), checks.size()));
+    if (!ok.ok()) return fail("%s: %s", label.c_str(), ok.error().message());
+    std::printf("  %s: %s (atol %g, rtol %g)\n", label.c_str(), ok.get() ? "pass" : "FAIL", cases->atol(c),
+                cases->rtol(c));
+    for (size_t k = 0; k < checks.size(); ++k) {
+      const BundledOutputCheck& check = checks[k];
+      if (check.problem[0] != '\0') {
+        std::printf("    output %zu: %s\n", k, check.problem);
+        continue;
+      }
+      const Tensor& t = method->output(k).to_tensor();
+      std::string line;
+      char numbers[200];
+      std::snprintf(numbers, sizeof(numbers), "%s: max abs error %.3g, %s of %s elements outside tolerance",
+                    format_sizes(t.dtype(), t.sizes(), static_cast<size_t>(t.dim())).c_str(), check.max_abs_error,
+                    tools::grouped(check.mismatched).c_str(), tools::grouped(check.numel).c_str());
+      line = numbers;
+      if (check.mismatched > 0) {
+        std::snprintf(numbers, sizeof(numbers), "; worst at %s: %.7g, expected %.7g",
+                      unflatten(check.worst_index, t.sizes(), static_cast<size_t>(t.dim())).c_str(), check.worst_actual,
+                      check.worst_expected);
+        line += numbers;
+      }
+      std::printf("    output %zu %s\n", k, line.c_str());
+    }
+    if (ok.get()) ++passed;
+  }
+  if (ran == 0) return fail("%s has no bundled test case for method '%s'", o.model, o.method);
+  std::printf("verify: %zu of %zu case%s passed\n", passed, ran, ran == 1 ? "" : "s");
+  return passed == ran ? 0 : kExitError;
+}
+
 // One method input, owned here until the run ends.
 struct Input {
   ScalarType dtype;
@@ -491,6 +637,26 @@ int run(const Options& o) {
   }
   Result<Program> program = Program::load(loader.get());
   if (!program.ok()) return fail("%s: %s", o.model, program.error().message());
+
+  // ---- Kernels, backends, trust in native code (--allow-native, --trusted-key; native_code.h) ----
+  std::unique_ptr<KernelRegistry> kernels(new KernelRegistry());
+  if (Error e = register_prim_kernels(*kernels)) return fail("registering kernels: %s", e.message());
+  if (Error e = register_portable_kernels(*kernels)) return fail("registering kernels: %s", e.message());
+  BackendRegistry backends;
+  BackendOptions backend_options;
+  backend_options.threads = static_cast<int>(o.backend_threads);
+  if (Error e = register_backends(backends, backend_options)) return fail("%s", e.message());
+  std::vector<TrustedKey> trusted_keys(o.trusted_keys.size());
+  for (size_t i = 0; i < o.trusted_keys.size(); ++i) {
+    if (Error e = read_trusted_key(o.trusted_keys[i], &trusted_keys[i])) return fail("%s", e.message());
+  }
+  NativeCodeTrust trust;
+  trust.allow_native_code = o.allow_native;
+  trust.trusted_keys = Span<const TrustedKey>(trusted_keys.data(), trusted_keys.size());
+  if (o.verify) {
+    std::printf("program: %s (%s bytes): its bundled test cases\n", o.model, tools::grouped(loader->size()).c_str());
+    return verify(o, *program, *kernels, backends, trust);
+  }
 
   std::string methods;
   const char* method_name = o.method;
@@ -537,19 +703,12 @@ int run(const Options& o) {
   }
 
   // ---- Kernels ----
-  std::unique_ptr<KernelRegistry> kernels(new KernelRegistry());
-  if (Error e = register_prim_kernels(*kernels)) return fail("registering kernels: %s", e.message());
-  if (Error e = register_portable_kernels(*kernels)) return fail("registering kernels: %s", e.message());
 #ifdef ETMLIR_SELECTIVE_BUILD
   std::printf("kernels: %zu registered (selective build of %zu operators)\n", kernels->size(),
               sizeof(detail::kSelectedOperators) / sizeof(detail::kSelectedOperators[0]));
 #else
   std::printf("kernels: %zu registered (all portable kernels)\n", kernels->size());
 #endif
-  BackendRegistry backends;
-  BackendOptions backend_options;
-  backend_options.threads = static_cast<int>(o.backend_threads);
-  if (Error e = register_backends(backends, backend_options)) return fail("%s", e.message());
 
   // ---- Inputs (read and checked before any memory is planned) ----
   std::vector<Input> inputs;
@@ -596,55 +755,12 @@ int run(const Options& o) {
   }
 
   // ---- Memory: everything the method will use, allocated now ----
-  // The method's tables plus what its delegates' backends keep (their state, arenas).
-  Result<size_t> method_allocator_bytes = meta->method_allocator_bytes(&backends, kernels.get());
-  if (!method_allocator_bytes.ok()) return fail("%s", method_allocator_bytes.error().message());
-  size_t method_bytes = method_allocator_bytes.get();
-  Buffer method_buffer = allocate_aligned(method_bytes);
-  if (!method_buffer) return fail("out of memory for the method allocator (%zu bytes)", method_bytes);
-  Buffer temp_buffer = allocate_aligned(static_cast<size_t>(o.temp_bytes));
-  if (!temp_buffer)
-    return fail("cannot allocate the temp allocator's %s bytes (--temp-bytes): out of memory", tools::grouped(o.temp_bytes).c_str());
-  MemoryAllocator method_allocator(method_buffer.get(), method_bytes);
-  MemoryAllocator temp_allocator(temp_buffer.get(), static_cast<size_t>(o.temp_bytes));
-  std::vector<Buffer> arenas;
-  std::vector<Span<uint8_t>> arena_spans;
-  std::string memory_line = "method allocator " + tools::grouped(method_bytes) + " B";
-  for (size_t i = 0; i < meta->num_arenas(); ++i) {
-    size_t size = static_cast<size_t>(meta->arena_size(i));
-    arenas.push_back(allocate_aligned(size));
-    if (!arenas.back()) return fail("out of memory for arena %zu (%zu bytes)", i, size);
-    arena_spans.emplace_back(arenas.back().get(), size);
-    memory_line += ", arena " + std::to_string(i) + " '" + meta->arena_name(i) + "' " + tools::grouped(size) + " B";
-  }
-  memory_line += ", temp " + tools::grouped(o.temp_bytes) + " B";
-  std::printf("memory (allocated before execute): %s\n", memory_line.c_str());
-  MemoryManager memory;
-  memory.method_allocator = &method_allocator;
-  memory.planned_arenas = Span<Span<uint8_t>>(arena_spans.data(), arena_spans.size());
-  memory.temp_allocator = &temp_allocator;
-
-  // ---- Trust in native code (native_code.h): --allow-native, --trusted-key ----
-  std::vector<TrustedKey> trusted_keys(o.trusted_keys.size());
-  for (size_t i = 0; i < o.trusted_keys.size(); ++i) {
-    if (Error e = read_trusted_key(o.trusted_keys[i], &trusted_keys[i])) return fail("%s", e.message());
-  }
-  NativeCodeTrust trust;
-  trust.allow_native_code = o.allow_native;
-  trust.trusted_keys = Span<const TrustedKey>(trusted_keys.data(), trusted_keys.size());
-
-  Result<Method> method = program->load_method(method_name, &memory, kernels.get(), &backends, &trust);
+  MethodMemory memory;
+  if (Error e = memory.allocate(*meta, backends, *kernels, o.temp_bytes)) return fail("%s", e.message());
+  std::printf("memory (allocated before execute): %s\n", memory.summary.c_str());
+  Result<Method> method = program->load_method(method_name, &memory.memory, kernels.get(), &backends, &trust);
   if (!method.ok()) return fail("%s", method.error().message());
-  std::vector<Buffer> output_buffers;
-  for (size_t i = 0; i < meta->num_outputs(); ++i) {
-    MethodMeta::TensorInfo info;
-    if (!meta->output_tensor(i, &info) || info.planned) continue;
-    size_t n = element_size(info.dtype);
-    for (int32_t d = 0; d < info.dim; ++d) n *= static_cast<size_t>(info.sizes[d]);
-    output_buffers.push_back(allocate_aligned(n));
-    if (!output_buffers.back()) return fail("out of memory for output %zu (%zu bytes)", i, n);
-    if (Error e = method->set_output_buffer(i, output_buffers.back().get(), n)) return fail("%s", e.message());
-  }
+  if (Error e = memory.give_outputs(*method, *meta)) return fail("%s", e.message());
 
   // ---- Run ----
   // Inputs are set before every execute (outside the timed region): a planned

@@ -38,6 +38,7 @@
 
 #include "etmlir/register_backends.h"
 #include "etmlir/runtime/backend.h"
+#include "etmlir/runtime/bundled.h"
 #include "etmlir/runtime/data_loader.h"
 #include "etmlir/runtime/generator.h"
 #include "etmlir/runtime/kernel.h"
@@ -313,6 +314,33 @@ class PyProgram {
 
   Program& program() { return *program_; }
   const NativeCodeTrust* trust() const { return &trust_; }
+
+  // The bundled test cases (bundled.h), loaded and checked on first use.
+  const BundledCases& bundled() {
+    if (!bundled_) {
+      Result<BundledCases> cases = BundledCases::load(*program_);
+      if (!cases.ok()) raise(cases.error());
+      bundled_ = std::make_unique<BundledCases>(static_cast<BundledCases&&>(cases.get()));
+    }
+    return *bundled_;
+  }
+
+  // [{"method", "name", "atol", "rtol", "num_inputs", "num_outputs"}, ...]
+  nb::list bundled_cases() {
+    const BundledCases& cases = bundled();
+    nb::list out;
+    for (size_t c = 0; c < cases.size(); ++c) {
+      nb::dict d;
+      d["method"] = valid_utf8(cases.method(c));
+      d["name"] = valid_utf8(cases.name(c));
+      d["atol"] = cases.atol(c);
+      d["rtol"] = cases.rtol(c);
+      d["num_inputs"] = cases.num_inputs(c);
+      d["num_outputs"] = cases.num_outputs(c);
+      out.append(d);
+    }
+    return out;
+  }
   bool allow_native_code() const { return trust_.allow_native_code; }
 
   // Hex SHA-256 of the program's bytes (what a trace file names it by), computed once.
@@ -351,6 +379,7 @@ class PyProgram {
   std::unique_ptr<BufferDataLoader> loader_;
   std::unique_ptr<MmapDataLoader> mmap_;
   std::unique_ptr<Program> program_;
+  std::unique_ptr<BundledCases> bundled_;  // after program_: destroyed before it
   std::vector<TrustedKey> keys_;
   NativeCodeTrust trust_;
   std::string sha256_;
@@ -401,6 +430,49 @@ class PyMethod {
   }
 
   size_t num_inputs() const { return method_->num_inputs(); }
+
+  // Runs bundled test case `c` (it must be for this method): {"passed", "error" (the execute()
+  // failure's message, or None), "outputs": [{"passed", "problem", "numel", "mismatched",
+  // "max_abs_error", "worst_index", "worst_actual", "worst_expected", "actual"}, ...]}.
+  nb::dict verify_bundled(size_t c) {
+    Busy busy(this, "verify_bundled");
+    const BundledCases& cases = program_->bundled();
+    if (Error e = cases.set_inputs(*method_, c)) raise(e);
+    Error error;
+    {
+      nb::gil_scoped_release release;
+      error = method_->execute();
+    }
+    nb::dict d;
+    nb::list outputs;
+    d["outputs"] = outputs;
+    if (error) {
+      d["passed"] = false;
+      d["error"] = valid_utf8(error.message());
+      return d;
+    }
+    d["error"] = nb::none();
+    std::vector<BundledOutputCheck> checks(cases.num_outputs(c));
+    Result<bool> passed = cases.check_outputs(*method_, c, Span<BundledOutputCheck>(checks.data(), checks.size()));
+    if (!passed.ok()) raise(passed.error());
+    d["passed"] = passed.get();
+    for (size_t o = 0; o < checks.size(); ++o) {
+      const BundledOutputCheck& k = checks[o];
+      nb::dict out;
+      out["passed"] = k.passed;
+      out["problem"] = valid_utf8(k.problem);
+      out["numel"] = k.numel;
+      out["mismatched"] = k.mismatched;
+      out["max_abs_error"] = k.max_abs_error;
+      out["worst_index"] = k.worst_index;
+      out["worst_actual"] = k.worst_actual;
+      out["worst_expected"] = k.worst_expected;
+      out["actual"] = evalue_to_python(method_->output(o));
+      outputs.append(out);
+    }
+    return d;
+  }
+
   void set_seed(uint64_t seed) {
     Busy busy(this, "set_seed");
     method_->set_seed(seed);
@@ -876,6 +948,7 @@ NB_MODULE(_runtime, m) {
                   nb::arg("trusted_keys") = std::vector<nb::bytes>())
       .def("allow_native_code", &PyProgram::allow_native_code)
       .def("method_names", &PyProgram::method_names)
+      .def("bundled_cases", &PyProgram::bundled_cases)
       .def("method_meta", &PyProgram::method_meta);
 
   nb::class_<PyMethod>(m, "Method")
@@ -884,6 +957,7 @@ NB_MODULE(_runtime, m) {
       .def("set_seed", &PyMethod::set_seed, nb::arg("seed"))
       .def("seed", &PyMethod::seed)
       .def("run", &PyMethod::run)
+      .def("verify_bundled", &PyMethod::verify_bundled, nb::arg("case_index"))
       .def("time_runs", &PyMethod::time_runs)
       .def("profile", &PyMethod::profile)
       .def("temp_peak", &PyMethod::temp_peak)

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "etmlir/runtime/backend.h"
+#include "etmlir/runtime/bundled.h"
 #include "etmlir/runtime/data_loader.h"
 #include "etmlir/runtime/method.h"
 #include "etmlir/runtime/program.h"
@@ -406,6 +407,12 @@ TEST_P(FuzzLoad, MutatedProgramsGiveErrorsNotCrashes) {
       }
       for (uint32_t handle = 0; handle < 64; ++handle) (void)program->debug_location(0, handle);
       EXPECT_EQ(program->method_meta("no such method").error().code(), ErrorCode::NotFound);
+      // Bundled test cases (bundled_mlp.pte): read and checked, or refused with a message.
+      Result<BundledCases> cases = BundledCases::load(*program);
+      if (!cases.ok() && !error_is_well_formed(cases.error())) ++stats.errors_without_message;
+      if (cases.ok()) {
+        for (size_t c = 0; c < cases->size(); ++c) (void)cases->name(c), (void)cases->method(c);
+      }
       outcome = run_method(*program, 0, kernels, backends, &temp, rng, &stats);
       for (size_t m = 1; m < program->num_methods() && m < 4; ++m) {
         run_method(*program, m, kernels, backends, &temp, rng, &stats);
@@ -470,7 +477,7 @@ TEST_P(FuzzLoad, MutatedProgramsGiveErrorsNotCrashes) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FuzzLoad,
                          ::testing::Values("mlp.pte", "seed_cnn.pte", "dynamic.pte", "delegate.pte",
-                                           "nested_lookup.pte", "nested_dynamic.pte"),
+                                           "nested_lookup.pte", "nested_dynamic.pte", "bundled_mlp.pte"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            return name.substr(0, name.find('.'));

@@ -22,6 +22,8 @@
                                       debug handle 1000 at outer.py:7
     OUTDIR/nested_mlp_no_live_out.pte the call passes the live-in only (the backend must refuse it)
     OUTDIR/nested_junk.pte            backend "nested" with payload "opaque bytes" (init must fail)
+    OUTDIR/bundled_mlp.pte            mlp.pte with two bundled test cases (etmlir.devtools.bundle): 'eager'
+                                      (eager's outputs, atol/rtol 1e-4) and 'wrong' (eager's + 0.5)
     OUTDIR/counter.pte                float32[4] -> x * n after n += 1, with n (float32[4], zeros) the
                                       method's state (Method.state)
 
@@ -131,6 +133,14 @@ def write_zoo_fixture(name: str, out: Path) -> None:
         print(f"[make_fixtures] {out / (name + '_unplanned_io.pte')}")
     (x,) = args
     write_reference(name, model, x, out)
+    if name == "mlp":  # bundled test cases: eager's outputs, and a case whose expected outputs are wrong
+        from etmlir import devtools
+        with torch.no_grad():
+            y = model(x)
+        data = devtools.bundle(out / "mlp.pte", (x,), y, atol=1e-4, rtol=1e-4, name="eager")
+        data = devtools.bundle(data, (x,), y + 0.5, atol=1e-4, rtol=1e-4, name="wrong")
+        (out / "bundled_mlp.pte").write_bytes(data)
+        print(f"[make_fixtures] {out / 'bundled_mlp.pte'}")
 
 
 def write_delegate_fixture(out: Path) -> None:

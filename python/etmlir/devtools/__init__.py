@@ -1,5 +1,6 @@
 """Developer tools: reference evaluation, reports and inspectors."""
 
+from etmlir.devtools.bundled import BundledCase, BundleError, bundle, bundled_cases
 from etmlir.devtools.compare import CompareError, Comparison, Divergence, OpComparison, compare
 from etmlir.devtools.delegation_info import (BackendCounts, DelegatedSubgraph, DelegationInfo, NotDelegatedOp,
                                              delegation_info)
@@ -11,3 +12,4 @@ __all__ = ["BackendCounts", "DelegatedSubgraph", "DelegationInfo", "NotDelegated
 __all__ += ["LoadabilityReport", "ManifestError", "NotLoadableError", "Problem", "check_loadable", "load_manifest"]
 __all__ += ["CompareError", "Comparison", "Divergence", "OpComparison", "compare"]
 __all__ += ["Inspector", "InspectorError", "LatencyCheck", "latency_check"]
+__all__ += ["BundledCase", "BundleError", "bundle", "bundled_cases"]

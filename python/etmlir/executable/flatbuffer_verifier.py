@@ -87,8 +87,11 @@ TABLES = {
                ("output_structure", "TreeNode"), ("arg_names", "[string]"), ("state", "[State]")],
     "State": [("name", "string"), ("value", "int")],
     "Segment": [("offset", "ulong"), ("size", "ulong")],
+    "BundledTensor": [("scalar_type", "ScalarType"), ("sizes", "[long]"), ("data", "DataLocation")],
+    "BundledCase": [("method", "string"), ("name", "string"), ("inputs", "[BundledTensor]"),
+                    ("expected_outputs", "[BundledTensor]"), ("atol", "double"), ("rtol", "double")],
     "Program": [("version", "uint"), ("methods", "[Method]"), ("segments", "[Segment]"),
-                ("constant_segment", "uint")],
+                ("constant_segment", "uint"), ("bundled_cases", "[BundledCase]")],
 }
 ROOT = "Program"
 

@@ -96,7 +96,7 @@ DEFAULT_TEMP_BYTES = 64 << 20
 # The seed of a method's random generator until set_seed (Generator::kDefaultSeed).
 DEFAULT_SEED = _runtime.default_seed()
 
-__all__ = ["Capture", "DEFAULT_SEED", "Error", "Method", "Trace", "TraceEvent", "load_trace", "Program", "TensorSpec", "backend_counter", "backend_threads",
+__all__ = ["CaseResult", "OutputCheck", "Capture", "DEFAULT_SEED", "Error", "Method", "Trace", "TraceEvent", "load_trace", "Program", "TensorSpec", "backend_counter", "backend_threads",
            "compiled_backends", "cpu_heap_fallbacks", "cpu_threads", "load", "manifest", "set_backend_threads",
            "set_cpu_threads", "shipped_manifest_path"]
 
@@ -355,6 +355,48 @@ class Method:
         return f"Method({self.name}: ({ins}) -> ({outs}))"
 
 
+@dataclass(frozen=True)
+class OutputCheck:
+    """One output of a bundled test case against its expected value (bundled.h, BundledOutputCheck)."""
+
+    passed: bool
+    problem: str            # non-empty when it could not be compared (another dtype or shape)
+    numel: int
+    mismatched: int         # elements outside atol + rtol * |expected|
+    max_abs_error: float
+    worst_index: int        # flat index of the element furthest outside its tolerance
+    worst_actual: float
+    worst_expected: float
+    actual: Any             # the output the method gave
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """What one bundled test case gave (Program.verify)."""
+
+    index: int
+    method: str
+    name: str
+    atol: float
+    rtol: float
+    passed: bool
+    error: str | None       # execute() failed: its message (outputs is then empty)
+    outputs: tuple[OutputCheck, ...]
+
+    def __str__(self) -> str:
+        label = f"case {self.index}{f' {self.name!r}' if self.name else ''} (method '{self.method}')"
+        if self.error is not None:
+            return f"{label}: FAIL: {self.error}"
+        lines = [f"{label}: {'pass' if self.passed else 'FAIL'} (atol {self.atol:g}, rtol {self.rtol:g})"]
+        for i, o in enumerate(self.outputs):
+            detail = o.problem or (f"max abs error {o.max_abs_error:.3g}, {o.mismatched:,} of {o.numel:,} elements "
+                                   f"outside tolerance")
+            if o.mismatched:
+                detail += f"; worst at flat index {o.worst_index}: {o.worst_actual:.7g}, expected {o.worst_expected:.7g}"
+            lines.append(f"  output {i}: {detail}")
+        return "\n".join(lines)
+
+
 class Program:
     """A verified `.pte` in memory (or mapped from its file)."""
 
@@ -375,6 +417,29 @@ class Program:
         """Loads method `name` with its own memory (arenas, temp): a new Method on every call, so one
         per thread runs in parallel with the others."""
         return Method(self, name, temp_bytes)
+
+    def verify(self, method: str | None = None) -> list[CaseResult]:
+        """Runs the test cases a bundled program carries (etmlir.devtools.bundle), each on a freshly
+        loaded method, as `et-run --verify` does (the C++ API of include/etmlir/runtime/bundled.h).
+
+        Returns one CaseResult per case (of `method`, when given); `all(r.passed for r in ...)` says
+        whether the program passed. Raises Error when it carries no cases (or none for `method`),
+        or when they are malformed.
+        """
+        cases = list(self._native.bundled_cases())
+        if not cases:
+            raise Error(f"{self.source} carries no bundled test cases (add them with etmlir.devtools.bundle)")
+        results: list[CaseResult] = []
+        for index, case in enumerate(cases):
+            if method is not None and case["method"] != method:
+                continue
+            outcome = self.method(case["method"])._native.verify_bundled(index)
+            outputs = tuple(OutputCheck(**o) for o in outcome["outputs"])
+            results.append(CaseResult(index, case["method"], case["name"], case["atol"], case["rtol"],
+                                      outcome["passed"], outcome["error"], outputs))
+        if not results:
+            raise Error(f"{self.source} has no bundled test case for method '{method}'")
+        return results
 
     def _structure(self, method: str) -> IOStructure | None:
         """The call structure of `method` (None: flat), read once per program from the FlatBuffer."""

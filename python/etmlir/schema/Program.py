@@ -92,7 +92,32 @@ class Program(object):
             return self._tab.Get(flatbuffers.number_types.Uint32Flags, o + self._tab.Pos)
         return 0
 
-def ProgramStart(builder): builder.StartObject(4)
+    # Program
+    def BundledCases(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from etmlir.schema.BundledCase import BundledCase
+            obj = BundledCase()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Program
+    def BundledCasesLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Program
+    def BundledCasesIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        return o == 0
+
+def ProgramStart(builder): builder.StartObject(5)
 def Start(builder):
     return ProgramStart(builder)
 def ProgramAddVersion(builder, version): builder.PrependUint32Slot(0, version, 0)
@@ -113,9 +138,16 @@ def StartSegmentsVector(builder, numElems):
 def ProgramAddConstantSegment(builder, constantSegment): builder.PrependUint32Slot(3, constantSegment, 0)
 def AddConstantSegment(builder, constantSegment):
     return ProgramAddConstantSegment(builder, constantSegment)
+def ProgramAddBundledCases(builder, bundledCases): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(bundledCases), 0)
+def AddBundledCases(builder, bundledCases):
+    return ProgramAddBundledCases(builder, bundledCases)
+def ProgramStartBundledCasesVector(builder, numElems): return builder.StartVector(4, numElems, 4)
+def StartBundledCasesVector(builder, numElems):
+    return ProgramStartBundledCasesVector(builder, numElems)
 def ProgramEnd(builder): return builder.EndObject()
 def End(builder):
     return ProgramEnd(builder)
+import etmlir.schema.BundledCase
 import etmlir.schema.Method
 import etmlir.schema.Segment
 try:
@@ -131,6 +163,7 @@ class ProgramT(object):
         self.methods = None  # type: List[etmlir.schema.Method.MethodT]
         self.segments = None  # type: List[etmlir.schema.Segment.SegmentT]
         self.constantSegment = 0  # type: int
+        self.bundledCases = None  # type: List[etmlir.schema.BundledCase.BundledCaseT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -166,6 +199,14 @@ class ProgramT(object):
                     segment_ = etmlir.schema.Segment.SegmentT.InitFromObj(program.Segments(i))
                     self.segments.append(segment_)
         self.constantSegment = program.ConstantSegment()
+        if not program.BundledCasesIsNone():
+            self.bundledCases = []
+            for i in range(program.BundledCasesLength()):
+                if program.BundledCases(i) is None:
+                    self.bundledCases.append(None)
+                else:
+                    bundledCase_ = etmlir.schema.BundledCase.BundledCaseT.InitFromObj(program.BundledCases(i))
+                    self.bundledCases.append(bundledCase_)
 
     # ProgramT
     def Pack(self, builder):
@@ -185,6 +226,14 @@ class ProgramT(object):
             for i in reversed(range(len(self.segments))):
                 builder.PrependUOffsetTRelative(segmentslist[i])
             segments = builder.EndVector()
+        if self.bundledCases is not None:
+            bundledCaseslist = []
+            for i in range(len(self.bundledCases)):
+                bundledCaseslist.append(self.bundledCases[i].Pack(builder))
+            ProgramStartBundledCasesVector(builder, len(self.bundledCases))
+            for i in reversed(range(len(self.bundledCases))):
+                builder.PrependUOffsetTRelative(bundledCaseslist[i])
+            bundledCases = builder.EndVector()
         ProgramStart(builder)
         ProgramAddVersion(builder, self.version)
         if self.methods is not None:
@@ -192,5 +241,7 @@ class ProgramT(object):
         if self.segments is not None:
             ProgramAddSegments(builder, segments)
         ProgramAddConstantSegment(builder, self.constantSegment)
+        if self.bundledCases is not None:
+            ProgramAddBundledCases(builder, bundledCases)
         program = ProgramEnd(builder)
         return program

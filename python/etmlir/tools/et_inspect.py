@@ -177,9 +177,23 @@ def describe(data: bytes, name: str = "<buffer>", max_instructions: int = 60, sh
     segments = program.segments or []
     out.append(f"segments: {len(segments)} (base offset {header.segment_base_offset:,}, "
                f"aligned to {header.segment_alignment})")
+    cases = program.bundledCases or []
+    case_segments = {t.data.segment for c in cases for t in (c.inputs or []) + (c.expectedOutputs or [])
+                     if t.data is not None}
     for i, segment in enumerate(segments):
-        role = "constants" if i == program.constantSegment else "delegate payload"
-        out.append(f"  {i}: {role:<16} offset {segment.offset:>12,}  size {segment.size:>12,}")
+        role = ("constants" if i == program.constantSegment else "bundled test data" if i in case_segments
+                else "delegate payload")
+        out.append(f"  {i}: {role:<17} offset {segment.offset:>12,}  size {segment.size:>12,}")
+    if cases:  # a bundled program (etmlir.devtools.bundle): et-run --verify runs them
+        out.append(f"bundled test cases: {len(cases)} (et-run --verify runs them)")
+        for i, case in enumerate(cases):
+            label = f" '{_text(case.name)}'" if case.name else ""
+
+            def shapes(tensors: object) -> str:
+                return ", ".join(f"{SCALAR_TYPE_NAMES.get(t.scalarType, f'type {t.scalarType}')}"
+                                 f"{list(_ints(t.sizes))}" for t in (tensors or []))
+            out.append(f"  {i}{label}: method '{_text(case.method)}', inputs ({shapes(case.inputs)}) -> expected "
+                       f"({shapes(case.expectedOutputs)}), atol {case.atol:g}, rtol {case.rtol:g}")
     for method in program.methods or []:
         values = method.values or []
         instructions = method.instructions or []
