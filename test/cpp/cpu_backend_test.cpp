@@ -30,6 +30,7 @@
 #include "etmlir/runtime/backend.h"
 #include "etmlir/runtime/payload_header.h"
 #include "etmlir/runtime/data_loader.h"
+#include "etmlir/runtime/event_tracer.h"
 #include "etmlir/runtime/method.h"
 #include "etmlir/runtime/program.h"
 #include "test_util.h"
@@ -250,6 +251,57 @@ TEST_F(CpuBackendTest, DynamicOutputIsResizedToWhatTheShapesEntryWrites) {
     EXPECT_EQ(out.tensor.size(1), 4);
     for (int64_t i = 0; i < rows * 4; ++i) EXPECT_EQ(out.at<float>()[i], 2.f * (static_cast<float>(i) - 3.f)) << i;
   }
+}
+
+// A failed run-time check inside the payload (et-cpu-report-failures) is an error naming the
+// check, with the edge op's handle in the context; the arena is reset and the delegate works again.
+// With a tracer, each region is one DelegateOp event, and a failure closes the open one.
+TEST_F(CpuBackendTest, AFailedCheckIsAnErrorWithItsHandleAndRegionsAreTraced) {
+  CpuPayloadHeader h;
+  h.entry = "checked";
+  h.shapes_entry = "scale2_shapes";
+  h.inputs = {{ScalarType::Float, {-1, 4}}};
+  h.outputs = {{ScalarType::Float, {-1, 4}}};
+  h.arena_bytes = 4096;
+  Result<DelegateHandle> handle = init(test::write_cpu_payload(h, so_));
+  ASSERT_TRUE(handle.ok()) << handle.error().message();
+  Delegate d(backend(), handle.get());
+  OwnedTensor out(ScalarType::Float, {8, 4}, 32, {8, 4});
+  TraceEvent events[16];
+  EventTracer tracer{Span<TraceEvent>(events, 16)};
+  for (int round = 0; round < 3; ++round) {
+    OwnedTensor bad(ScalarType::Float, {5, 4}, 20);
+    std::vector<EValue*> args = {&bad.value, &out.value};
+    BackendExecuteContext context{nullptr, 0};
+    context.tracer = round == 2 ? &tracer : nullptr;
+    context.delegate_index = 3;
+    Error e = backend()->execute(context, d.handle, Span<EValue*>(args.data(), args.size()));
+    EXPECT_EQ(e.code(), ErrorCode::KernelFailed);
+    EXPECT_STREQ(e.message(), "cpu delegate 0: rows above 3");
+    EXPECT_EQ(context.failed_debug_handle, 12u);
+  }
+  // Regions 1 and 2 of the failed traced run, both closed.
+  ASSERT_EQ(tracer.events().size(), 2u);
+  EXPECT_EQ(events[0].payload_id, 1u);
+  EXPECT_EQ(events[0].debug_handle, 11u);
+  EXPECT_EQ(events[1].payload_id, 2u);
+  EXPECT_EQ(events[1].debug_handle, 12u);
+  for (const TraceEvent& event : tracer.events()) {
+    EXPECT_EQ(event.kind, TraceEventKind::DelegateOp);
+    EXPECT_EQ(event.delegate, 3u);
+    EXPECT_GE(event.end_ns, event.start_ns);
+    EXPECT_NE(event.end_ns, 0u);
+  }
+  OwnedTensor x(ScalarType::Float, {3, 4}, 12);
+  for (int i = 0; i < 12; ++i) x.at<float>()[i] = static_cast<float>(i);
+  tracer.reset();
+  std::vector<EValue*> args = {&x.value, &out.value};
+  BackendExecuteContext context{nullptr, 0};
+  context.tracer = &tracer;
+  ASSERT_FALSE(backend()->execute(context, d.handle, Span<EValue*>(args.data(), args.size())));
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(out.at<float>()[i], 2.f * static_cast<float>(i));
+  EXPECT_EQ(tracer.events().size(), 2u);
+  EXPECT_EQ(cpu_backend_stats(d.handle).heap_fallbacks, 0u);  // the failed runs' scratch was given back
 }
 
 class CpuThreads : public CpuBackendTest, public ::testing::WithParamInterface<int> {};
