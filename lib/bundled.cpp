@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "etmlir/runtime/evalue.h"
+#include "etmlir/runtime/half.h"
 #include "etmlir/runtime/method.h"
 #include "etmlir/runtime/program.h"
 #include "pte_format.h"
@@ -30,32 +31,6 @@ const schema::BundledTensor* tensor_at(const schema::BundledCase& c, bool input,
   return list->Get(static_cast<flatbuffers::uoffset_t>(i));
 }
 
-float half_to_float(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exponent = (h >> 10) & 0x1Fu;
-  uint32_t mantissa = h & 0x3FFu;
-  uint32_t bits;
-  if (exponent == 0) {
-    if (mantissa == 0) {
-      bits = sign;
-    } else {  // subnormal: normalise
-      exponent = 127 - 15 + 1;
-      while ((mantissa & 0x400u) == 0) {
-        mantissa <<= 1;
-        --exponent;
-      }
-      bits = sign | (exponent << 23) | ((mantissa & 0x3FFu) << 13);
-    }
-  } else if (exponent == 0x1F) {
-    bits = sign | 0x7F800000u | (mantissa << 13);
-  } else {
-    bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
 // Element `i` of a contiguous buffer of `dtype`, as a double.
 double element(ScalarType dtype, const uint8_t* data, uint64_t i) {
   const uint8_t* at = data + i * element_size(dtype);
@@ -67,14 +42,7 @@ double element(ScalarType dtype, const uint8_t* data, uint64_t i) {
     case ScalarType::Int32: { int32_t v; std::memcpy(&v, at, 4); return v; }
     case ScalarType::Int64: { int64_t v; std::memcpy(&v, at, 8); return static_cast<double>(v); }
     case ScalarType::Half: { uint16_t v; std::memcpy(&v, at, 2); return half_to_float(v); }
-    case ScalarType::BFloat16: {
-      uint16_t v;
-      std::memcpy(&v, at, 2);
-      uint32_t bits = static_cast<uint32_t>(v) << 16;
-      float f;
-      std::memcpy(&f, &bits, 4);
-      return f;
-    }
+    case ScalarType::BFloat16: { uint16_t v; std::memcpy(&v, at, 2); return bfloat16_to_float(v); }
     case ScalarType::Float: { float v; std::memcpy(&v, at, 4); return v; }
     case ScalarType::Double: { double v; std::memcpy(&v, at, 8); return v; }
   }

@@ -51,6 +51,7 @@
 #include "etmlir/runtime/bundled.h"
 #include "etmlir/runtime/data_loader.h"
 #include "etmlir/runtime/event_tracer.h"
+#include "etmlir/runtime/half.h"
 #include "etmlir/runtime/kernel.h"
 #include "etmlir/runtime/method.h"
 #include "etmlir/runtime/native_code.h"
@@ -293,32 +294,8 @@ Buffer allocate_aligned(size_t size) {
 
 // ---- Values ------------------------------------------------------------------------
 
-float half_to_float(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  uint32_t exp = (h >> 10) & 0x1F;
-  uint32_t mant = h & 0x3FF;
-  uint32_t bits;
-  if (exp == 0x1F) {
-    bits = sign | 0x7F800000u | (mant << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {  // subnormal: normalize
-    exp = 113;
-    while ((mant & 0x400) == 0) {
-      mant <<= 1;
-      --exp;
-    }
-    bits = sign | (exp << 23) | ((mant & 0x3FF) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
 // Truncating float -> half for values in [-1, 1] (tiny ones flush to zero).
-uint16_t float_to_half(float f) {
+uint16_t float_to_half_truncating(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, sizeof(bits));
   uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000);
@@ -326,13 +303,6 @@ uint16_t float_to_half(float f) {
   if (exp <= 0) return sign;
   if (exp >= 31) return static_cast<uint16_t>(sign | 0x7C00);
   return static_cast<uint16_t>(sign | (exp << 10) | ((bits >> 13) & 0x3FF));
-}
-
-float bf16_to_float(uint16_t h) {
-  uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
 }
 
 // Element `i` of `data` as text (floats with 7 significant digits).
@@ -345,7 +315,7 @@ std::string format_element(ScalarType dtype, const void* data, size_t i) {
       std::snprintf(buffer, sizeof(buffer), "%.5g", half_to_float(static_cast<const uint16_t*>(data)[i]));
       break;
     case ScalarType::BFloat16:
-      std::snprintf(buffer, sizeof(buffer), "%.4g", bf16_to_float(static_cast<const uint16_t*>(data)[i]));
+      std::snprintf(buffer, sizeof(buffer), "%.4g", bfloat16_to_float(static_cast<const uint16_t*>(data)[i]));
       break;
     case ScalarType::Int64:
       std::snprintf(buffer, sizeof(buffer), "%" PRId64, static_cast<const int64_t*>(data)[i]);
@@ -425,7 +395,7 @@ void fill_random(ScalarType dtype, void* data, size_t numel, uint64_t int_bound,
     switch (dtype) {
       case ScalarType::Float: static_cast<float*>(data)[i] = static_cast<float>(rng.unit()); break;
       case ScalarType::Double: static_cast<double*>(data)[i] = rng.unit(); break;
-      case ScalarType::Half: static_cast<uint16_t*>(data)[i] = float_to_half(static_cast<float>(rng.unit())); break;
+      case ScalarType::Half: static_cast<uint16_t*>(data)[i] = float_to_half_truncating(static_cast<float>(rng.unit())); break;
       case ScalarType::BFloat16: {
         float f = static_cast<float>(rng.unit());
         uint32_t bits;

@@ -121,18 +121,19 @@ def bundle(program: Any, inputs: Sequence[Any], expected_outputs: Any, atol: flo
     methods = [m.name.decode() if isinstance(m.name, bytes) else m.name for m in f.program.methods or []]
     if method not in methods:
         raise BundleError(f"the program has no method '{method}' (methods: {', '.join(methods) or 'none'})")
-    flat_inputs = _flat_inputs(data, method, inputs)
+    from etmlir import runtime
+    loaded = runtime.load(data, allow_native_code=False)  # the signature and call structure, read once
+    flat_inputs = _flat_inputs(loaded, method, inputs)
     arrays_in = [_array(v, f"input {i}") for i, v in enumerate(flat_inputs)]
     arrays_out = [_array(v, f"expected output {i}") for i, v in enumerate(_flat_outputs(expected_outputs))]
-    _check_signature(data, method, arrays_in, arrays_out)
+    _check_signature(loaded._native.method_meta(method), method, arrays_in, arrays_out)
     return _append_case(f, method, name, arrays_in, arrays_out, float(atol), float(rtol))
 
 
-def _flat_inputs(data: bytes, method: str, inputs: Sequence[Any]) -> list[Any]:
-    from etmlir import runtime
+def _flat_inputs(loaded: Any, method: str, inputs: Sequence[Any]) -> list[Any]:
+    """`inputs` flattened by the method's call structure (runtime.Program `loaded`), when it has one."""
     if not isinstance(inputs, (list, tuple)):
         raise BundleError(f"inputs are a tuple or list of the method's inputs, got {type(inputs).__name__}")
-    loaded = runtime.load(data, allow_native_code=False)
     structure = loaded._structure(method)
     meta = loaded._native.method_meta(method)
     if structure is None or structure.flat_inputs(len(meta["inputs"])):
@@ -143,10 +144,9 @@ def _flat_inputs(data: bytes, method: str, inputs: Sequence[Any]) -> list[Any]:
         raise BundleError(f"inputs do not match method '{method}''s call structure: {error}") from None
 
 
-def _check_signature(data: bytes, method: str, arrays_in: list[tuple[np.ndarray, str]],
+def _check_signature(meta: dict[str, Any], method: str, arrays_in: list[tuple[np.ndarray, str]],
                      arrays_out: list[tuple[np.ndarray, str]]) -> None:
-    from etmlir import runtime
-    meta = runtime.load(data, allow_native_code=False)._native.method_meta(method)
+    """Each array against the method's signature (`meta`: the runtime's method_meta)."""
     for kind, arrays, specs in (("input", arrays_in, meta["inputs"]), ("output", arrays_out, meta["outputs"])):
         if len(arrays) != len(specs):
             raise BundleError(f"method '{method}' has {len(specs)} {kind}s; the case gives {len(arrays)}")

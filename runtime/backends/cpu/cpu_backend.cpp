@@ -352,14 +352,18 @@ struct RegionTrace {
   uint32_t instruction = 0;
   uint16_t delegate = 0;
   uint32_t open = TraceEvent::kNoParent;
+
+  // Ends the open region's event, if any (at a region's end, the next one's begin, or a failure).
+  void close() {
+    if (open == TraceEvent::kNoParent) return;
+    tracer->end(open);
+    open = TraceEvent::kNoParent;
+  }
 };
 
 void on_region(void* ctx, int32_t region, int32_t debug_handle, int begin) {
   RegionTrace& trace = *static_cast<RegionTrace*>(ctx);
-  if (trace.open != TraceEvent::kNoParent) {  // a begin without an end closes the open one first
-    trace.tracer->end(trace.open);
-    trace.open = TraceEvent::kNoParent;
-  }
+  trace.close();
   if (begin)
     trace.open = trace.tracer->begin(TraceEventKind::DelegateOp, debug_handle > 0 ? static_cast<uint32_t>(debug_handle) : 0,
                                      trace.instruction, trace.delegate, region > 0 ? static_cast<uint32_t>(region) : 0);
@@ -743,16 +747,13 @@ void fill_descriptor(int64_t* words, const Tensor& t) {
 // Calls one of the payload's entry points. A failed run-time check (et-cpu-report-failures) comes
 // back as KernelFailed naming the check, with the edge op's debug handle in `context` (the method
 // turns it into a source line); the arena is reset, since the failed run's buffers stay allocated.
+// (A region the failure left open is closed by the RegionTraceScope around the call.)
 Error call_entry(CpuDelegate& d, EntryFn entry, void** args, BackendExecuteContext& context) {
   if (d.run == nullptr) {
     entry(args);
     return Error::ok();
   }
   if (d.run(entry, args) == 0) return Error::ok();
-  if (d.trace.open != TraceEvent::kNoParent) {
-    d.trace.tracer->end(d.trace.open);
-    d.trace.open = TraceEvent::kNoParent;
-  }
   d.reset_arena();
   int32_t failed = d.failed_handle();
   context.failed_debug_handle = failed > 0 ? static_cast<uint32_t>(failed) : 0;
@@ -768,13 +769,12 @@ class RegionTraceScope {
     d.trace.tracer = context.tracer;
     d.trace.instruction = context.instruction;
     d.trace.delegate = context.delegate_index;
-    d.trace.open = TraceEvent::kNoParent;
     d.set_tracer(&on_region, &d.trace);
   }
   ~RegionTraceScope() {
     if (!active_) return;
     d_.set_tracer(nullptr, nullptr);
-    if (d_.trace.open != TraceEvent::kNoParent) d_.trace.tracer->end(d_.trace.open);
+    d_.trace.close();
     d_.trace = RegionTrace{};
   }
   RegionTraceScope(const RegionTraceScope&) = delete;

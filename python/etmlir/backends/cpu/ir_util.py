@@ -41,6 +41,22 @@ def result_types(func: ir.Operation) -> list[ir.RankedTensorType]:
     return [ir.RankedTensorType(t) for t in function_types(func).results]
 
 
+def declare_function(module: ir.Module | ir.Operation, name: str, inputs: list[ir.Type]) -> None:
+    """Declare `func.func private @name(inputs)` (no results) in `module`, unless a symbol of that name exists:
+    the C functions the generated code calls (microkernels, the payload's region and failure hooks)."""
+    operation = module.operation
+    body = operation.regions[0].blocks[0]
+    if any("sym_name" in op.operation.attributes and ir.StringAttr(op.operation.attributes["sym_name"]).value == name
+           for op in body.operations):
+        return
+    with operation.context, ir.Location.unknown(), ir.InsertionPoint(body):
+        ir.Operation.create("func.func", regions=1, attributes={
+            "sym_name": ir.StringAttr.get(name),
+            "function_type": ir.TypeAttr.get(ir.FunctionType.get(inputs, [])),
+            "sym_visibility": ir.StringAttr.get("private"),
+        })
+
+
 def clone_body(module: ir.Operation) -> ir.Module:
     """A new module holding copies of `module`'s top-level ops (same context)."""
     with module.context:

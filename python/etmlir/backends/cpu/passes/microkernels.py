@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
+from etmlir.backends.cpu.ir_util import declare_function
 from etmlir.passes.registry import register_pass
 
 # linalg op -> (kernel, operand ranks, names of i64 attribute pairs passed after the operands)
@@ -105,16 +106,5 @@ def use_microkernels(module: ir.Module | ir.Operation) -> dict[str, int]:
             counts[kernel] = counts.get(kernel, 0) + 1
         for kernel, ranks, pairs in KERNELS.values():
             if kernel in counts:
-                _declare(module, kernel, [dynamic_memref(r) for r in ranks] + [i64] * (2 * len(pairs)))
+                declare_function(module, kernel, [dynamic_memref(r) for r in ranks] + [i64] * (2 * len(pairs)))
     return counts
-
-
-def _declare(module: ir.Module | ir.Operation, name: str, inputs: list[ir.Type]) -> None:
-    operation = module.operation
-    with operation.context, ir.Location.unknown(), ir.InsertionPoint(operation.regions[0].blocks[0]):
-        decl = ir.Operation.create("func.func", regions=1, attributes={
-            "sym_name": ir.StringAttr.get(name),
-            "function_type": ir.TypeAttr.get(ir.FunctionType.get(inputs, [])),
-            "sym_visibility": ir.StringAttr.get("private"),
-        })
-    del decl

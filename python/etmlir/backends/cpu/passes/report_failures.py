@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
+from etmlir.backends.cpu.ir_util import declare_function
 from etmlir.frontend.locations import location_debug_handles
 from etmlir.passes.registry import register_pass
 
@@ -102,13 +103,7 @@ def report_failures(module: ir.Operation) -> int:
                                     attributes={"callee": ir.FlatSymbolRefAttr.get(FAIL)})
                 ir.Operation.create("scf.yield")
             op.erase()
-        if FAIL not in taken:
-            with ir.Location.unknown(), ir.InsertionPoint(body):
-                ir.Operation.create("func.func", regions=1, attributes={
-                    "sym_name": ir.StringAttr.get(FAIL),
-                    "function_type": ir.TypeAttr.get(ir.FunctionType.get([i32, i64], [])),
-                    "sym_visibility": ir.StringAttr.get("private"),
-                })
+        declare_function(module, FAIL, [i32, i64])
     return len(asserts)
 
 

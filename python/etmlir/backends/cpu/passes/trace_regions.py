@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
-from etmlir.backends.cpu.ir_util import ENTRY
+from etmlir.backends.cpu.ir_util import ENTRY, declare_function
 from etmlir.frontend.locations import location_debug_handles
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
 from etmlir.program import find_function
@@ -85,18 +85,6 @@ def _regions(block: ir.Block) -> list[tuple[list[ir.Operation], list[int]]]:
     return runs
 
 
-def _declare(module: ir.Operation, name: str, inputs: list[ir.Type]) -> None:
-    if any(o.operation.name == "func.func" and ir.StringAttr(o.operation.attributes["sym_name"]).value == name
-           for o in module.regions[0].blocks[0].operations):
-        return
-    with ir.Location.unknown(), ir.InsertionPoint(module.regions[0].blocks[0]):
-        ir.Operation.create("func.func", regions=1, attributes={
-            "sym_name": ir.StringAttr.get(name),
-            "function_type": ir.TypeAttr.get(ir.FunctionType.get(inputs, [])),
-            "sym_visibility": ir.StringAttr.get("private"),
-        })
-
-
 def _call(name: str, values: list[int], i32: ir.Type) -> None:
     operands = [ir.Operation.create("arith.constant", results=[i32],
                                     attributes={"value": ir.IntegerAttr.get(i32, v)}).result for v in values]
@@ -117,8 +105,8 @@ def trace_regions(module: ir.Operation) -> list[tuple[int, ...]]:
             with ops[-1].location, ir.InsertionPoint.after(ops[-1]):
                 _call(END, [number], i32)
         if regions:
-            _declare(module, BEGIN, [i32, i32])
-            _declare(module, END, [i32])
+            declare_function(module, BEGIN, [i32, i32])
+            declare_function(module, END, [i32])
         covered = [tuple(handles) for _, handles in regions]
         module.attributes[REGIONS_ATTR] = ir.ArrayAttr.get([ir.DenseI64ArrayAttr.get(list(h)) for h in covered])
     return covered
