@@ -29,7 +29,7 @@ setup: $(STAMP)
 NATIVE_SOURCES := $(wildcard tools/*.cpp tools/*.h cmake/*.cmake lib/*.cpp lib/*.h include/etmlir/runtime/*.h \
 	runtime/kernels/portable/*.cpp runtime/kernels/portable/*.h runtime/kernels/portable/generated/* \
 	runtime/backends/CMakeLists.txt runtime/backends/*/CMakeLists.txt runtime/backends/*/*.cpp \
-	runtime/backends/*/*.h runtime/backends/*/*/*.c runtime/backends/*/*/*.h \
+	runtime/backends/*/*.h runtime/backends/*/*/*.c runtime/backends/*/*/*.cpp runtime/backends/*/*/*.h runtime/backends/*/*/*.map \
 	runtime/python/*.cpp runtime/schema/*.fbs)
 $(STAMP): pyproject.toml CMakeLists.txt scripts/setup.sh $(NATIVE_SOURCES)
 	bash scripts/setup.sh $(VENV)

@@ -34,6 +34,16 @@ pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
 # torch first, pinned: any other spec pulls the CUDA build (several GB).
 echo "[setup] installing torch==2.13.0 (CPU build)"
 "${pip[@]}" torch==2.13.0
+# The tosa backend's tools: tosa-tools (tosa-opt --tosa-serialize, the reference model as a command
+# and as a static library with headers) pins its own numpy and flatbuffers and installs top-level
+# packages named tests, runner, ...: it gets an environment of its own, made before etmlir's build
+# (CMake finds its library there: runtime/backends/tosa/CMakeLists.txt).
+tosa_venv=.venv-tosa
+if [ ! -x "$tosa_venv/bin/tosa-opt" ]; then
+  echo "[setup] installing tosa-tools==2026.8.0 into $tosa_venv (the tosa backend's serializer and reference model)"
+  python3.11 -m venv "$tosa_venv" 2>/dev/null || python3 -m venv "$tosa_venv"
+  "$tosa_venv/bin/python" -m pip install --quiet --disable-pip-version-check tosa-tools==2026.8.0
+fi
 echo "[setup] installing etmlir (editable, with test tools and the demo's photo and labels)"
 "${pip[@]}" scikit-build-core==1.1.2 nanobind==2.9.2
 "${pip[@]}" --no-build-isolation -e ".[test,demo]"

@@ -230,6 +230,9 @@ def describe(data: bytes, name: str = "<buffer>", max_instructions: int = 60, sh
             except pte.PteError:
                 blob = None
             out.append(f"    {signing.describe_delegate(delegate, blob)}")
+            header_line = _payload_header_summary(blob)
+            if header_line:
+                out.append(f"    {header_line}")
         calls = Counter()
         for ins in instructions:
             if ins.kindType == InstructionKind.KernelCall and ins.kind is not None and ins.kind.op < len(operators):
@@ -255,6 +258,51 @@ def describe(data: bytes, name: str = "<buffer>", max_instructions: int = 60, sh
                 body = _tensor(v.value) if v.valueType == Value.Tensor else _value(method, index, 0, runtime)
                 out.append(f"    %{index}: {_KIND_NAMES.get(v.valueType, f'kind {v.valueType}')} {body}")
     return "\n".join(out)
+
+
+def _payload_header_summary(blob: bytes | None) -> str | None:
+    """`body: tosa-flatbuffer v1 (14,322,676 bytes); profile pro_fp, level 8k; ops: conv2d=52 ...` from the shared
+    payload header (None for a payload without one)."""
+    if blob is None:
+        return None
+    from etmlir.backends.payload_header import read_payload
+
+    try:
+        header, body = read_payload(blob)
+    except ValueError:
+        return None
+    line = f"body: {header.body_format} v{header.body_version} ({len(body):,} bytes)"
+    details = [f"{name} {header.entry_point(name)}" for name in ("profile", "level") if header.entry_point(name)]
+    if details:
+        line += "; " + ", ".join(details)
+    if header.entry_point("ops"):
+        line += f"; ops: {header.entry_point('ops')}"
+    return line
+
+
+def extract_payload(data: bytes, method_name: str | None, index: int, body_only: bool = True) -> bytes:
+    """The bytes of delegate `index` of a method (the first method when None): the body after the shared
+    payload header (what the backend's own tools read, e.g. a TOSA FlatBuffer), or the whole payload."""
+    from etmlir.backends.payload_header import read_payload
+
+    f = pte.read(data)
+    methods = f.program.methods or []
+    method = next((m for m in methods if method_name is None or _text(m.name) == method_name), None)
+    if method is None:
+        raise ToolError(f"no method '{method_name}' (methods: {', '.join(_text(m.name) for m in methods)})")
+    delegates = method.delegates or []
+    if not 0 <= index < len(delegates):
+        raise ToolError(f"method '{_text(method.name)}' has {len(delegates)} delegate(s); there is no delegate {index}")
+    payload = delegates[index].payload
+    if payload is None:
+        raise ToolError(f"delegate {index} of method '{_text(method.name)}' has no payload")
+    blob = bytes(f.segment(payload.segment)[payload.offset:payload.offset + payload.size])
+    if not body_only:
+        return blob
+    try:
+        return read_payload(blob)[1]
+    except ValueError as error:
+        raise ToolError(f"delegate {index}'s payload: {error}") from None
 
 
 def runtime_refusal(data: bytes) -> str | None:
@@ -362,8 +410,27 @@ def _main(argv: Sequence[str] | None) -> int:
     parser.add_argument("--html", metavar="OUT.html",
                         help="write the program graph as one self-contained HTML page (ops coloured by their share "
                              "of the time with --trace)")
+    parser.add_argument("--extract-payload", type=int, metavar="DELEGATE",
+                        help="write delegate DELEGATE's payload body (after the shared payload header: a TOSA "
+                             "FlatBuffer for the tosa backend) to --out; --method picks the method")
+    parser.add_argument("--method", metavar="NAME", help="--extract-payload: the method (default: the first)")
+    parser.add_argument("--whole-payload", action="store_true",
+                        help="--extract-payload: write the whole payload, header included")
+    parser.add_argument("--out", metavar="FILE", help="--extract-payload: where to write it")
     args = parser.parse_args(argv)
     status = 0
+    if args.extract_payload is not None:
+        if args.out is None or len(args.files) != 1:
+            parser.error("--extract-payload takes one PATH.pte and --out FILE")
+        try:
+            blob = extract_payload(_read(args.files[0]), args.method, args.extract_payload,
+                                   body_only=not args.whole_payload)
+        except pte.PteError as error:
+            raise ToolError(f"{args.files[0]}: {error}") from None
+        with open(args.out, "wb") as out:
+            out.write(blob)
+        print(f"wrote {len(blob):,} bytes to {args.out}")
+        return 0
     if args.trace is not None or args.html is not None or args.perfetto is not None:
         return _trace_views(parser, args)
     if args.check_against is not None:

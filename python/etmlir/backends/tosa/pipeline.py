@@ -14,7 +14,9 @@ the compile spec `verbose=true` prints it and each step's time.
 
 The header's entry points say what a consumer needs before it parses the
 body: "forward" -> the TOSA region to run ("main"), "profile" -> the
-profile the graph was validated for, "level" -> the level. The graph's
+profile the graph was validated for, "level" -> the level, "ops" -> how
+many of each TOSA operator it holds ("conv2d=35 transpose=4 ...", for
+et-inspect and the delegation report). The graph's
 inputs and outputs are the delegate's live-ins and live-outs in order
 (TosaInput_i, TosaOutput_i).
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 from collections.abc import Mapping
 
 from torch_mlir import ir
@@ -48,6 +51,19 @@ def pipeline(profile: str = "pro_fp", level: str = "8k") -> str:
               "canonicalize", f"tosa-attach-target{{profiles={profile} level={level} specification_version=1.0}}",
               "tosa-validate{strict-op-spec-alignment}"]
     return f"builtin.module({','.join(passes)})"
+
+
+def op_counts(module: ir.Operation) -> dict[str, int]:
+    """TOSA operators by name (`conv2d`: 52), most frequent first; constants are not operators."""
+    counts: Counter[str] = Counter()
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name.startswith("tosa.") and op.name not in ("tosa.const", "tosa.const_shape"):
+            counts[op.name[len("tosa."):]] += 1
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    return dict(counts.most_common())
 
 
 def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> PreprocessResult:
@@ -97,10 +113,12 @@ def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> Preproces
     body = serialize(module.operation.get_asm(large_elements_limit=None, enable_debug_info=True),
                      profile=profile, level=level)
     log(f"tosa-opt --tosa-serialize: {time.perf_counter() - start:.2f}s, {len(body)} bytes")
+    ops = op_counts(module.operation)
     # One payload id for the whole graph: the reference model runs it as one step.
     handle_map = {1: handles} if handles else {}
     header = PayloadHeader(backend_id=BACKEND_ID, body_format=BODY_FORMAT, body_version=BODY_VERSION,
                            inputs=inputs, outputs=outputs,
-                           entry_points=((ENTRY, REGION), ("profile", profile), ("level", level)),
+                           entry_points=((ENTRY, REGION), ("profile", profile), ("level", level),
+                                         ("ops", " ".join(f"{name}={count}" for name, count in ops.items()))),
                            debug_handle_map=PayloadHeader.handle_map(handle_map))
     return PreprocessResult(write_payload(header, body), handle_map)

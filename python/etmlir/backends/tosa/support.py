@@ -135,6 +135,8 @@ def _tensors(op: ir.Operation) -> str | None:
     """Static f32 tensors (booleans where the op has them); 0-d operands must be compile-time constants."""
     for kind, values in (("operand", op.operands), ("result", op.results)):
         for i, value in enumerate(values):
+            if kind == "result" and len(op.results) > 1 and not len(list(value.uses)):
+                continue  # an unused extra result (max_pool2d's indices): never computed
             if not isinstance(value.type, ir.RankedTensorType):
                 if kind == "operand" and str(value.type).startswith("!"):
                     return f"{kind} {i} is a {value.type}, not a tensor"

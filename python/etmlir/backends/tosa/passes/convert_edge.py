@@ -594,6 +594,17 @@ def _slice(b: Builder, op: ir.Operation, named: dict) -> list:
     return [b.slice(x, starts, out)]
 
 
+def _select(b: Builder, op: ir.Operation, named: dict) -> list:
+    x = b.tensor(_one(named, "self"))
+    dims = shape_of(x)
+    axis = _dim(_attr_int(op, "dim"), len(dims))
+    index = _attr_int(op, "index") if "index" in op.attributes else int(b.scalar(_one(named, "index")))
+    index = index + dims[axis] if index < 0 else index
+    starts, sizes = [0] * len(dims), list(dims)
+    starts[axis], sizes[axis] = index, 1
+    return [b.reshape(b.slice(x, starts, sizes), shape_of(op.results[0]))]
+
+
 def _split(b: Builder, op: ir.Operation, named: dict) -> list:
     x = b.tensor(_one(named, "self"))
     dims = shape_of(x)
@@ -828,6 +839,7 @@ CONVERTERS: dict[str, Converter] = {
     "edge.cat": _cat,
     "edge.slice_copy_tensor": _slice,
     "edge.split_with_sizes_copy": _split,
+    "edge.select_copy_int": _select,
     "edge.constant_pad_nd": _constant_pad,
     "edge.upsample_bilinear2d_vec": _upsample("bilinear"),
     "edge.upsample_nearest2d_vec": _upsample("nearest"),

@@ -1,0 +1,234 @@
+"""The `tosa` backend: edge -> MLIR `tosa` -> a standard TOSA FlatBuffer, run by the TOSA reference model.
+
+Every model is checked three ways on the same inputs: PyTorch eager, our
+runtime running the `.pte` (the runtime's `tosa` backend hands the payload
+to the reference model linked as a library), and the standalone
+`tosa_reference_model` command of tosa-tools run on the FlatBuffer that
+`et-inspect --extract-payload` takes out of the `.pte`. Tolerances (f32,
+PRO-FP): runtime vs eager atol 1e-4 + rtol 1e-4 for the small models, 5e-4
+for the zoo's deep ones (MobileNetV2's 52 convolutions, nanoGPT's 6 blocks);
+runtime vs the standalone reference atol 1e-6 (the same reference model on
+the same graph: only the loading differs).
+
+The torch.nn models here were written for these tests in ordinary ways
+(library modules, F.* calls), not tuned to the conversion.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import etmlir
+import etmlir.runtime as rt
+from etmlir import backends
+from etmlir.backends.tosa import tools as tosa_tools
+from etmlir.delegation.backend import BackendError
+from etmlir.devtools import delegation_info
+
+ET_INSPECT = Path(sys.executable).parent / "et-inspect"
+
+pytestmark = pytest.mark.skipif(tosa_tools.tools_dir() is None and not __import__("os").environ.get("CI"),
+                                reason="tosa-tools is not installed (scripts/setup.sh makes .venv-tosa)")
+
+
+def compile_tosa(model: nn.Module, args: tuple, tmp_path: Path, name: str, **options) -> tuple[Path, object]:
+    edge = etmlir.to_edge(etmlir.export(model, args, None))
+    edge = edge.to_backend(backends.partitioner("tosa", **options))
+    path = tmp_path / f"{name}.pte"
+    edge.to_executorch().save(str(path))
+    return path, edge
+
+
+def run_runtime(path: Path, args: tuple) -> list[np.ndarray]:
+    out = rt.load(str(path)).method("forward")(*[a.numpy() for a in args])
+    return [np.asarray(o) for o in (out if isinstance(out, (list, tuple)) else [out])]
+
+
+def extracted_body(path: Path, tmp_path: Path, index: int = 0) -> bytes:
+    target = tmp_path / f"{path.stem}_{index}.tosa"
+    done = subprocess.run([str(ET_INSPECT), str(path), "--extract-payload", str(index), "--out", str(target)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return target.read_bytes()
+
+
+def check_three_ways(model: nn.Module, args: tuple, tmp_path: Path, name: str, atol: float = 1e-4,
+                     rtol: float = 1e-4, whole: bool = True) -> object:
+    """Eager vs our runtime; when the whole model is one delegate, also vs the standalone reference model."""
+    model.eval()
+    with torch.no_grad():
+        expected = model(*args)
+    expected = [e.numpy() for e in (expected if isinstance(expected, (list, tuple)) else [expected])]
+    path, edge = compile_tosa(model, args, tmp_path, name)
+    info = delegation_info(edge)
+    assert info.num_delegated_subgraphs >= 1, str(info)
+    got = run_runtime(path, args)
+    for e, g in zip(expected, got, strict=True):
+        np.testing.assert_allclose(g, e, atol=atol, rtol=rtol)
+    if whole:
+        assert info.num_delegated_subgraphs == 1 and info.num_non_delegated_ops == 0, str(info)
+        standalone = tosa_tools.run_reference_model(extracted_body(path, tmp_path), [a.numpy() for a in args],
+                                                    [e.shape for e in expected])
+        for s, g in zip(standalone, got, strict=True):
+            np.testing.assert_allclose(g, s, atol=1e-6, rtol=0)
+    return edge
+
+
+@pytest.mark.parametrize("name", ["seed_cnn", "mlp", "mobilenet_v2"])
+def test_zoo_cnns_match_eager_and_the_standalone_reference(zoo, name: str, tmp_path: Path) -> None:
+    model, args, _ = zoo[name]
+    check_three_ways(model, tuple(args), tmp_path, name, atol=5e-4, rtol=5e-4)
+
+
+def test_nanogpt_static_matches_eager(tmp_path: Path) -> None:
+    """nanoGPT at a static T=64: the blocks go to tosa; the token embedding (i64 ids) and the causal
+    mask's integer arithmetic (arange, compare) stay portable, with reasons. The three-way check with
+    attention in it is torch.nn's TransformerEncoderLayer below (one delegate, float in and out)."""
+    model, args, _ = etmlir.models.build("nanogpt")
+    edge = check_three_ways(model, tuple(args), tmp_path, "nanogpt", atol=5e-4, rtol=5e-4, whole=False)
+    report = str(delegation_info(edge))
+    assert "edge.embedding" in report and "i64" in report
+
+
+class ConvStack(nn.Module):
+    """Strided, dilated and depthwise convolutions, batch norm, pooling: the usual CNN pieces."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.dw = nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=8)
+        self.b = nn.Conv2d(8, 16, 1)
+        self.pool = nn.MaxPool2d(3, stride=2, padding=1)
+        self.avg = nn.AvgPool2d(2)
+        self.fc = nn.Linear(16 * 2 * 2, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu6(self.bn(self.a(x)))
+        x = F.hardswish(self.b(self.dw(x)))
+        x = self.avg(self.pool(x))
+        return F.log_softmax(self.fc(torch.flatten(x, 1)), dim=-1)
+
+
+class Encoder(nn.Module):
+    """torch.nn's own transformer encoder layer (multi-head attention, layer norm, GELU feed-forward)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, activation="gelu", batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer(x)
+
+
+class Shapes(nn.Module):
+    """Views, concatenation, splitting, padding, resizing and reductions between elementwise ops."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = torch.chunk(x, 2, dim=1)
+        y = torch.cat([torch.sigmoid(a) * b, torch.tanh(b) - a], dim=1)
+        y = F.pad(y, (1, 2, 0, 1), value=0.5)
+        y = F.interpolate(y, scale_factor=2, mode="nearest")
+        y = y.permute(0, 2, 3, 1).reshape(y.shape[0], -1, y.shape[1])
+        m = y.mean(dim=1, keepdim=True)
+        return torch.where(y > m, y.abs().sqrt(), torch.clamp(y, -0.5, 0.5)) / (y.pow(2).sum(-1, keepdim=True) + 1)
+
+
+@pytest.mark.parametrize("make, shape", [
+    (ConvStack, (2, 3, 16, 16)),
+    (Encoder, (2, 10, 32)),
+    (Shapes, (1, 4, 6, 6)),
+    (lambda: nn.Sequential(nn.Linear(20, 30), nn.SiLU(), nn.LayerNorm(30), nn.Linear(30, 5), nn.Softmax(-1)),
+     (4, 20)),
+    (lambda: nn.Sequential(nn.Conv2d(4, 6, 3), nn.GELU(approximate="tanh"), nn.AdaptiveAvgPool2d(1)), (1, 4, 9, 9)),
+    (lambda: nn.Sequential(nn.Upsample(scale_factor=2, mode="bilinear"), nn.LeakyReLU(0.2), nn.AvgPool2d(3, 1, 1)),
+     (1, 3, 5, 7)),
+], ids=["conv_stack", "transformer_encoder_layer", "shapes", "mlp_layernorm", "conv_gelu_pool", "resize_pool"])
+def test_torch_nn_models_match_three_ways(make, shape, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = make().eval()
+    check_three_ways(model, (torch.randn(*shape),), tmp_path, "model")
+
+
+def test_what_tosa_cannot_take_stays_portable_with_reasons(tmp_path: Path) -> None:
+    """A grouped convolution (neither plain nor depthwise) and an embedding stay on portable kernels;
+    the report names op, reason and source line; the rest is still delegated and correct."""
+
+    class Mixed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = nn.Embedding(10, 8)
+            self.grouped = nn.Conv2d(8, 8, 3, padding=1, groups=2)
+            self.conv = nn.Conv2d(8, 8, 1)
+
+        def forward(self, ids: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            e = self.emb(ids).sum(1)[:, :, None, None]
+            return torch.relu(self.conv(self.grouped(x) + e))
+
+    torch.manual_seed(0)
+    model = Mixed().eval()
+    args = (torch.tensor([[1, 2, 3]]), torch.randn(1, 8, 6, 6))
+    edge = check_three_ways(model, args, tmp_path, "mixed", whole=False)
+    report = str(delegation_info(edge))
+    assert "grouped convolution (2 groups of 8 channels) is neither plain nor depthwise" in report
+    assert "test_tosa_backend.py:" in report
+
+
+def test_dynamic_shapes_stay_portable_with_a_reason() -> None:
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU()).eval()
+    batch = torch.export.Dim("batch", min=1, max=16)
+    edge = etmlir.to_edge(etmlir.export(model, (torch.randn(4, 8),), {"input": {0: batch}}))
+    edge = edge.to_backend(backends.partitioner("tosa"))
+    info = delegation_info(edge)
+    assert info.op_counts["edge.addmm"] == (0, 1) and info.op_counts["edge.relu"] == (0, 1)
+    assert "has a dynamic shape; TOSA graphs are static" in str(info)
+
+
+def test_profiles_and_specs_are_checked() -> None:
+    with pytest.raises(BackendError, match="pro_int.*quantized edge graphs"):
+        backends.partitioner("tosa", profile="pro_int")
+    with pytest.raises(BackendError, match="unknown profile 'pro_xx'"):
+        backends.partitioner("tosa", profile="pro_xx")
+    with pytest.raises(BackendError, match="unknown compile spec"):
+        backends.partitioner("tosa", compile_specs={"fast": "yes"})
+
+
+def test_missing_tosa_tools_is_a_clear_error(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("ETMLIR_TOSA_TOOLS", str(tmp_path / "nowhere"))
+    model = nn.Sequential(nn.Linear(4, 4)).eval()
+    with pytest.raises(Exception, match=r"tosa-opt not found in .*nowhere.*tosa-tools==2026\.8\.0"):
+        compile_tosa(model, (torch.randn(2, 4),), tmp_path, "none")
+
+
+def test_et_inspect_shows_the_tosa_delegate(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU()).eval()
+    path, _ = compile_tosa(model, (torch.randn(1, 3, 8, 8),), tmp_path, "inspect")
+    text = subprocess.run([str(ET_INSPECT), str(path), "--instructions", "0"], capture_output=True, text=True,
+                          check=True).stdout
+    assert "backend 'tosa'" in text
+    assert "body: tosa-flatbuffer v1" in text and "profile pro_fp, level 8k" in text
+    assert "conv2d=1" in text and "clamp=1" in text
+
+
+def test_wrong_input_shape_is_refused_with_the_static_shape(tmp_path: Path) -> None:
+    model = nn.Sequential(nn.Linear(4, 3), nn.Tanh()).eval()
+    path, _ = compile_tosa(model, (torch.randn(2, 4),), tmp_path, "shape")
+    method = rt.load(str(path)).method("forward")
+    with pytest.raises(rt.Error, match=r"input 0"):
+        method(np.zeros((5, 4), np.float32))
+    np.testing.assert_allclose(method(np.ones((2, 4), np.float32))[0],
+                               model(torch.ones(2, 4)).detach().numpy(), atol=1e-5)
+
+
+def test_the_runtime_has_the_backend_and_its_payload_format() -> None:
+    assert "tosa" in rt.compiled_backends()
+    assert "tosa-flatbuffer" in str(rt.manifest())
