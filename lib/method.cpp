@@ -163,9 +163,11 @@ Result<Backend*> delegate_backend(const BackendRegistry* backends, const char* m
   if (backend == nullptr)
     return Error::make(ErrorCode::NotFound, "method '%s' delegate %zu needs backend '%s', which is not registered",
                        method_name, i, id);
-  if (!backend->is_available())
-    return Error::make(ErrorCode::NotSupported, "method '%s' delegate %zu: backend '%s' is not available here",
-                       method_name, i, id);
+  if (!backend->is_available()) {
+    const char* why = backend->unavailable_reason();
+    return Error::make(ErrorCode::NotSupported, "method '%s' delegate %zu: backend '%s' is not available here%s%s",
+                       method_name, i, id, why ? ": " : "", why ? why : "");
+  }
   return backend;
 }
 

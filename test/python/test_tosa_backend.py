@@ -232,3 +232,100 @@ def test_wrong_input_shape_is_refused_with_the_static_shape(tmp_path: Path) -> N
 def test_the_runtime_has_the_backend_and_its_payload_format() -> None:
     assert "tosa" in rt.compiled_backends()
     assert "tosa-flatbuffer" in str(rt.manifest())
+
+
+# --- Bad payloads: each is a clear error at load (the runtime's tosa backend init), never a crash. ---
+# The payload is rewritten in place inside the .pte: the same header (ForceDefaults keeps its size)
+# around a changed body, with the body's CRC-32 recomputed, so the bytes reach the TOSA parse.
+
+def _tosa_pte(tmp_path: Path) -> tuple[bytes, bytes, object, bytes]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(3 * 4 * 4, 5)).eval()
+    path, _ = compile_tosa(model, (torch.randn(1, 2, 4, 4),), tmp_path, "bad")
+    data = path.read_bytes()
+    payload = extracted_body_whole(path, tmp_path)
+    from etmlir.backends.payload_header import read_payload
+    header, body = read_payload(payload)
+    return data, payload, header, body
+
+
+def extracted_body_whole(path: Path, tmp_path: Path) -> bytes:
+    target = tmp_path / "whole.bin"
+    subprocess.run([str(ET_INSPECT), str(path), "--extract-payload", "0", "--whole-payload", "--out", str(target)],
+                   check=True, capture_output=True)
+    return target.read_bytes()
+
+
+def _replace_payload(data: bytes, payload: bytes, header, body: bytes) -> bytes:
+    import dataclasses
+
+    from etmlir.backends.payload_header import write_payload
+    new = write_payload(header, body)
+    assert len(new) == len(payload)
+    at = data.index(payload)
+    return data[:at] + new + data[at + len(payload):]
+
+
+def _load_error(data: bytes) -> str:
+    try:
+        rt.load(data).method("forward")
+    except rt.Error as error:
+        return str(error)
+    return ""
+
+
+def test_corrupt_tosa_bodies_are_refused_at_load(tmp_path: Path) -> None:
+    import dataclasses
+
+    data, payload, header, body = _tosa_pte(tmp_path)
+    garbage = bytes((b * 7 + 3) & 0xFF for b in body)
+    message = _load_error(_replace_payload(data, payload, header, garbage))
+    assert "backend 'tosa'" in message and "not a TOSA FlatBuffer" in message
+
+
+def test_wrong_profile_payloads_are_refused_at_load(tmp_path: Path) -> None:
+    import dataclasses
+
+    data, payload, header, body = _tosa_pte(tmp_path)
+    entries = dict(header.entry_points)
+
+    def with_profile(name: str) -> bytes:
+        points = tuple((k, name if k == "profile" else v) for k, v in header.entry_points)
+        return _replace_payload(data, payload, dataclasses.replace(header, entry_points=points), body)
+
+    assert entries["profile"] == "pro_fp"
+    # Same length as "pro_fp" so the header keeps its size.
+    message = _load_error(with_profile("pro_xx"))
+    assert "TOSA profile 'pro_xx'" in message and "runs pro_fp and pro_int" in message
+    message = _load_error(with_profile("pro_in"))
+    assert "TOSA profile 'pro_in'" in message
+
+
+def test_a_float_graph_labelled_pro_int_is_refused(tmp_path: Path) -> None:
+    """The profile the header states is checked against the graph's tensor types."""
+    import dataclasses
+
+    data, payload, header, body = _tosa_pte(tmp_path)
+    points = tuple((k, "pro_int" if k == "profile" else v) for k, v in header.entry_points)
+    from etmlir.backends.payload_header import write_payload
+    new = write_payload(dataclasses.replace(header, entry_points=points), body)
+    path = tmp_path / "int.pte"
+    # The header grows by one byte's padding at most: rebuild the .pte around the new payload.
+    if len(new) == len(payload):
+        path.write_bytes(_replace_payload(data, payload, dataclasses.replace(header, entry_points=points), body))
+        message = _load_error(path.read_bytes())
+        assert "which profile pro_int does not allow" in message, message
+    else:
+        pytest.skip("header size changed")
+
+
+def test_a_missing_reference_library_is_a_clear_error(tmp_path: Path) -> None:
+    data, _, _, _ = _tosa_pte(tmp_path)
+    (tmp_path / "m.pte").write_bytes(data)
+    script = ("import etmlir.runtime as rt, sys\n"
+              "try:\n    rt.load(sys.argv[1]).method('forward')\nexcept rt.Error as e:\n    print(e)\n")
+    env = dict(__import__("os").environ, ETMLIR_TOSA_REFERENCE_LIB=str(tmp_path / "missing.so"))
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "m.pte")], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "backend 'tosa'" in done.stdout and "missing.so" in done.stdout, done.stdout

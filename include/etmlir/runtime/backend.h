@@ -153,6 +153,9 @@ class Backend {
     return 0;
   }
 
+  // Why is_available() is false, for the load error (a library it could not find, ...); nullptr: not said.
+  virtual const char* unavailable_reason() const { return nullptr; }
+
   // The payloads it reads (see BackendPayloadInfo). Default: nothing declared.
   virtual BackendPayloadInfo payload_info() const { return {}; }
 };

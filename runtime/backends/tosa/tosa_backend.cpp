@@ -163,6 +163,7 @@ size_t delegate_bytes(size_t num_inputs, size_t num_outputs) {
 class TosaBackend : public Backend {
  public:
   bool is_available() const override { return library() != nullptr; }
+  const char* unavailable_reason() const override { return library() == nullptr ? g_library.problem : nullptr; }
 
   Result<DelegateHandle> init(BackendInitContext& context, Span<const uint8_t> payload,
                               Span<const CompileSpec> compile_specs) override {

@@ -167,6 +167,46 @@ bool stored_bytes(tosa::DType dtype, uint64_t elements, uint64_t* out) {
   }
 }
 
+// The serializer's Deserialize reads fields a FlatBuffer may leave out (the verifier accepts an absent
+// field) without checking them: refuse such a graph before it does.
+bool check_fields(const tosa::TosaGraph* graph, std::string* why) {
+  if (graph->version() == nullptr || graph->regions() == nullptr) {
+    *why = "the graph has no version or no regions";
+    return false;
+  }
+  if (graph->software_version() != nullptr && graph->software_version()->_modifier() == nullptr) {
+    *why = "the graph's software version has no modifier";
+    return false;
+  }
+  for (const tosa::TosaRegion* region : *graph->regions()) {
+    if (region == nullptr || region->name() == nullptr || region->blocks() == nullptr) {
+      *why = "a region has no name or no blocks";
+      return false;
+    }
+    for (const tosa::TosaBasicBlock* block : *region->blocks()) {
+      if (block == nullptr || block->name() == nullptr || block->operators() == nullptr) {
+        *why = "a block has no name or no operators";
+        return false;
+      }
+      for (const tosa::TosaOperator* op : *block->operators()) {
+        if (op == nullptr || (op->location() != nullptr && op->location()->text() == nullptr)) {
+          *why = "an operator is empty or has a location without text";
+          return false;
+        }
+      }
+      if (block->tensors() != nullptr) {
+        for (const tosa::TosaTensor* tensor : *block->tensors()) {
+          if (tensor == nullptr || tensor->name() == nullptr || tensor->shape() == nullptr) {
+            *why = "a tensor has no name or no shape";
+            return false;
+          }
+        }
+      }
+    }
+  }
+  return true;
+}
+
 bool describe(const tosa::TosaSerializationTensor& tensor, etmlir_tosa_tensor_info* info, std::string* why) {
   info->scalar_type = scalar_type_of(tensor.GetDtype());
   if (info->scalar_type < 0) {
@@ -281,6 +321,21 @@ __attribute__((visibility("default"))) etmlir_tosa_graph* etmlir_tosa_graph_crea
   try {
     graph = new etmlir_tosa_graph();
     graph->bytes.assign(data, data + size);
+    // The FlatBuffers verifier with its default limits first: the serializer's own call lifts the
+    // size limit, which turns some of the verifier's structure checks off.
+    flatbuffers::Verifier verifier(graph->bytes.data(), graph->bytes.size());
+    if (size < 8 || !tosa::TosaGraphBufferHasIdentifier(graph->bytes.data()) ||
+        !tosa::VerifyTosaGraphBuffer(verifier)) {
+      set_message(message, message_size, "the body is not a TOSA FlatBuffer (identifier or FlatBuffers verifier)");
+      delete graph;
+      return nullptr;
+    }
+    std::string field_problem;
+    if (!check_fields(tosa::GetTosaGraph(graph->bytes.data()), &field_problem)) {
+      set_message(message, message_size, "the body is not a complete TOSA graph: " + field_problem);
+      delete graph;
+      return nullptr;
+    }
     tosa::tosa_err_t loaded = graph->handler.LoadFileTosaFlatbuffer(graph->bytes.data(), graph->bytes.size());
     if (loaded != tosa::TOSA_OK) {
       set_message(message, message_size, "the body is not a TOSA FlatBuffer this reference model reads (error " +
