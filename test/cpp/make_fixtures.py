@@ -26,6 +26,9 @@
                                       (eager's outputs, atol/rtol 1e-4) and 'wrong' (eager's + 0.5)
     OUTDIR/counter.pte                float32[4] -> x * n after n += 1, with n (float32[4], zeros) the
                                       method's state (Method.state)
+    OUTDIR/tosa_conv.pte              conv -> relu -> flatten -> linear delegated whole to `tosa`, with one
+                                      bundled case (eager's outputs, atol/rtol 1e-5); only with tosa-tools
+    OUTDIR/tosa_conv.tosa             its TOSA FlatBuffer (the payload's body) alone
 
 The C++ tests find OUTDIR through the environment variable ETMLIR_TEST_PTE_DIR.
 """
@@ -141,6 +144,28 @@ def write_zoo_fixture(name: str, out: Path) -> None:
         data = devtools.bundle(data, (x,), y + 0.5, atol=1e-4, rtol=1e-4, name="wrong")
         (out / "bundled_mlp.pte").write_bytes(data)
         print(f"[make_fixtures] {out / 'bundled_mlp.pte'}")
+
+
+def write_tosa_fixture(out: Path) -> None:
+    """tosa_conv.pte (a small CNN delegated whole to `tosa`, with one bundled case from eager) and
+    tosa_conv.tosa, its TOSA FlatBuffer alone, for tosa_backend_test (skipped without tosa-tools)."""
+    from etmlir import backends, devtools
+    from etmlir.backends.tosa import tools
+    from etmlir.tools.et_inspect import extract_payload
+
+    if tools.tools_dir() is None:
+        print("[make_fixtures] tosa-tools not installed: no tosa fixtures")
+        return
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(3 * 4 * 4, 5)).eval()
+    x = torch.randn(1, 2, 4, 4)
+    edge = etmlir.to_edge(etmlir.export(model, (x,)))
+    program = edge.to_backend(backends.partitioner("tosa")).to_executorch()
+    with torch.no_grad():
+        y = model(x)
+    (out / "tosa_conv.pte").write_bytes(devtools.bundle(program.buffer, (x,), y, atol=1e-5, rtol=1e-5, name="eager"))
+    (out / "tosa_conv.tosa").write_bytes(extract_payload(program.buffer, "forward", 0))
+    print(f"[make_fixtures] {out / 'tosa_conv.pte'}, {out / 'tosa_conv.tosa'}")
 
 
 def write_delegate_fixture(out: Path) -> None:
@@ -262,6 +287,7 @@ def main(argv: list[str]) -> int:
     print(f"[make_fixtures] {out / 'delegate.pte'}")
     write_lookup_fixture(out)
     write_nested_fixtures(out)
+    write_tosa_fixture(out)
     etmlir.to_edge(etmlir.export(Counter(), (torch.ones(4),))).to_executorch().save(out / "counter.pte")
     print(f"[make_fixtures] {out / 'counter.pte'}")
     return 0

@@ -43,7 +43,7 @@ bool compiled_in(const char* id) {
 }
 
 TEST(ToyBackend, RegisterBackendsRegistersEveryListedBackendInOrder) {
-  // test/cpp/CMakeLists.txt's list (ETMLIR_BACKENDS, default "nested;cpu;toy"), in its order.
+  // test/cpp/CMakeLists.txt's list (ETMLIR_BACKENDS, default "nested;cpu;tosa;toy"), in its order.
   std::vector<std::string> compiled = compiled_backends();
   ASSERT_TRUE(compiled_in("toy"));
   EXPECT_EQ(compiled_backend_id(num_compiled_backends()), nullptr);

@@ -78,7 +78,8 @@ void open_library() {
   const char* explicit_path = std::getenv("ETMLIR_TOSA_REFERENCE_LIB");
   if (explicit_path != nullptr && explicit_path[0] != '\0') {
     if (try_open(explicit_path, tried, sizeof(tried))) return;
-    std::snprintf(g_library.problem, sizeof(g_library.problem), "ETMLIR_TOSA_REFERENCE_LIB: %s", tried);
+    std::snprintf(g_library.problem, sizeof(g_library.problem),
+                  "the TOSA reference model library is not available: ETMLIR_TOSA_REFERENCE_LIB names %s", tried);
     return;
   }
   // Beside the binary that holds this code (the Python extension's package, an installed tool).

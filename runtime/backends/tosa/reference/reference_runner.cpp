@@ -13,10 +13,17 @@
 // message of the call that caused it instead of the host's output.
 #include "tosa_reference_abi.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -34,6 +41,8 @@ namespace {
 // What the reference model printed during the current call (one call at a time: g_lock).
 std::string g_captured;
 std::mutex g_lock;
+// The graph whose runner the reference model built last (see etmlir_tosa_graph_run).
+const etmlir_tosa_graph* g_current = nullptr;
 
 // A 1.0 graph read by the 1.1-draft serializer is "backward compatible": not worth a message.
 constexpr const char* kVersionWarning = "WARNING: Different TOSA spec in flatbuffer and serializer versions";
@@ -102,12 +111,18 @@ __attribute__((visibility("hidden"))) int __wrap_fputs(const char* text, FILE* s
   return __real_fputs(text, stream);
 }
 
+// The reference model prints a backtrace on its assertions by running a debugger on the process:
+// slow, and not ours to print. (A C++ function: its mangled name.)
+__attribute__((visibility("hidden"))) void __wrap__Z20func_print_backtraceP8_IO_FILEi(FILE*, int) {}
+
 }  // extern "C"
 
 struct etmlir_tosa_graph {
   std::vector<uint8_t> bytes;
   tosa::TosaSerializationHandler handler;
-  TosaReference::IModelRunner runner;
+  std::unique_ptr<TosaReference::IModelRunner> runner;
+  tosa::TosaSerializationBasicBlock* block = nullptr;
+  bool fresh = false;  // the runner was built and has not run yet
   std::vector<std::string> input_names, output_names;
   std::vector<etmlir_tosa_tensor_info> inputs, outputs;
 };
@@ -287,6 +302,46 @@ bool check_graph(tosa::TosaSerializationHandler& handler, const char* region_nam
   return true;
 }
 
+// The reference model's deserializer and graph builder trust the FlatBuffer's contents past
+// what the checks above can see (an attribute table left empty, an operator naming tensors that
+// do not fit): a damaged graph can crash them. So a child process reads and builds the graph
+// first; only if it survives does this process do the same. This runs once per delegate, at
+// init, on the host the reference model stands in for a driver on.
+bool survives_reading(const std::vector<uint8_t>& bytes, const char* region, const char* profile,
+                      int* signal_number) {
+  std::fflush(nullptr);
+  pid_t child = fork();
+  if (child < 0) return true;  // no process to spare: read it here, as without the check
+  if (child == 0) {
+    // The host's crash handlers (Python's faulthandler, a sanitizer's) are the host's business:
+    // this process just dies and the parent reads the signal.
+    for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) std::signal(sig, SIG_DFL);
+    int code = 1;
+    {
+      tosa::TosaSerializationHandler handler;
+      if (handler.LoadFileTosaFlatbuffer(bytes.data(), bytes.size()) == tosa::TOSA_OK) {
+        tosa::TosaSerializationBasicBlock* block = nullptr;
+        std::string why;
+        if (check_graph(handler, region, profile, &block, &why)) {
+          TosaReference::IModelRunner runner;
+          (void)runner.initialize(*block);
+        }
+        code = 0;
+      }
+    }
+    _exit(code);
+  }
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) return true;
+  }
+  if (WIFSIGNALED(status)) {
+    *signal_number = WTERMSIG(status);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 extern "C" {
@@ -336,6 +391,13 @@ __attribute__((visibility("default"))) etmlir_tosa_graph* etmlir_tosa_graph_crea
       delete graph;
       return nullptr;
     }
+    int signal_number = 0;
+    if (!survives_reading(graph->bytes, region, profile, &signal_number)) {
+      set_message(message, message_size, "the TOSA graph is damaged: the reference model crashes reading it (signal " +
+                                             std::to_string(signal_number) + ")");
+      delete graph;
+      return nullptr;
+    }
     tosa::tosa_err_t loaded = graph->handler.LoadFileTosaFlatbuffer(graph->bytes.data(), graph->bytes.size());
     if (loaded != tosa::TOSA_OK) {
       set_message(message, message_size, "the body is not a TOSA FlatBuffer this reference model reads (error " +
@@ -364,7 +426,9 @@ __attribute__((visibility("default"))) etmlir_tosa_graph* etmlir_tosa_graph_crea
         infos->push_back(info);
       }
     }
-    GraphStatus status = graph->runner.initialize(*block);
+    graph->block = block;
+    graph->runner = std::make_unique<TosaReference::IModelRunner>();
+    GraphStatus status = graph->runner->initialize(*block);
     if (status != GraphStatus::TOSA_VALID) {
       set_message(message, message_size, status == GraphStatus::TOSA_ERROR
                                               ? "the reference model refused the graph (an ERROR_IF of the spec)"
@@ -372,6 +436,8 @@ __attribute__((visibility("default"))) etmlir_tosa_graph* etmlir_tosa_graph_crea
       delete graph;
       return nullptr;
     }
+    graph->fresh = true;
+    g_current = graph;
   } catch (const std::exception& error) {
     set_message(message, message_size, std::string("the reference model failed: ") + error.what());
     delete graph;
@@ -412,14 +478,28 @@ __attribute__((visibility("default"))) int etmlir_tosa_graph_run(etmlir_tosa_gra
   std::lock_guard<std::mutex> lock(g_lock);
   g_captured.clear();
   try {
+    if (g_current != graph || !graph->fresh) {
+      // A reference model runner runs once: after run() its input tensors are no longer
+      // allocated, and building another graph's runner leaves this one's unallocated too. So a
+      // graph's runner is rebuilt before every run but the first after it was built (one graph
+      // runs at a time: g_lock).
+      graph->runner = std::make_unique<TosaReference::IModelRunner>();
+      if (graph->runner->initialize(*graph->block) != GraphStatus::TOSA_VALID) {
+        set_message(message, message_size, "the reference model could not rebuild the graph");
+        return -1;
+      }
+      graph->fresh = true;
+      g_current = graph;
+    }
     for (size_t i = 0; i < graph->inputs.size(); ++i) {
-      if (graph->runner.setInput(graph->input_names[i], static_cast<uint8_t*>(const_cast<void*>(inputs[i])),
+      if (graph->runner->setInput(graph->input_names[i], static_cast<uint8_t*>(const_cast<void*>(inputs[i])),
                                  graph->inputs[i].nbytes) != 0) {
         set_message(message, message_size, "the reference model refused input '" + graph->input_names[i] + "'");
         return -1;
       }
     }
-    GraphStatus status = graph->runner.run();
+    graph->fresh = false;
+    GraphStatus status = graph->runner->run();
     if (status != GraphStatus::TOSA_VALID) {
       set_message(message, message_size, status == GraphStatus::TOSA_ERROR
                                              ? "the graph failed (an ERROR_IF of the spec)"
@@ -427,7 +507,7 @@ __attribute__((visibility("default"))) int etmlir_tosa_graph_run(etmlir_tosa_gra
       return -1;
     }
     for (size_t i = 0; i < graph->outputs.size(); ++i) {
-      if (graph->runner.getOutput(graph->output_names[i], static_cast<uint8_t*>(outputs[i]),
+      if (graph->runner->getOutput(graph->output_names[i], static_cast<uint8_t*>(outputs[i]),
                                   graph->outputs[i].nbytes) != 0) {
         set_message(message, message_size, "the reference model gave no output '" + graph->output_names[i] + "'");
         return -1;
@@ -445,6 +525,7 @@ __attribute__((visibility("default"))) int etmlir_tosa_graph_run(etmlir_tosa_gra
 
 __attribute__((visibility("default"))) void etmlir_tosa_graph_destroy(etmlir_tosa_graph* graph) {
   std::lock_guard<std::mutex> lock(g_lock);
+  if (g_current == graph) g_current = nullptr;
   delete graph;
 }
 
