@@ -149,7 +149,16 @@ class Shapes(nn.Module):
         return torch.where(y > m, y.abs().sqrt(), torch.clamp(y, -0.5, 0.5)) / (y.pow(2).sum(-1, keepdim=True) + 1)
 
 
+class Powers(nn.Module):
+    """Integer powers of negative numbers (TOSA's pow needs a positive base), a negative power and a
+    tensor exponent: the forms GELU's tanh approximation and user code write."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.pow(3) - 0.5 * x ** 2 + 1 / (x ** 2 + 1) + torch.pow(x.abs() + 0.5, x) + (x.abs() + 0.1) ** 0.5
+
+
 @pytest.mark.parametrize("make, shape", [
+    (Powers, (3, 8)),
     (ConvStack, (2, 3, 16, 16)),
     (Encoder, (2, 10, 32)),
     (Shapes, (1, 4, 6, 6)),
@@ -158,11 +167,28 @@ class Shapes(nn.Module):
     (lambda: nn.Sequential(nn.Conv2d(4, 6, 3), nn.GELU(approximate="tanh"), nn.AdaptiveAvgPool2d(1)), (1, 4, 9, 9)),
     (lambda: nn.Sequential(nn.Upsample(scale_factor=2, mode="bilinear"), nn.LeakyReLU(0.2), nn.AvgPool2d(3, 1, 1)),
      (1, 3, 5, 7)),
-], ids=["conv_stack", "transformer_encoder_layer", "shapes", "mlp_layernorm", "conv_gelu_pool", "resize_pool"])
+], ids=["powers", "conv_stack", "transformer_encoder_layer", "shapes", "mlp_layernorm", "conv_gelu_pool", "resize_pool"])
 def test_torch_nn_models_match_three_ways(make, shape, tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = make().eval()
     check_three_ways(model, (torch.randn(*shape),), tmp_path, "model")
+
+
+def test_delegates_without_tosa_operators_load_and_run(tmp_path: Path) -> None:
+    """A delegate whose graph folds to nothing (x * 1.0) or is only a constant (torch.full) has no TOSA
+    operators: its payload still loads and runs (found by trying ordinary models: it was refused)."""
+
+    class Folded(nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return F.elu(x * 1.0), torch.full((2, 3), 1.5)
+
+    model = Folded().eval()
+    x = torch.randn(2, 5)
+    path, _ = compile_tosa(model, (x,), tmp_path, "folded")
+    got = run_runtime(path, (x,))
+    expected = model(x)
+    np.testing.assert_allclose(got[0], expected[0].numpy(), atol=1e-6)
+    np.testing.assert_array_equal(got[1], expected[1].numpy())
 
 
 def test_what_tosa_cannot_take_stays_portable_with_reasons(tmp_path: Path) -> None:

@@ -118,7 +118,7 @@ def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> Preproces
     handle_map = {1: handles} if handles else {}
     header = PayloadHeader(backend_id=BACKEND_ID, body_format=BODY_FORMAT, body_version=BODY_VERSION,
                            inputs=inputs, outputs=outputs,
-                           entry_points=((ENTRY, REGION), ("profile", profile), ("level", level),
-                                         ("ops", " ".join(f"{name}={count}" for name, count in ops.items()))),
+                           entry_points=((ENTRY, REGION), ("profile", profile), ("level", level))
+                           + ((("ops", " ".join(f"{name}={count}" for name, count in ops.items())),) if ops else ()),
                            debug_handle_map=PayloadHeader.handle_map(handle_map))
     return PreprocessResult(write_payload(header, body), handle_map)

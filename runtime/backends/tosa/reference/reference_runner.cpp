@@ -129,15 +129,40 @@ struct etmlir_tosa_graph {
 
 namespace {
 
+// What the reference model printed, as one line: its own source locations ("REQUIRE() fails AT
+// /project/...cpp:617 operator()(): (x >= 0)" and the like) and colour codes left out, the
+// messages kept ("OpPow: x is less than 0"), each once.
+std::string printed_messages() {
+  std::string out;
+  size_t start = 0;
+  while (start < g_captured.size()) {
+    size_t end = g_captured.find('\n', start);
+    if (end == std::string::npos) end = g_captured.size();
+    std::string line;
+    for (size_t i = start; i < end; ++i) {
+      if (g_captured[i] == '\x1b') {  // an ANSI colour sequence: ESC [ ... m
+        while (i < end && g_captured[i] != 'm') ++i;
+        continue;
+      }
+      line += g_captured[i];
+    }
+    start = end + 1;
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
+    if (line.empty() || line.find(" AT /") != std::string::npos || line.find("Terminated early") == 0) continue;
+    if (out.find(line) != std::string::npos) continue;
+    out += (out.empty() ? "" : "; ") + line;
+  }
+  return out;
+}
+
 void set_message(char* message, size_t size, const std::string& text) {
   if (message == nullptr || size == 0) return;
   std::string full = text;
-  // Whatever the reference model printed explains the failure: append its last lines.
-  std::string printed = g_captured;
-  while (!printed.empty() && (printed.back() == '\n' || printed.back() == ' ')) printed.pop_back();
+  // Whatever the reference model printed explains the failure.
+  std::string printed = printed_messages();
   if (!printed.empty()) {
-    if (printed.size() > 600) printed = "..." + printed.substr(printed.size() - 600);
-    full += " (reference model: " + printed + ")";
+    if (printed.size() > 400) printed = printed.substr(0, 400) + "...";
+    full += ": " + printed;
   }
   std::snprintf(message, size, "%s", full.c_str());
 }

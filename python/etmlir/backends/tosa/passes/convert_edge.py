@@ -392,10 +392,13 @@ def _softmax(log: bool) -> Converter:
     return convert
 
 
-def _binary(name: str, scalar_other: bool = False, alpha: bool = False, swap: bool = False) -> Converter:
+def _binary(name: str, scalar_other: bool = False, alpha: bool = False, swap: bool = False,
+            other: str = "other") -> Converter:
+    other_name = other
+
     def convert(b: Builder, op: ir.Operation, named: dict) -> list:
         a = b.tensor(_one(named, "self"))
-        other_value = _one(named, "other")
+        other_value = _one(named, other_name)
         if scalar_other:
             other = b.fill([1] * len(shape_of(a)), b.scalar(other_value), element_of(a))
         else:
@@ -480,15 +483,31 @@ def _silu(b: Builder, op: ir.Operation, named: dict) -> list:
 
 
 def _pow_scalar(b: Builder, op: ir.Operation, named: dict) -> list:
+    """x ** c. TOSA's pow needs x > 0, so integer exponents (PyTorch's x ** 3 on negative x, GELU's
+    cube) are products, 0.5 and -0.5 are square roots; only other exponents use tosa.pow (a negative
+    base is then an error of the reference model at run time, where PyTorch gives NaN)."""
     x = b.tensor(_one(named, "self"))
     exponent = float(b.scalar(_one(named, "exponent")))
-    if exponent == 2:
-        return [b.binary("tosa.mul", x, x, x.type)]
-    if exponent == 1:
-        return [x]
     if exponent == 0.5:
-        return _sqrt(b, op, {"self": [x]})
+        return [b.unary("tosa.reciprocal", b.unary("tosa.rsqrt", x))]
+    if exponent == -0.5:
+        return [b.unary("tosa.rsqrt", x)]
+    if exponent.is_integer() and abs(exponent) <= MAX_INTEGER_EXPONENT:
+        n = int(abs(exponent))
+        if n == 0:
+            return [b.fill(shape_of(x), 1.0, element_of(x))]
+        result, square = None, x
+        while n:  # square-and-multiply
+            if n & 1:
+                result = square if result is None else b.binary("tosa.mul", result, square, x.type)
+            n >>= 1
+            if n:
+                square = b.binary("tosa.mul", square, square, x.type)
+        return [b.unary("tosa.reciprocal", result) if exponent < 0 else result]
     return [b.binary("tosa.pow", x, b.fill([1] * len(shape_of(x)), exponent, element_of(x)), x.type)]
+
+
+MAX_INTEGER_EXPONENT = 64
 
 
 def _reduction(name: str, mean: bool = False) -> Converter:
@@ -781,7 +800,7 @@ CONVERTERS: dict[str, Converter] = {
     "edge.div_scalar": _divide(scalar_other=True),
     "edge.maximum": _binary("tosa.maximum"),
     "edge.minimum": _binary("tosa.minimum"),
-    "edge.pow_tensor_tensor": _binary("tosa.pow"),
+    "edge.pow_tensor_tensor": _binary("tosa.pow", other="exponent"),
     "edge.pow_tensor_scalar": _pow_scalar,
     "edge.neg": _unary("tosa.negate"),
     "edge.abs": _unary("tosa.abs"),
