@@ -244,12 +244,15 @@ def test_missing_tosa_tools_is_a_clear_error(monkeypatch, tmp_path: Path) -> Non
 def test_et_inspect_shows_the_tosa_delegate(tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU()).eval()
-    path, _ = compile_tosa(model, (torch.randn(1, 3, 8, 8),), tmp_path, "inspect")
+    path, edge = compile_tosa(model, (torch.randn(1, 3, 8, 8),), tmp_path, "inspect")
     text = subprocess.run([str(ET_INSPECT), str(path), "--instructions", "0"], capture_output=True, text=True,
                           check=True).stdout
     assert "backend 'tosa'" in text
     assert "body: tosa-flatbuffer v1" in text and "profile pro_fp, level 8k" in text
     assert "conv2d=1" in text and "clamp=1" in text
+    # The delegation report says the same on the delegate's line.
+    graph = delegation_info(edge).delegated_graph()
+    assert "[tosa-flatbuffer v1 (" in graph and "profile pro_fp, level 8k; ops: " in graph and "conv2d=1" in graph
 
 
 def test_wrong_input_shape_is_refused_with_the_static_shape(tmp_path: Path) -> None:

@@ -215,3 +215,19 @@ def body_offset(blob: bytes) -> int:
     """Where a payload's body starts (read from its header, unchecked: for tools and tests)."""
     (size,) = _PREFIX.unpack_from(blob)
     return _PayloadHeaderTable.GetRootAs(bytes(blob[4:4 + size]), 0).BodyOffset()
+
+
+def payload_summary(blob: bytes) -> str | None:
+    """`tosa-flatbuffer v1 (14,322,676 bytes); profile pro_fp, level 8k; ops: conv2d=52 ...`: what a payload's
+    shared header says, for et-inspect and the delegation report (None: no valid header)."""
+    try:
+        header, body = read_payload(blob)
+    except ValueError:
+        return None
+    line = f"{header.body_format} v{header.body_version} ({len(body):,} bytes)"
+    details = [f"{name} {header.entry_point(name)}" for name in ("profile", "level") if header.entry_point(name)]
+    if details:
+        line += "; " + ", ".join(details)
+    if header.entry_point("ops"):
+        line += f"; ops: {header.entry_point('ops')}"
+    return line

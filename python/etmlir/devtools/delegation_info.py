@@ -58,6 +58,7 @@ class DelegatedSubgraph:
     op_counts: dict[str, int]       # ops inside, by op name
     outlined: bool
     payload_bytes: int | None = None  # the backend's compiled blob (etmlir.payload), once preprocessed
+    payload_summary: str | None = None  # what its payload header says (body format, TOSA profile and ops, ...)
 
     @property
     def num_ops(self) -> int:
@@ -363,13 +364,17 @@ class _Builder:
             return  # called again: its ops are counted once
         counts: collections.Counter[str] = collections.Counter(op.name for op in _walk(module) if _counted(op))
         backend = ir.StringAttr(call.attributes[attrs.BACKEND]).value
+        summary = (ir.StringAttr(module.attributes[attrs.PAYLOAD_SUMMARY]).value
+                   if attrs.PAYLOAD_SUMMARY in module.attributes else None)
         self.subgraphs[name] = DelegatedSubgraph(name, backend, dict(sorted(counts.items())), outlined=True,
-                                                 payload_bytes=payload_size(module))
+                                                 payload_bytes=payload_size(module), payload_summary=summary)
         self.delegated.update(counts)
 
     def _call_line(self, call: ir.Operation, state: ir.AsmState) -> str:
         subgraph = self.subgraphs[ir.StringAttr(self._callee(call).attributes["sym_name"]).value]
         payload = f", payload {subgraph.payload_bytes} B" if subgraph.payload_bytes is not None else ""
+        if subgraph.payload_summary:
+            payload += f" [{subgraph.payload_summary}]"
         return (f"{self._results(call, state)}delegate {subgraph.name} [{subgraph.backend}] "
                 f"({self._names(call.operands, state)}): {_plural(subgraph.num_ops, 'op')} "
                 f"({_op_summary(subgraph.op_counts)}){payload}")

@@ -230,9 +230,11 @@ def describe(data: bytes, name: str = "<buffer>", max_instructions: int = 60, sh
             except pte.PteError:
                 blob = None
             out.append(f"    {signing.describe_delegate(delegate, blob)}")
-            header_line = _payload_header_summary(blob)
-            if header_line:
-                out.append(f"    {header_line}")
+            from etmlir.backends.payload_header import payload_summary
+
+            summary = payload_summary(blob) if blob is not None else None
+            if summary:
+                out.append(f"    body: {summary}")
         calls = Counter()
         for ins in instructions:
             if ins.kindType == InstructionKind.KernelCall and ins.kind is not None and ins.kind.op < len(operators):
@@ -258,26 +260,6 @@ def describe(data: bytes, name: str = "<buffer>", max_instructions: int = 60, sh
                 body = _tensor(v.value) if v.valueType == Value.Tensor else _value(method, index, 0, runtime)
                 out.append(f"    %{index}: {_KIND_NAMES.get(v.valueType, f'kind {v.valueType}')} {body}")
     return "\n".join(out)
-
-
-def _payload_header_summary(blob: bytes | None) -> str | None:
-    """`body: tosa-flatbuffer v1 (14,322,676 bytes); profile pro_fp, level 8k; ops: conv2d=52 ...` from the shared
-    payload header (None for a payload without one)."""
-    if blob is None:
-        return None
-    from etmlir.backends.payload_header import read_payload
-
-    try:
-        header, body = read_payload(blob)
-    except ValueError:
-        return None
-    line = f"body: {header.body_format} v{header.body_version} ({len(body):,} bytes)"
-    details = [f"{name} {header.entry_point(name)}" for name in ("profile", "level") if header.entry_point(name)]
-    if details:
-        line += "; " + ", ".join(details)
-    if header.entry_point("ops"):
-        line += f"; ops: {header.entry_point('ops')}"
-    return line
 
 
 def extract_payload(data: bytes, method_name: str | None, index: int, body_only: bool = True) -> bytes:
