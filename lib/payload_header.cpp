@@ -188,6 +188,17 @@ Error read_payload(Span<const uint8_t> payload, const char* backend_id, PayloadV
   return Error::ok();
 }
 
+Error check_payload_body(const payload_schema::PayloadHeader& header, const char* body_format,
+                         uint32_t body_version) {
+  const char* format = header.body_format() ? header.body_format()->c_str() : "";
+  if (std::strcmp(format, body_format) != 0)
+    return Error::make(ErrorCode::InvalidProgram, "payload body_format is '%.40s', not '%s'", format, body_format);
+  if (header.body_version() != body_version)
+    return Error::make(ErrorCode::NotSupported, "payload body_version %u is not supported (this runtime reads %u)",
+                       header.body_version(), body_version);
+  return Error::ok();
+}
+
 const char* payload_entry_symbol(const PayloadHeader& header, const char* name) {
   for (size_t i = 0; i < count(header.entry_points()); ++i) {
     const payload_schema::EntryPoint* entry = header.entry_points()->Get(static_cast<flatbuffers::uoffset_t>(i));

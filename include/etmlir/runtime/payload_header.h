@@ -49,6 +49,10 @@ struct PayloadView {
 // prefixes where ("cpu delegate 3").
 Error read_payload(Span<const uint8_t> payload, const char* backend_id, PayloadView* out);
 
+// The header's body_format against the one a backend reads ("payload body_format is 'x', not 'pte'",
+// InvalidProgram) and its body_version against the one it reads (NotSupported).
+Error check_payload_body(const payload_schema::PayloadHeader& header, const char* body_format,
+                         uint32_t body_version);
 // The symbol of the entry point named `name` ("forward", "shapes"), or nullptr.
 const char* payload_entry_symbol(const payload_schema::PayloadHeader& header, const char* name);
 

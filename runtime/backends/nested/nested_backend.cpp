@@ -66,12 +66,7 @@ Error read_options(Span<const CompileSpec> compile_specs, Options* out) {
 Error read_header(Span<const uint8_t> payload, const Options& options, PayloadView* view, const char** method_name) {
   ET_CHECK_OK(read_payload(payload, "nested", view));
   const payload_schema::PayloadHeader& h = *view->header;
-  const char* format = h.body_format() ? h.body_format()->c_str() : "";
-  if (std::strcmp(format, kBodyFormat) != 0)
-    return Error::make(ErrorCode::InvalidProgram, "payload body_format is '%.40s', not '%s'", format, kBodyFormat);
-  if (h.body_version() != kBodyVersion)
-    return Error::make(ErrorCode::NotSupported, "payload body_version %u is not supported (this runtime reads %u)",
-                       h.body_version(), kBodyVersion);
+  ET_CHECK_OK(check_payload_body(h, kBodyFormat, kBodyVersion));
   ET_CHECK_OK(check_payload_target(h));
   const char* entry = payload_entry_symbol(h, "forward");
   *method_name = options.method_name[0] != '\0' ? options.method_name : entry != nullptr ? entry : "forward";

@@ -140,12 +140,7 @@ Error check_spec(const payload_schema::TensorSpec* spec, const etmlir_tosa_tenso
 Error read_header(Span<const uint8_t> payload, PayloadView* view, const char** region, const char** profile) {
   ET_CHECK_OK(read_payload(payload, kBackendId, view));
   const payload_schema::PayloadHeader& h = *view->header;
-  const char* format = h.body_format() ? h.body_format()->c_str() : "";
-  if (std::strcmp(format, kBodyFormat) != 0)
-    return Error::make(ErrorCode::InvalidProgram, "payload body_format is '%.40s', not '%s'", format, kBodyFormat);
-  if (h.body_version() != kBodyVersion)
-    return Error::make(ErrorCode::NotSupported, "payload body_version %u is not supported (this runtime reads %u)",
-                       h.body_version(), kBodyVersion);
+  ET_CHECK_OK(check_payload_body(h, kBodyFormat, kBodyVersion));
   *region = payload_entry_symbol(h, "forward");
   if (*region == nullptr) return Error::make(ErrorCode::InvalidProgram, "the payload header names no 'forward' region");
   *profile = payload_entry_symbol(h, "profile");

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
-from etmlir.backends.tosa.passes.convert_edge import CONVERTERS
+from etmlir.backends.tosa.passes.convert_edge import CONVERTERS, bool_attr, int_list_attr
 from etmlir.delegation.operator_support import OperatorSupport, OpPredicate
 
 MAX_RANK = 6  # TOSA level 8K
@@ -37,20 +37,6 @@ _BOOLEAN_OPS = frozenset({
 })
 
 
-def _ints(op: ir.Operation, name: str) -> list[int]:
-    if name not in op.attributes:
-        return []
-    attr = op.attributes[name]
-    try:
-        return [int(v) for v in ir.DenseI64ArrayAttr(attr)]
-    except ValueError:
-        return [int(ir.IntegerAttr(attr).value)]
-
-
-def _flag(op: ir.Operation, name: str) -> bool:
-    return name in op.attributes and ir.BoolAttr(op.attributes[name]).value
-
-
 def _shape(value: ir.Value) -> list[int]:
     return list(ir.RankedTensorType(value.type).shape)
 
@@ -61,7 +47,7 @@ def _is_constant(value: ir.Value) -> bool:
 
 
 def _convolution(op: ir.Operation) -> str | None:
-    if _flag(op, "transposed"):
+    if bool_attr(op, "transposed"):
         return "transposed convolution is not lowered to TOSA yet"
     rank = ir.RankedTensorType(op.operands[0].type).rank
     if rank != 4:
@@ -80,9 +66,9 @@ def _slice(op: ir.Operation) -> str | None:
 
 
 def _pool(op: ir.Operation) -> str | None:
-    if _flag(op, "ceil_mode"):
+    if bool_attr(op, "ceil_mode"):
         return "ceil_mode pooling has no TOSA form"
-    if any(d != 1 for d in _ints(op, "dilation")):
+    if any(d != 1 for d in int_list_attr(op, "dilation")):
         return "dilated pooling has no TOSA form"
     if op.name == "edge.max_pool2d_with_indices" and len(list(op.results[1].uses)):
         return "max_pool2d's indices are used (TOSA's max_pool2d gives none)"
@@ -100,7 +86,7 @@ def _adaptive_pool(op: ir.Operation) -> str | None:
 
 
 def _resize(op: ir.Operation) -> str | None:
-    if _flag(op, "align_corners"):
+    if bool_attr(op, "align_corners"):
         return "align_corners=True resizing is not lowered"
     if len(_shape(op.operands[0])) != 4:
         return "only 2-d resizing is lowered"
@@ -112,7 +98,7 @@ def _resize(op: ir.Operation) -> str | None:
 
 
 def _constant_pad(op: ir.Operation) -> str | None:
-    if any(p < 0 for p in _ints(op, "pad")):
+    if any(p < 0 for p in int_list_attr(op, "pad")):
         return "negative padding (cropping) is not lowered"
     return None
 

@@ -229,7 +229,8 @@ class Builder:
 Converter = Callable[[Builder, ir.Operation, dict], list]
 
 
-def _attr_ints(op: ir.Operation, name: str) -> list[int]:
+def int_list_attr(op: ir.Operation, name: str) -> list[int]:
+    """An int-array (or single int) attribute as a list; [] when absent."""
     if name not in op.attributes:
         return []
     attr = op.attributes[name]
@@ -243,7 +244,8 @@ def _attr_int(op: ir.Operation, name: str) -> int:
     return int(ir.IntegerAttr(op.attributes[name]).value)
 
 
-def _attr_bool(op: ir.Operation, name: str) -> bool:
+def bool_attr(op: ir.Operation, name: str) -> bool:
+    """A bool attribute; False when absent."""
     return name in op.attributes and ir.BoolAttr(op.attributes[name]).value
 
 
@@ -290,12 +292,12 @@ def _conv_geometry(b: Builder, x: ir.Value, kernel: Sequence[int], stride: Seque
 
 def _convolution(b: Builder, op: ir.Operation, named: dict) -> list:
     x, weight, bias = _one(named, "input"), _one(named, "weight"), _one(named, "bias")
-    if _attr_bool(op, "transposed"):
+    if bool_attr(op, "transposed"):
         raise ConversionError("transposed convolution is not converted")
     rank = len(shape_of(x))
     if rank != 4:
         raise ConversionError(f"only 2-d convolutions are converted (this input has rank {rank})")
-    stride, padding, dilation = _attr_ints(op, "stride"), _attr_ints(op, "padding"), _attr_ints(op, "dilation")
+    stride, padding, dilation = int_list_attr(op, "stride"), int_list_attr(op, "padding"), int_list_attr(op, "dilation")
     groups = _attr_int(op, "groups")
     out_shape = shape_of(op.results[0])
     element = element_of(x)
@@ -361,7 +363,7 @@ def _batch_norm(b: Builder, op: ir.Operation, named: dict) -> list:
 def _layer_norm(b: Builder, op: ir.Operation, named: dict) -> list:
     x = b.tensor(_one(named, "input"))
     dims = shape_of(x)
-    normalized = _attr_ints(op, "normalized_shape")
+    normalized = int_list_attr(op, "normalized_shape")
     eps = float(ir.FloatAttr(op.attributes["eps"]).value)
     axes = list(range(len(dims) - len(normalized), len(dims)))
     count = math.prod(dims[a] for a in axes)
@@ -514,7 +516,7 @@ def _reduction(name: str, mean: bool = False) -> Converter:
     def convert(b: Builder, op: ir.Operation, named: dict) -> list:
         x = b.tensor(_one(named, "self"))
         dims = shape_of(x)
-        axes = [_dim(d, len(dims)) for d in _attr_ints(op, "dim")] or list(range(len(dims)))
+        axes = [_dim(d, len(dims)) for d in int_list_attr(op, "dim")] or list(range(len(dims)))
         y = b.reduce(name, x, axes)
         if mean:
             y = b.scale(y, 1.0 / math.prod(dims[a] for a in axes))
@@ -533,7 +535,7 @@ def _identity(b: Builder, op: ir.Operation, named: dict) -> list:
 def _permute(b: Builder, op: ir.Operation, named: dict) -> list:
     x = b.tensor(_one(named, "self"))
     rank = len(shape_of(x))
-    return [b.transpose(x, [_dim(d, rank) for d in _attr_ints(op, "dims")])]
+    return [b.transpose(x, [_dim(d, rank) for d in int_list_attr(op, "dims")])]
 
 
 def _transpose(b: Builder, op: ir.Operation, named: dict) -> list:
@@ -667,14 +669,14 @@ def _zeros_like(number: float) -> Converter:
 def _pool(kind: str) -> Converter:
     def convert(b: Builder, op: ir.Operation, named: dict) -> list:
         x = b.tensor(_one(named, "self"))
-        kernel = _attr_ints(op, "kernel_size")
+        kernel = int_list_attr(op, "kernel_size")
         kernel = kernel * 2 if len(kernel) == 1 else kernel
-        stride = _attr_ints(op, "stride") or kernel
+        stride = int_list_attr(op, "stride") or kernel
         stride = stride * 2 if len(stride) == 1 else stride
-        padding = _attr_ints(op, "padding") or [0, 0]
+        padding = int_list_attr(op, "padding") or [0, 0]
         padding = padding * 2 if len(padding) == 1 else padding
-        dilation = _attr_ints(op, "dilation") or [1, 1]
-        if _attr_bool(op, "ceil_mode"):
+        dilation = int_list_attr(op, "dilation") or [1, 1]
+        if bool_attr(op, "ceil_mode"):
             raise ConversionError("ceil_mode pooling is not converted")
         if any(d != 1 for d in dilation):
             raise ConversionError("dilated pooling has no TOSA form")
@@ -684,7 +686,7 @@ def _pool(kind: str) -> Converter:
         if kind == "avg":
             if "divisor_override" in op.attributes or _one(named, "divisor_override") is not None:
                 raise ConversionError("avg_pool2d with divisor_override is not converted")
-            include_pad = _attr_bool(op, "count_include_pad") if "count_include_pad" in op.attributes else True
+            include_pad = bool_attr(op, "count_include_pad") if "count_include_pad" in op.attributes else True
             if include_pad and any(padding):
                 n, h, w, c = shape_of(nhwc)
                 pads = [0, 0, padding[0], padding[0], padding[1], padding[1], 0, 0]
@@ -726,7 +728,7 @@ def _adaptive_avg_pool(b: Builder, op: ir.Operation, named: dict) -> list:
 def _constant_pad(b: Builder, op: ir.Operation, named: dict) -> list:
     x = b.tensor(_one(named, "self"))
     dims = shape_of(x)
-    pad = _attr_ints(op, "pad")
+    pad = int_list_attr(op, "pad")
     if any(p < 0 for p in pad):
         raise ConversionError("negative padding is not converted")
     pads = [0] * (2 * len(dims))
@@ -752,7 +754,7 @@ def _upsample(mode: str) -> Converter:
         n, c, h, w = shape_of(x)
         out = shape_of(op.results[0])
         oh, ow = out[2], out[3]
-        if mode == "bilinear" and _attr_bool(op, "align_corners"):
+        if mode == "bilinear" and bool_attr(op, "align_corners"):
             raise ConversionError("align_corners=True resizing is not converted")
         if oh % h or ow % w:
             raise ConversionError(f"resizing {h}x{w} -> {oh}x{ow} is not by an integer factor")
