@@ -24,6 +24,7 @@ from __future__ import annotations
 from torch_mlir import ir
 
 from etmlir.backends.tosa.passes.convert_edge import CONVERTERS, bool_attr, int_list_attr
+from etmlir.dialects.edge import DYNAMIC
 from etmlir.delegation.operator_support import OperatorSupport, OpPredicate
 
 MAX_RANK = 6  # TOSA level 8K
@@ -60,8 +61,9 @@ def _convolution(op: ir.Operation) -> str | None:
 
 
 def _slice(op: ir.Operation) -> str | None:
-    if len(op.operands) > 3 and not _is_constant(op.operands[3]):
-        return "the slice's step is not a compile-time constant"
+    for name in ("start", "end", "step", "index"):
+        if name in op.attributes and int(ir.IntegerAttr(op.attributes[name]).value) == DYNAMIC:
+            return f"the slice's {name} is only known at run time; TOSA graphs are static"
     return None
 
 
@@ -106,6 +108,7 @@ def _constant_pad(op: ir.Operation) -> str | None:
 _CHECKS: dict[str, OpPredicate] = {
     "edge.convolution": _convolution,
     "edge.slice_copy_tensor": _slice,
+    "edge.select_copy_int": _slice,
     "edge.avg_pool2d": _pool,
     "edge.max_pool2d_with_indices": _pool,
     "edge.adaptive_avg_pool2d": _adaptive_pool,

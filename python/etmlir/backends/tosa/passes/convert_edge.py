@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from torch_mlir import ir
 
-from etmlir.dialects.edge import edge_op_of, named_operands
+from etmlir.dialects.edge import DYNAMIC, edge_op_of, named_operands
 from etmlir.executable.serialize import resource_blobs, resource_key
 from etmlir.frontend.locations import with_debug_handle
 from etmlir.passes.assign_debug_handles import debug_handle
@@ -266,6 +266,10 @@ def _result_type(op: ir.Operation, i: int = 0) -> ir.Type:
     return op.results[i].type
 
 
+def _pair(values: list[int], default: int) -> list[int]:
+    return [default, default] if not values else values * 2 if len(values) == 1 else values
+
+
 def _window_padding(size: int, kernel: int, stride: int, dilation: int, low: int, high: int) -> tuple[int, int, int]:
     """(pad_low, pad_high, rows to cut off the end): TOSA wants the window count to divide exactly;
     PyTorch drops the rows a last partial window would read, so drop them from the padding
@@ -297,7 +301,9 @@ def _convolution(b: Builder, op: ir.Operation, named: dict) -> list:
     rank = len(shape_of(x))
     if rank != 4:
         raise ConversionError(f"only 2-d convolutions are converted (this input has rank {rank})")
-    stride, padding, dilation = int_list_attr(op, "stride"), int_list_attr(op, "padding"), int_list_attr(op, "dilation")
+    # A single value stands for both dims (PyTorch's padding=0 arrives as [0]).
+    stride, padding, dilation = (_pair(int_list_attr(op, name), default)
+                                 for name, default in (("stride", 1), ("padding", 0), ("dilation", 1)))
     groups = _attr_int(op, "groups")
     out_shape = shape_of(op.results[0])
     element = element_of(x)
@@ -597,29 +603,57 @@ def _cat(b: Builder, op: ir.Operation, named: dict) -> list:
                  axis=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), axis))]
 
 
+def static_int(op: ir.Operation, name: str, default: int | None) -> int | None:
+    """A SymInt argument kept as an attribute (`start = 2 : i64`); `default` when absent. A size only
+    known at run time (the DYNAMIC sentinel) is a ConversionError: TOSA graphs are static."""
+    if name not in op.attributes:
+        return default
+    value = int(ir.IntegerAttr(op.attributes[name]).value)
+    if value == DYNAMIC:
+        raise ConversionError(f"'{name}' is only known at run time")
+    return value
+
+
 def _slice(b: Builder, op: ir.Operation, named: dict) -> list:
     x = b.tensor(_one(named, "self"))
     dims = shape_of(x)
     axis = _dim(_attr_int(op, "dim"), len(dims))
-    step = int(b.scalar(_one(named, "step"), 1))
-    start = _one(named, "start")
-    begin = int(b.scalar(start, 0)) if start is not None else 0
-    if begin < 0:
-        begin += dims[axis]
+    step = static_int(op, "step", 1)
+    begin = static_int(op, "start", 0)
+    begin = begin + dims[axis] if begin < 0 else begin
     begin = min(max(begin, 0), dims[axis])
     out = shape_of(op.results[0])
-    if step != 1:
-        raise ConversionError(f"a slice with step {step} is not converted")
+    count = out[axis]
     starts = [0] * len(dims)
     starts[axis] = begin
-    return [b.slice(x, starts, out)]
+    if step == 1 or count <= 1:
+        return [b.slice(x, starts, out)]
+    # Every step-th row: take rows [begin, begin + step * count) (padded at the end when the last
+    # window runs past the input), view the axis as [count, step], keep index 0 of the step.
+    available = min(step * count, dims[axis] - begin)
+    sizes = list(dims)
+    sizes[axis] = available
+    rows = b.slice(x, starts, sizes)
+    if available < step * count:
+        padded = list(sizes)
+        padded[axis] = step * count
+        pads = [0] * (2 * len(dims))
+        pads[2 * axis + 1] = step * count - available
+        rows = b.op("tosa.pad", b.typed(padded, element_of(x)), [rows, b.shape(pads), b.fill([1], 0, element_of(x))])
+    split = dims[:axis] + [count, step] + dims[axis + 1:]
+    split[:axis] = out[:axis]
+    split[axis + 2:] = out[axis + 1:]
+    picked = b.slice(b.reshape(rows, split), [0] * len(split), split[:axis + 1] + [1] + split[axis + 2:])
+    return [b.reshape(picked, out)]
 
 
 def _select(b: Builder, op: ir.Operation, named: dict) -> list:
     x = b.tensor(_one(named, "self"))
     dims = shape_of(x)
     axis = _dim(_attr_int(op, "dim"), len(dims))
-    index = _attr_int(op, "index") if "index" in op.attributes else int(b.scalar(_one(named, "index")))
+    index = static_int(op, "index", None)
+    if index is None:
+        index = int(b.scalar(_one(named, "index")))
     index = index + dims[axis] if index < 0 else index
     starts, sizes = [0] * len(dims), list(dims)
     starts[axis], sizes[axis] = index, 1
@@ -888,6 +922,8 @@ def convert_function(builder: Builder, block: ir.Block) -> list[tuple[ir.Operati
         except ConversionError as error:
             failures.append((op, f"{op.name}: {error}"))
             continue
+        except Exception as error:  # a bug here: name the op it happened on
+            raise RuntimeError(f"converting {op.name} at {op.location}: {type(error).__name__}: {error}") from error
         for old, new in zip(op.results, results):
             if new is None:
                 if len(list(old.uses)):
