@@ -17,7 +17,7 @@
 // CHECK-NEXT: "edge.constant"
 // CHECK-NEXT: "edge.mul_scalar"(%[[C]],
 // CHECK-NOT: edge.custom_op
-// CHECK: module @nested_0 attributes {etmlir.backend = "nested", etmlir.compile_specs = {}, etmlir.debug_handle_map = {"1" = array<i64: 1>, "2" = array<i64: 2>, "3" = array<i64: 3>}, etmlir.lowered_from = "etmlir_lowered::m0", etmlir.payload = {{.+}} : tensor<{{[1-9][0-9]*}}xui8>, etmlir.payload_summary = "pte v1 ({{[0-9,]+}} bytes)"} {
+// CHECK: module @nested_0 attributes {etmlir.backend = "nested", etmlir.compile_specs = {}, etmlir.debug_handle_map = {"1" = array<i64: 1>, "2" = array<i64: 2>, "3" = array<i64: 3>}, etmlir.lowered_from = "etmlir_lowered::m0", etmlir.payload = {{.+}} : tensor<{{[1-9][0-9]*}}xui8>} {
 // CHECK-NEXT: func.func @forward(%arg0: tensor<1x8xf32>) -> tensor<1x4xf32>
 // CHECK: "edge.permute_copy"({{.*}}) {dims = array<i64: 1, 0>, etmlir.debug_handle = 1 : i64}
 // CHECK: "edge.addmm"({{.*}}) {etmlir.debug_handle = 2 : i64}
@@ -65,7 +65,7 @@ func.func @twice(%x: tensor<1x8xf32>, %y: tensor<1x8xf32>) -> tensor<1x4xf32> {
 // CHECK-NEXT: call @nested_1.forward(%[[A]]) {etmlir.backend = "nested"} : (tensor<1x4xf32>) -> tensor<1x2xf32>
 // CHECK: module @nested_0 attributes {{.*}}etmlir.debug_handle_map = {"1" = array<i64: 1>, "2" = array<i64: 2>, "3" = array<i64: 3>}, etmlir.lowered_from = "etmlir_lowered::m0"
 // CHECK: func.func private @nested_0.forward(tensor<1x8xf32>) -> tensor<1x4xf32>
-// CHECK: module @nested_1 attributes {etmlir.backend = "nested", etmlir.compile_specs = {}, etmlir.debug_handle_map = {"4" = array<i64: 4>, "5" = array<i64: 5>, "6" = array<i64: 6>}, etmlir.lowered_from = "etmlir_lowered::m1", etmlir.payload = {{.+}} : tensor<{{[1-9][0-9]*}}xui8>, etmlir.payload_summary = "pte v1 ({{[0-9,]+}} bytes)"} {
+// CHECK: module @nested_1 attributes {etmlir.backend = "nested", etmlir.compile_specs = {}, etmlir.debug_handle_map = {"4" = array<i64: 4>, "5" = array<i64: 5>, "6" = array<i64: 6>}, etmlir.lowered_from = "etmlir_lowered::m1", etmlir.payload = {{.+}} : tensor<{{[1-9][0-9]*}}xui8>} {
 // CHECK-NEXT: func.func @forward(%arg0: tensor<1x4xf32>) -> tensor<1x2xf32>
 // CHECK-DAG: "edge.constant"() {etmlir.param = "lin.weight", value = dense<[{{.*}}]> : tensor<2x4xf32>}
 // CHECK-DAG: "edge.constant"() {etmlir.param = "lin.bias", value = dense<[{{.*}}]> : tensor<2xf32>}
@@ -87,7 +87,7 @@ func.func @two(%x: tensor<1x8xf32>) -> tensor<1x2xf32> {
 // CHECK-NEXT: %[[L:.*]] = call @nested_1.forward(%arg0) {etmlir.backend = "nested"} : (tensor<1x8xf32>) -> tensor<1x4xf32>
 // CHECK-NEXT: call @nested_0.forward(%[[L]]) {etmlir.backend = "nested", etmlir.debug_handle = 9 : i64}
 // CHECK: module @nested_0 attributes {etmlir.backend = "nested", etmlir.compile_specs = {}, etmlir.debug_handle_map = {"2" = array<i64: 2>}, etmlir.payload = dense<[1, 2, 3]> : tensor<3xui8>}
-// CHECK: module @nested_1 attributes {etmlir.backend = "nested", etmlir.compile_specs = {}, etmlir.debug_handle_map = {"10" = array<i64: 10>, "11" = array<i64: 11>, "12" = array<i64: 12>}, etmlir.lowered_from = "etmlir_lowered::m0", etmlir.payload = {{.+}} : tensor<{{[1-9][0-9]*}}xui8>, etmlir.payload_summary = "pte v1 ({{[0-9,]+}} bytes)"}
+// CHECK: module @nested_1 attributes {etmlir.backend = "nested", etmlir.compile_specs = {}, etmlir.debug_handle_map = {"10" = array<i64: 10>, "11" = array<i64: 11>, "12" = array<i64: 12>}, etmlir.lowered_from = "etmlir_lowered::m0", etmlir.payload = {{.+}} : tensor<{{[1-9][0-9]*}}xui8>}
 // CHECK: func.func private @nested_1.forward(tensor<1x8xf32>) -> tensor<1x4xf32> attributes {etmlir.backend = "nested"}
 func.func @existing(%x: tensor<1x8xf32>) -> tensor<1x4xf32> {
   %0 = "edge.custom_op"(%x) {args = {}, op = "etmlir_lowered::m0", schema = "etmlir_lowered::m0(Tensor a0) -> Tensor"} : (tensor<1x8xf32>) -> tensor<1x4xf32>

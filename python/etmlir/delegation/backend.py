@@ -45,6 +45,7 @@ class PreprocessResult:
 
     payload: bytes
     debug_handle_map: Mapping[int, tuple[int, ...]]
+    summary: str | None = None  # one line on what the payload holds, for the delegation report
 
 
 class Backend(abc.ABC):

@@ -36,7 +36,7 @@ BACKEND = "etmlir.backend"                 # on a delegate module and its call: 
 PAYLOAD = "etmlir.payload"                 # on a delegate module: the compiled payload
 COMPILE_SPECS = "etmlir.compile_specs"     # on a delegate module: the backend's compile specs
 DEBUG_HANDLE_MAP = "etmlir.debug_handle_map"  # on a delegate module: payload id -> edge debug handles
-PAYLOAD_SUMMARY = "etmlir.payload_summary"  # on a delegate module: what its payload header says, one line
+PAYLOAD_SUMMARY = "etmlir.payload_summary"  # on a delegate module: the backend's one line on its payload
 LOWERED_FROM = "etmlir.lowered_from"       # on a linked delegate: the lowered module it came from
 
 # The cpu backend (etmlir/backends/cpu): on its module, symbol -> initial value of each weight

@@ -89,11 +89,8 @@ def preprocess_module(nested: ir.Operation) -> None:
             data, type=ir.RankedTensorType.get([len(data)], ir.IntegerType.get_unsigned(8)))
         if attrs.COMPILE_SPECS not in nested.attributes:
             set_compile_specs(nested, specs)
-        from etmlir.backends.payload_header import payload_summary
-
-        summary = payload_summary(result.payload)
-        if summary is not None:
-            nested.attributes[attrs.PAYLOAD_SUMMARY] = ir.StringAttr.get(summary)
+        if result.summary is not None:
+            nested.attributes[attrs.PAYLOAD_SUMMARY] = ir.StringAttr.get(result.summary)
         nested.attributes[attrs.DEBUG_HANDLE_MAP] = ir.DictAttr.get({
             str(key): ir.DenseI64ArrayAttr.get(list(handles)) for key, handles in result.debug_handle_map.items()})
 

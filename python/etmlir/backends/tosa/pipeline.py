@@ -30,7 +30,7 @@ from collections.abc import Mapping
 
 from torch_mlir import ir
 
-from etmlir.backends.payload_header import PayloadHeader, TensorSpec, write_payload
+from etmlir.backends.payload_header import PayloadHeader, TensorSpec, payload_summary, write_payload
 from etmlir.backends.tosa import check_specs
 from etmlir.backends.tosa.tools import serialize
 from etmlir.delegation.backend import BackendError, PreprocessResult
@@ -121,4 +121,5 @@ def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> Preproces
                            entry_points=((ENTRY, REGION), ("profile", profile), ("level", level))
                            + ((("ops", " ".join(f"{name}={count}" for name, count in ops.items())),) if ops else ()),
                            debug_handle_map=PayloadHeader.handle_map(handle_map))
-    return PreprocessResult(write_payload(header, body), handle_map)
+    payload = write_payload(header, body)
+    return PreprocessResult(payload, handle_map, summary=payload_summary(payload))
