@@ -4,6 +4,7 @@
 #   runtime/schema/program.fbs  (the .pte)                   -> python/etmlir/schema/
 #   runtime/schema/payload.fbs  (every delegate payload's header) -> python/etmlir/payload_schema/
 #   runtime/schema/trace.fbs    (trace files)                    -> python/etmlir/trace_schema/
+#   runtime/schema/vulkan.fbs   (the vulkan backend's payload body)  -> python/etmlir/vulkan_schema/
 #   scripts/gen_schema.sh           rewrite the generated files
 #   scripts/gen_schema.sh --check   fail if they differ from what flatc makes now
 # The C++ headers are generated at build time by CMake from the same schemas.
@@ -14,7 +15,7 @@ want="flatc version 2.0.8"
 [ "$(flatc --version)" = "$want" ] || { echo "gen_schema: need '$want', found '$(flatc --version)'" >&2; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 stale=0
-for pair in program:schema payload:payload_schema trace:trace_schema; do
+for pair in program:schema payload:payload_schema trace:trace_schema vulkan:vulkan_schema; do
   fbs=runtime/schema/${pair%%:*}.fbs
   package=${pair##*:}
   flatc --python --gen-object-api -o "$tmp/$package" "$fbs"

@@ -13,7 +13,7 @@ et-preprocess-delegates (payloads).
 
 The framework (the `Backend` interface and registry, `OperatorSupport`, the
 partitioner) lives in `etmlir.delegation`, below the passes; this package
-holds the backends themselves, one folder each (`nested/`, `cpu/`, `tosa/`), found by
+holds the backends themselves, one folder each (`nested/`, `cpu/`, `tosa/`, `vulkan/`), found by
 id and imported on first use (`get_backend`), and `lowering.py`
 (`etmlir.to_backend`, composition). A backend folder holds its operator
 support table, its passes (`et-<id>-*`, in the one pass registry), a

@@ -1,0 +1,49 @@
+"""The `vulkan` backend: delegated subgraphs compiled by MLIR into SPIR-V compute shaders.
+
+    edge = edge.to_backend(etmlir.backends.partitioner("vulkan"))
+    pte = edge.to_executorch()          # runs on the runtime's "vulkan" backend
+
+Partitioning (`support.py`) takes the cpu backend's op families on static f32
+shapes. Preprocess (`pipeline.py`) lowers each outlined subgraph with the
+edge -> linalg steps the `cpu` backend uses, then this backend's passes
+(`passes/`, one file per `et-vulkan-*` flag): bufferization, one GPU kernel per
+linalg op, shared-memory tiling of the matrix products, one thread per
+parallel iteration elsewhere, and MLIR's gpu -> SPIR-V conversion for a
+Vulkan target env. The payload is the shared payload header around a
+FlatBuffer dispatch graph (runtime/schema/vulkan.fbs): the SPIR-V shaders,
+the buffers with the memory plan's slots, the weights, and the dispatches
+with the barriers between them. The runtime's `vulkan` backend
+(runtime/backends/vulkan/) loads the Vulkan loader at run time, creates the
+pipelines and uploads the weights at `init`, and records one command buffer
+per `execute`.
+
+Partitioner options:
+    ops / skip_ops / min_group_size  as for every backend
+    compile_specs: tile, max_workgroup_invocations, spirv_version, validate, verbose
+                   (pipeline.py says what each does)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from torch_mlir import ir
+
+from etmlir.backends.vulkan.support import VULKAN_SUPPORT
+from etmlir.delegation.backend import Backend, PreprocessResult, register_backend
+
+BACKEND_ID = "vulkan"
+
+
+class VulkanBackend(Backend):
+    id = BACKEND_ID
+    support = VULKAN_SUPPORT
+    description = "SPIR-V compute shaders compiled by MLIR (linalg -> gpu -> spirv), run through the Vulkan API"
+
+    def preprocess(self, module: ir.Module, compile_specs: Mapping[str, str]) -> PreprocessResult:
+        # The compiler is imported when a delegate is compiled.
+        from etmlir.backends.vulkan import pipeline
+        return pipeline.preprocess(module, compile_specs)
+
+
+register_backend(VulkanBackend())

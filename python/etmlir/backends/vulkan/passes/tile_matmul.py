@@ -1,0 +1,166 @@
+"""et-vulkan-tile-matmul: matrix products as tiled kernels that stage their operands in shared memory.
+
+A kernel holding one `linalg.matmul` (C += A B) or `linalg.batch_matmul`
+becomes the classic tiled product: a workgroup of TILE x TILE threads owns a
+TILE x TILE block of C; for each TILE-wide step along K, every thread loads
+one element of A's and one of B's tile into workgroup (shared) memory, the
+workgroup synchronizes, and each thread accumulates its row of the A tile
+times its column of the B tile from there, so each element of A and B is read
+from device memory N/TILE and M/TILE times instead of N and M times. Edges
+are guarded (out-of-range loads read 0). The grid is (ceil(N/TILE),
+ceil(M/TILE), batch). Products the pass does not recognise (a matmul with
+custom indexing maps, a non-f32 one) are left to et-vulkan-map-threads.
+
+    gpu.func @k1(%a0: memref<4x16xf32>, %a1: memref<16x32xf32>, %a2: memref<4x32xf32>) kernel {
+      linalg.matmul ins(%a0, %a1 : ...) outs(%a2 : ...)
+becomes
+    gpu.func @k1(...) kernel attributes {spirv.entry_point_abi = #spirv.entry_point_abi<workgroup_size = [16, 16, 1]>} {
+      %as = memref.alloc() : memref<16x16xf32, #spirv.storage_class<Workgroup>>     (and %bs)
+      %acc = scf.for %kt = %c0 to %c1 step %c1 iter_args(%s = %zero) -> (f32) {
+        ... memref.store %a, %as[%ty, %tx] ... gpu.barrier ... scf.for %kk ... gpu.barrier
+      }
+      ... memref.store (C + %acc), %a2[%row, %col]
+    gpu.launch_func @k1::@k1 blocks in (%c2, %c1, %c1) threads in (%c16, %c16, %c1) ...
+"""
+
+from __future__ import annotations
+
+import math
+
+from torch_mlir import ir
+
+from etmlir.backends.vulkan.passes.map_threads import ENTRY_POINT_ABI
+from etmlir.backends.vulkan.passes.outline_kernels import kernels, launches, set_launch_sizes
+from etmlir.passes.registry import Option, register_pass
+
+TILE = 16  # the default tile edge: 16 x 16 = 256 threads per workgroup
+PRODUCTS = ("linalg.matmul", "linalg.batch_matmul")
+# The indexing maps of a plain product (C[m, n] += A[m, k] B[k, n], with a leading batch dim for batch_matmul).
+DEFAULT_MAPS = {
+    "linalg.matmul": "[affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, "
+                     "affine_map<(d0, d1, d2) -> (d0, d1)>]",
+    "linalg.batch_matmul": "[affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>, affine_map<(d0, d1, d2, d3) -> "
+                           "(d0, d3, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>]",
+}
+
+
+def _product(kernel: ir.Operation) -> ir.Operation | None:
+    """The kernel's only op (besides its return), if it is a product this pass tiles."""
+    ops = [op.operation for op in kernel.regions[0].blocks[0].operations]
+    if len(ops) != 2 or ops[0].name not in PRODUCTS:
+        return None
+    if "indexing_maps" in ops[0].attributes and str(ops[0].attributes["indexing_maps"]) != DEFAULT_MAPS[ops[0].name]:
+        return None  # a transposed operand
+    product = ops[0]
+    types = [ir.MemRefType(v.type) for v in product.operands]
+    if len(types) != 3 or any(str(t.element_type) != "f32" or not t.has_static_shape for t in types):
+        return None
+    arguments = list(kernel.regions[0].blocks[0].arguments)
+    if any(v not in arguments for v in product.operands):
+        return None
+    return product
+
+
+def _kernel_text(name: str, kernel: ir.Operation, product: ir.Operation, tile: int
+                 ) -> tuple[str, tuple[int, int, int]]:
+    arguments = list(kernel.regions[0].blocks[0].arguments)
+    a, b, c = (arguments.index(v) for v in product.operands)
+    a_type, b_type, c_type = (ir.MemRefType(v.type) for v in product.operands)
+    batched = product.name == "linalg.batch_matmul"
+    batch = c_type.shape[0] if batched else 1
+    m, n = c_type.shape[-2], c_type.shape[-1]
+    k = a_type.shape[-1]
+    signature = ", ".join(f"%a{i}: {v.type}" for i, v in enumerate(arguments))
+    # Workgroup memory as memref.alloc in SPIR-V's Workgroup storage class: MemRefToSPIRV makes it a
+    # Workgroup spirv.GlobalVariable (gpu.func workgroup attributions crash convert-gpu-to-spirv in the
+    # MLIR of the pinned torch-mlir wheel).
+    shared = f"memref<{tile}x{tile}xf32, #spirv.storage_class<Workgroup>>"
+    z = "%bz, " if batched else ""
+    text = f"""
+gpu.func @{name}({signature}) kernel
+    attributes {{{ENTRY_POINT_ABI} = #spirv.entry_point_abi<workgroup_size = [{tile}, {tile}, 1]>}} {{
+  %as = memref.alloc() : {shared}
+  %bs = memref.alloc() : {shared}
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %ct = arith.constant {tile} : index
+  %cm = arith.constant {m} : index
+  %cn = arith.constant {n} : index
+  %ck = arith.constant {k} : index
+  %steps = arith.constant {math.ceil(k / tile)} : index
+  %zero = arith.constant 0.0 : f32
+  %tx = gpu.thread_id x
+  %ty = gpu.thread_id y
+  %bx = gpu.block_id x
+  %by = gpu.block_id y
+  %bz = gpu.block_id z
+  %row0 = arith.muli %by, %ct : index
+  %row = arith.addi %row0, %ty : index
+  %col0 = arith.muli %bx, %ct : index
+  %col = arith.addi %col0, %tx : index
+  %row_ok = arith.cmpi ult, %row, %cm : index
+  %col_ok = arith.cmpi ult, %col, %cn : index
+  %acc = scf.for %kt = %c0 to %steps step %c1 iter_args(%s = %zero) -> (f32) {{
+    %k0 = arith.muli %kt, %ct : index
+    %ka = arith.addi %k0, %tx : index
+    %ka_ok = arith.cmpi ult, %ka, %ck : index
+    %a_ok = arith.andi %row_ok, %ka_ok : i1
+    %av = scf.if %a_ok -> (f32) {{
+      %v = memref.load %a{a}[{z}%row, %ka] : {a_type}
+      scf.yield %v : f32
+    }} else {{
+      scf.yield %zero : f32
+    }}
+    memref.store %av, %as[%ty, %tx] : {shared}
+    %kb = arith.addi %k0, %ty : index
+    %kb_ok = arith.cmpi ult, %kb, %ck : index
+    %b_ok = arith.andi %kb_ok, %col_ok : i1
+    %bv = scf.if %b_ok -> (f32) {{
+      %v = memref.load %a{b}[{z}%kb, %col] : {b_type}
+      scf.yield %v : f32
+    }} else {{
+      scf.yield %zero : f32
+    }}
+    memref.store %bv, %bs[%ty, %tx] : {shared}
+    gpu.barrier
+    %s2 = scf.for %kk = %c0 to %ct step %c1 iter_args(%t = %s) -> (f32) {{
+      %x = memref.load %as[%ty, %kk] : {shared}
+      %y = memref.load %bs[%kk, %tx] : {shared}
+      %p = arith.mulf %x, %y : f32
+      %t2 = arith.addf %t, %p : f32
+      scf.yield %t2 : f32
+    }}
+    gpu.barrier
+    scf.yield %s2 : f32
+  }}
+  %ok = arith.andi %row_ok, %col_ok : i1
+  scf.if %ok {{
+    %old = memref.load %a{c}[{z}%row, %col] : {c_type}
+    %sum = arith.addf %old, %acc : f32
+    memref.store %sum, %a{c}[{z}%row, %col] : {c_type}
+  }}
+  gpu.return
+}}"""
+    return text, (math.ceil(n / tile), math.ceil(m / tile), batch)
+
+
+@register_pass("et-vulkan-tile-matmul", options={
+    "tile": Option(int, TILE, "tile edge: a workgroup of tile x tile threads computes a tile x tile block",
+                   minimum=1, maximum=32)})
+def tile_matmul(module: ir.Operation, *, tile: int = TILE) -> None:
+    """et-vulkan-tile-matmul: matmul / batch_matmul kernels as shared-memory tiled products."""
+    launch_of = launches(module)
+    for kernel_module, kernel in kernels(module):
+        product = _product(kernel)
+        if product is None or ENTRY_POINT_ABI in kernel.attributes:
+            continue
+        name = ir.StringAttr(kernel.attributes["sym_name"]).value
+        text, grid = _kernel_text(name, kernel, product, tile)
+        parsed = ir.Module.parse(f"gpu.module @tmp {{{text}}}")
+        tiled = list(list(parsed.body.operations)[0].operation.regions[0].blocks[0].operations)[0].operation
+        tiled.move_before(kernel)
+        kernel.erase()
+        tiled.attributes["etmlir.tiled"] = ir.StringAttr.get(f"{tile}x{tile}")
+        module_name = ir.StringAttr(kernel_module.attributes["sym_name"]).value
+        if module_name in launch_of:
+            set_launch_sizes(launch_of[module_name], grid, (tile, tile, 1))
