@@ -24,6 +24,7 @@ becomes
 from __future__ import annotations
 
 import math
+import re
 
 from torch_mlir import ir
 from torch_mlir.dialects import scf
@@ -66,12 +67,67 @@ def _constant_value(value: ir.Value) -> int | None:
     return ir.IntegerAttr(owner.attributes["value"]).value
 
 
+def _rename_dims(map_text: str, position: list[int]) -> str:
+    """`affine_map<(d0, d1, d2) -> (d1, d2)>` with result dim i renamed to position[i] (the dim list kept)."""
+    head, results = map_text.split("->", 1)
+    results = re.sub(r"\bd(\d+)\b", lambda m: f"e{position[int(m.group(1))]}", results)
+    return head + "->" + results.replace("e", "d")
+
+
+def parallel_dims_first(generic: ir.Operation) -> None:
+    """Reorder a linalg.generic's loops so that its parallel dims come before its reductions.
+
+    convert-linalg-to-parallel-loops only makes the leading parallel dims an scf.parallel; a
+    reduction in front of them (softmax over dim 1 of NCHW) would leave every iteration to one
+    thread. Reordering loops is a permutation of the indexing maps' dims (and of linalg.index)."""
+    iterators = [str(a) for a in ir.ArrayAttr(generic.attributes["iterator_types"])]
+    parallel = [i for i, it in enumerate(iterators) if "parallel" in it]
+    order = parallel + [i for i, it in enumerate(iterators) if "parallel" not in it]
+    if order == list(range(len(iterators))):
+        return
+    position = [order.index(i) for i in range(len(order))]
+    maps = [str(m) for m in ir.ArrayAttr(generic.attributes["indexing_maps"])]
+    generic.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.Attribute.parse(_rename_dims(m, position)) for m in maps])
+    generic.attributes["iterator_types"] = ir.ArrayAttr.get([ir.Attribute.parse(iterators[i]) for i in order])
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "linalg.index":
+            dim = ir.IntegerAttr(op.attributes["dim"]).value
+            op.attributes["dim"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), position[dim])
+        return ir.WalkResult.ADVANCE
+
+    for op in generic.regions[0].blocks[0].operations:
+        op.operation.walk(visit)
+
+
+def _guard_single_thread(kernel: ir.Operation) -> None:
+    """A kernel with no parallel loop runs its body on thread 0 of workgroup 0 only."""
+    entry = kernel.regions[0].blocks[0]
+    ops = [op.operation for op in entry.operations]
+    body = [op for op in ops[:-1] if op.name != "arith.constant"]
+    if not body:
+        return
+    with body[0].location, ir.InsertionPoint(body[0]):
+        flat = _binary("arith.addi", _binary("arith.muli", _binary("arith.addi", _binary(
+            "arith.muli", _gpu_index("gpu.block_id", "y"), _gpu_index("gpu.grid_dim", "x")),
+            _gpu_index("gpu.block_id", "x")), index_constant(WORKGROUP_SIZE)), _gpu_index("gpu.thread_id", "x"))
+        first = ir.Operation.create(
+            "arith.cmpi", results=[ir.IntegerType.get_signless(1)], operands=[flat, index_constant(0)],
+            attributes={"predicate": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)}).results[0]  # eq
+        guard = scf.IfOp(first)
+    with body[0].location, ir.InsertionPoint(guard.then_block):
+        end = scf.YieldOp([])
+    for op in body:
+        op.move_before(end.operation)
+
+
 def flatten_parallel(kernel: ir.Operation) -> int:
     """Replace the kernel's outermost scf.parallel by one thread per iteration; the number of iterations."""
     entry = kernel.regions[0].blocks[0]
     loops = [op.operation for op in entry.operations if op.operation.name == "scf.parallel"]
     if not loops:
-        return 1  # a single iteration (every dimension was 1, or the op was 0-d)
+        _guard_single_thread(kernel)  # a single iteration (every dimension was 1, or the op was 0-d)
+        return 1
     if len(loops) > 1:
         emit_error(kernel, "et-vulkan-map-threads: a kernel with more than one parallel loop nest")
         raise PassFailure()
@@ -126,6 +182,10 @@ def map_threads(module: ir.Operation) -> None:
             if ENTRY_POINT_ABI not in kernel.attributes]
     if not todo:
         return
+    for _, kernel in todo:
+        for op in kernel.regions[0].blocks[0].operations:
+            if op.operation.name == "linalg.generic":
+                parallel_dims_first(op.operation)
     run(module, "builtin.module(gpu.module(gpu.func(convert-linalg-to-parallel-loops)),canonicalize,cse)")
     launch_of = launches(module)
     for kernel_module, kernel in todo:
