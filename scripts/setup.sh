@@ -12,9 +12,16 @@ cd "$(dirname "$0")/.."
 # native delegate payloads (optional to CMake; without it only --allow-native works),
 # and Chromium, which renders et-inspect's HTML graph view headless in its test
 # (test/python/test_inspector.py; the test fails under CI=true without it).
-apt_packages=(cmake g++ flatbuffers-compiler libflatbuffers-dev libgtest-dev libsodium-dev chromium)
+# The vulkan backend: the Vulkan headers and loader (libvulkan-dev), lavapipe, Mesa's Vulkan driver on
+# the CPU (mesa-vulkan-drivers: every vulkan test runs there, no GPU needed), SPIRV-Tools (spirv-val at
+# compile time, its library validates shaders at init), glslang and the Khronos validation layer.
+apt_packages=(cmake g++ flatbuffers-compiler libflatbuffers-dev libgtest-dev libsodium-dev chromium
+              libvulkan-dev mesa-vulkan-drivers spirv-tools glslang-tools vulkan-validationlayers)
 missing=()
-for tool in cmake g++ flatc chromium; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+for tool in cmake g++ flatc chromium spirv-val; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+[ -f /usr/include/vulkan/vulkan.h ] || missing+=(/usr/include/vulkan/vulkan.h)
+ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1 || missing+=(lavapipe)
+[ -f /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json ] || missing+=(VK_LAYER_KHRONOS_validation)
 [ -f /usr/include/flatbuffers/flatbuffers.h ] || missing+=(/usr/include/flatbuffers/flatbuffers.h)
 [ -f /usr/include/gtest/gtest.h ] || missing+=(/usr/include/gtest/gtest.h)
 [ -f /usr/include/sodium.h ] || missing+=(/usr/include/sodium.h)

@@ -29,15 +29,96 @@ class Graph(object):
         self._tab = flatbuffers.table.Table(buf, pos)
 
     # Graph
-    def Version(self):
+    def InputSizes(self, j):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
         if o != 0:
-            return self._tab.Get(flatbuffers.number_types.Uint32Flags, o + self._tab.Pos)
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 8))
         return 0
 
     # Graph
-    def Shaders(self, j):
+    def InputSizesAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int64Flags, o)
+        return 0
+
+    # Graph
+    def InputSizesLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Graph
+    def InputSizesIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        return o == 0
+
+    # Graph
+    def OutputSizes(self, j):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 8))
+        return 0
+
+    # Graph
+    def OutputSizesAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int64Flags, o)
+        return 0
+
+    # Graph
+    def OutputSizesLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Graph
+    def OutputSizesIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        return o == 0
+
+    # Graph
+    def Size(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return 0
+
+    # Graph
+    def PinnedInputs(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Uint32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # Graph
+    def PinnedInputsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint32Flags, o)
+        return 0
+
+    # Graph
+    def PinnedInputsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Graph
+    def PinnedInputsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        return o == 0
+
+    # Graph
+    def Shaders(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
         if o != 0:
             x = self._tab.Vector(o)
             x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
@@ -50,19 +131,19 @@ class Graph(object):
 
     # Graph
     def ShadersLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # Graph
     def ShadersIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
         return o == 0
 
     # Graph
     def Buffers(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
         if o != 0:
             x = self._tab.Vector(o)
             x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
@@ -75,19 +156,19 @@ class Graph(object):
 
     # Graph
     def BuffersLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # Graph
     def BuffersIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
         return o == 0
 
     # Graph
     def Dispatches(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
         if o != 0:
             x = self._tab.Vector(o)
             x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
@@ -100,51 +181,26 @@ class Graph(object):
 
     # Graph
     def DispatchesLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # Graph
     def DispatchesIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
-        return o == 0
-
-    # Graph
-    def Constants(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
-        if o != 0:
-            x = self._tab.Vector(o)
-            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
-            x = self._tab.Indirect(x)
-            from etmlir.vulkan_schema.Constant import Constant
-            obj = Constant()
-            obj.Init(self._tab.Bytes, x)
-            return obj
-        return None
-
-    # Graph
-    def ConstantsLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
-        if o != 0:
-            return self._tab.VectorLen(o)
-        return 0
-
-    # Graph
-    def ConstantsIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
         return o == 0
 
     # Graph
     def NumSlots(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
         if o != 0:
             return self._tab.Get(flatbuffers.number_types.Uint32Flags, o + self._tab.Pos)
         return 0
 
     # Graph
     def SlotSizes(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
         if o != 0:
             a = self._tab.Vector(o)
             return self._tab.Get(flatbuffers.number_types.Uint64Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 8))
@@ -152,57 +208,69 @@ class Graph(object):
 
     # Graph
     def SlotSizesAsNumpy(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
         if o != 0:
             return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint64Flags, o)
         return 0
 
     # Graph
     def SlotSizesLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # Graph
     def SlotSizesIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
         return o == 0
 
-def GraphStart(builder): builder.StartObject(7)
+def GraphStart(builder): builder.StartObject(9)
 def Start(builder):
     return GraphStart(builder)
-def GraphAddVersion(builder, version): builder.PrependUint32Slot(0, version, 0)
-def AddVersion(builder, version):
-    return GraphAddVersion(builder, version)
-def GraphAddShaders(builder, shaders): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(shaders), 0)
+def GraphAddInputSizes(builder, inputSizes): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(inputSizes), 0)
+def AddInputSizes(builder, inputSizes):
+    return GraphAddInputSizes(builder, inputSizes)
+def GraphStartInputSizesVector(builder, numElems): return builder.StartVector(8, numElems, 8)
+def StartInputSizesVector(builder, numElems):
+    return GraphStartInputSizesVector(builder, numElems)
+def GraphAddOutputSizes(builder, outputSizes): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(outputSizes), 0)
+def AddOutputSizes(builder, outputSizes):
+    return GraphAddOutputSizes(builder, outputSizes)
+def GraphStartOutputSizesVector(builder, numElems): return builder.StartVector(8, numElems, 8)
+def StartOutputSizesVector(builder, numElems):
+    return GraphStartOutputSizesVector(builder, numElems)
+def GraphAddSize(builder, size): builder.PrependInt64Slot(2, size, 0)
+def AddSize(builder, size):
+    return GraphAddSize(builder, size)
+def GraphAddPinnedInputs(builder, pinnedInputs): builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(pinnedInputs), 0)
+def AddPinnedInputs(builder, pinnedInputs):
+    return GraphAddPinnedInputs(builder, pinnedInputs)
+def GraphStartPinnedInputsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
+def StartPinnedInputsVector(builder, numElems):
+    return GraphStartPinnedInputsVector(builder, numElems)
+def GraphAddShaders(builder, shaders): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(shaders), 0)
 def AddShaders(builder, shaders):
     return GraphAddShaders(builder, shaders)
 def GraphStartShadersVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartShadersVector(builder, numElems):
     return GraphStartShadersVector(builder, numElems)
-def GraphAddBuffers(builder, buffers): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(buffers), 0)
+def GraphAddBuffers(builder, buffers): builder.PrependUOffsetTRelativeSlot(5, flatbuffers.number_types.UOffsetTFlags.py_type(buffers), 0)
 def AddBuffers(builder, buffers):
     return GraphAddBuffers(builder, buffers)
 def GraphStartBuffersVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartBuffersVector(builder, numElems):
     return GraphStartBuffersVector(builder, numElems)
-def GraphAddDispatches(builder, dispatches): builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(dispatches), 0)
+def GraphAddDispatches(builder, dispatches): builder.PrependUOffsetTRelativeSlot(6, flatbuffers.number_types.UOffsetTFlags.py_type(dispatches), 0)
 def AddDispatches(builder, dispatches):
     return GraphAddDispatches(builder, dispatches)
 def GraphStartDispatchesVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartDispatchesVector(builder, numElems):
     return GraphStartDispatchesVector(builder, numElems)
-def GraphAddConstants(builder, constants): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(constants), 0)
-def AddConstants(builder, constants):
-    return GraphAddConstants(builder, constants)
-def GraphStartConstantsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
-def StartConstantsVector(builder, numElems):
-    return GraphStartConstantsVector(builder, numElems)
-def GraphAddNumSlots(builder, numSlots): builder.PrependUint32Slot(5, numSlots, 0)
+def GraphAddNumSlots(builder, numSlots): builder.PrependUint32Slot(7, numSlots, 0)
 def AddNumSlots(builder, numSlots):
     return GraphAddNumSlots(builder, numSlots)
-def GraphAddSlotSizes(builder, slotSizes): builder.PrependUOffsetTRelativeSlot(6, flatbuffers.number_types.UOffsetTFlags.py_type(slotSizes), 0)
+def GraphAddSlotSizes(builder, slotSizes): builder.PrependUOffsetTRelativeSlot(8, flatbuffers.number_types.UOffsetTFlags.py_type(slotSizes), 0)
 def AddSlotSizes(builder, slotSizes):
     return GraphAddSlotSizes(builder, slotSizes)
 def GraphStartSlotSizesVector(builder, numElems): return builder.StartVector(8, numElems, 8)
@@ -212,7 +280,6 @@ def GraphEnd(builder): return builder.EndObject()
 def End(builder):
     return GraphEnd(builder)
 import etmlir.vulkan_schema.Buffer
-import etmlir.vulkan_schema.Constant
 import etmlir.vulkan_schema.Dispatch
 import etmlir.vulkan_schema.Shader
 try:
@@ -224,11 +291,13 @@ class GraphT(object):
 
     # GraphT
     def __init__(self):
-        self.version = 0  # type: int
+        self.inputSizes = None  # type: List[int]
+        self.outputSizes = None  # type: List[int]
+        self.size = 0  # type: int
+        self.pinnedInputs = None  # type: List[int]
         self.shaders = None  # type: List[etmlir.vulkan_schema.Shader.ShaderT]
         self.buffers = None  # type: List[etmlir.vulkan_schema.Buffer.BufferT]
         self.dispatches = None  # type: List[etmlir.vulkan_schema.Dispatch.DispatchT]
-        self.constants = None  # type: List[etmlir.vulkan_schema.Constant.ConstantT]
         self.numSlots = 0  # type: int
         self.slotSizes = None  # type: List[int]
 
@@ -248,7 +317,28 @@ class GraphT(object):
     def _UnPack(self, graph):
         if graph is None:
             return
-        self.version = graph.Version()
+        if not graph.InputSizesIsNone():
+            if np is None:
+                self.inputSizes = []
+                for i in range(graph.InputSizesLength()):
+                    self.inputSizes.append(graph.InputSizes(i))
+            else:
+                self.inputSizes = graph.InputSizesAsNumpy()
+        if not graph.OutputSizesIsNone():
+            if np is None:
+                self.outputSizes = []
+                for i in range(graph.OutputSizesLength()):
+                    self.outputSizes.append(graph.OutputSizes(i))
+            else:
+                self.outputSizes = graph.OutputSizesAsNumpy()
+        self.size = graph.Size()
+        if not graph.PinnedInputsIsNone():
+            if np is None:
+                self.pinnedInputs = []
+                for i in range(graph.PinnedInputsLength()):
+                    self.pinnedInputs.append(graph.PinnedInputs(i))
+            else:
+                self.pinnedInputs = graph.PinnedInputsAsNumpy()
         if not graph.ShadersIsNone():
             self.shaders = []
             for i in range(graph.ShadersLength()):
@@ -273,14 +363,6 @@ class GraphT(object):
                 else:
                     dispatch_ = etmlir.vulkan_schema.Dispatch.DispatchT.InitFromObj(graph.Dispatches(i))
                     self.dispatches.append(dispatch_)
-        if not graph.ConstantsIsNone():
-            self.constants = []
-            for i in range(graph.ConstantsLength()):
-                if graph.Constants(i) is None:
-                    self.constants.append(None)
-                else:
-                    constant_ = etmlir.vulkan_schema.Constant.ConstantT.InitFromObj(graph.Constants(i))
-                    self.constants.append(constant_)
         self.numSlots = graph.NumSlots()
         if not graph.SlotSizesIsNone():
             if np is None:
@@ -292,6 +374,30 @@ class GraphT(object):
 
     # GraphT
     def Pack(self, builder):
+        if self.inputSizes is not None:
+            if np is not None and type(self.inputSizes) is np.ndarray:
+                inputSizes = builder.CreateNumpyVector(self.inputSizes)
+            else:
+                GraphStartInputSizesVector(builder, len(self.inputSizes))
+                for i in reversed(range(len(self.inputSizes))):
+                    builder.PrependInt64(self.inputSizes[i])
+                inputSizes = builder.EndVector()
+        if self.outputSizes is not None:
+            if np is not None and type(self.outputSizes) is np.ndarray:
+                outputSizes = builder.CreateNumpyVector(self.outputSizes)
+            else:
+                GraphStartOutputSizesVector(builder, len(self.outputSizes))
+                for i in reversed(range(len(self.outputSizes))):
+                    builder.PrependInt64(self.outputSizes[i])
+                outputSizes = builder.EndVector()
+        if self.pinnedInputs is not None:
+            if np is not None and type(self.pinnedInputs) is np.ndarray:
+                pinnedInputs = builder.CreateNumpyVector(self.pinnedInputs)
+            else:
+                GraphStartPinnedInputsVector(builder, len(self.pinnedInputs))
+                for i in reversed(range(len(self.pinnedInputs))):
+                    builder.PrependUint32(self.pinnedInputs[i])
+                pinnedInputs = builder.EndVector()
         if self.shaders is not None:
             shaderslist = []
             for i in range(len(self.shaders)):
@@ -316,14 +422,6 @@ class GraphT(object):
             for i in reversed(range(len(self.dispatches))):
                 builder.PrependUOffsetTRelative(dispatcheslist[i])
             dispatches = builder.EndVector()
-        if self.constants is not None:
-            constantslist = []
-            for i in range(len(self.constants)):
-                constantslist.append(self.constants[i].Pack(builder))
-            GraphStartConstantsVector(builder, len(self.constants))
-            for i in reversed(range(len(self.constants))):
-                builder.PrependUOffsetTRelative(constantslist[i])
-            constants = builder.EndVector()
         if self.slotSizes is not None:
             if np is not None and type(self.slotSizes) is np.ndarray:
                 slotSizes = builder.CreateNumpyVector(self.slotSizes)
@@ -333,15 +431,19 @@ class GraphT(object):
                     builder.PrependUint64(self.slotSizes[i])
                 slotSizes = builder.EndVector()
         GraphStart(builder)
-        GraphAddVersion(builder, self.version)
+        if self.inputSizes is not None:
+            GraphAddInputSizes(builder, inputSizes)
+        if self.outputSizes is not None:
+            GraphAddOutputSizes(builder, outputSizes)
+        GraphAddSize(builder, self.size)
+        if self.pinnedInputs is not None:
+            GraphAddPinnedInputs(builder, pinnedInputs)
         if self.shaders is not None:
             GraphAddShaders(builder, shaders)
         if self.buffers is not None:
             GraphAddBuffers(builder, buffers)
         if self.dispatches is not None:
             GraphAddDispatches(builder, dispatches)
-        if self.constants is not None:
-            GraphAddConstants(builder, constants)
         GraphAddNumSlots(builder, self.numSlots)
         if self.slotSizes is not None:
             GraphAddSlotSizes(builder, slotSizes)

@@ -127,28 +127,61 @@ struct Limits {
   uint64_t max_storage_range = 1u << 27;
 };
 
-size_t spec_bytes(const payload_schema::TensorSpec* spec) {
-  if (spec == nullptr || spec->sizes() == nullptr) return 0;
-  size_t n = scalar_bytes(spec->scalar_type());
-  for (int64_t s : *spec->sizes()) n *= s < 0 ? 0 : static_cast<size_t>(s);
+size_t rank_sum(const flatbuffers::Vector<flatbuffers::Offset<payload_schema::TensorSpec>>* specs) {
+  size_t n = 0;
+  for (uint32_t i = 0; specs && i < specs->size(); ++i) n += specs->Get(i)->sizes() ? specs->Get(i)->sizes()->size() : 0;
   return n;
 }
 
-// Everything init() relies on, before any Vulkan object exists.
-Error check_graph(const vulkan_schema::Graph& g, const payload_schema::PayloadHeader& header, const Limits& limits) {
+// The bytes of tensor `index` of `specs` at the concrete `sizes` (every tensor's sizes concatenated).
+size_t sized_bytes(const flatbuffers::Vector<flatbuffers::Offset<payload_schema::TensorSpec>>* specs, uint32_t index,
+                   const flatbuffers::Vector<int64_t>* sizes) {
+  size_t at = 0;
+  for (uint32_t i = 0; i < index; ++i) at += specs->Get(i)->sizes()->size();
+  const payload_schema::TensorSpec* spec = specs->Get(index);
+  size_t n = scalar_bytes(spec->scalar_type());
+  for (uint32_t d = 0; d < spec->sizes()->size(); ++d) n *= static_cast<size_t>(sizes->Get(static_cast<uint32_t>(at + d)));
+  return n;
+}
+
+// Everything init() relies on in graph `number`, before any Vulkan object exists.
+Error check_graph(const vulkan_schema::Graph& g, uint32_t number, size_t num_constants,
+                  const flatbuffers::Vector<flatbuffers::Offset<vulkan_schema::Constant>>* constants,
+                  const payload_schema::PayloadHeader& header, const Limits& limits) {
   using vulkan_schema::BufferKind;
-  if (g.version() != kGraphVersion)
-    return Error::make(ErrorCode::NotSupported, "dispatch graph version %u; this runtime reads version %u",
-                       g.version(), kGraphVersion);
-  if (!g.shaders() || !g.buffers() || !g.dispatches())
-    return Error::make(ErrorCode::InvalidProgram, "the dispatch graph lacks its shaders, buffers or dispatches");
+  if (!g.shaders() || !g.buffers() || !g.dispatches() || !g.input_sizes() || !g.output_sizes())
+    return Error::make(ErrorCode::InvalidProgram, "graph %u lacks its shaders, buffers, dispatches or sizes", number);
+  if (g.input_sizes()->size() != rank_sum(header.inputs()) || g.output_sizes()->size() != rank_sum(header.outputs()))
+    return Error::make(ErrorCode::InvalidProgram, "graph %u's input or output sizes do not match the header's ranks",
+                       number);
+  for (uint32_t kind = 0; kind < 2; ++kind) {
+    const auto* specs = kind == 0 ? header.inputs() : header.outputs();
+    const auto* sizes = kind == 0 ? g.input_sizes() : g.output_sizes();
+    uint32_t at = 0;
+    for (uint32_t i = 0; specs && i < specs->size(); ++i)
+      for (uint32_t d = 0; d < specs->Get(i)->sizes()->size(); ++d, ++at) {
+        int64_t want = specs->Get(i)->sizes()->Get(d);
+        int64_t got = sizes->Get(at);
+        if (got < 0 || got > (int64_t{1} << 40) || (want >= 0 && got != want))
+          return Error::make(ErrorCode::InvalidProgram, "graph %u: %s %u dim %u is %lld; the header says %lld", number,
+                             kind == 0 ? "input" : "output", i, d, static_cast<long long>(got),
+                             static_cast<long long>(want));
+      }
+  }
+  size_t num_inputs_ = header.inputs() ? header.inputs()->size() : 0;
+  for (uint32_t k = 0; g.pinned_inputs() && k < g.pinned_inputs()->size(); ++k) {
+    uint32_t input = g.pinned_inputs()->Get(k);
+    const payload_schema::TensorSpec* spec = input < num_inputs_ ? header.inputs()->Get(input) : nullptr;
+    if (spec == nullptr || spec->sizes()->size() != 0 || scalar_bytes(spec->scalar_type()) != 8)
+      return Error::make(ErrorCode::InvalidProgram, "graph %u pins input %u, which is not a 0-d 64-bit integer", number,
+                         input);
+  }
   uint32_t num_slots = g.num_slots();
   if ((g.slot_sizes() ? g.slot_sizes()->size() : 0) != num_slots)
     return Error::make(ErrorCode::InvalidProgram, "the dispatch graph has %u slots but %u slot sizes", num_slots,
                        g.slot_sizes() ? g.slot_sizes()->size() : 0);
   size_t num_inputs = header.inputs() ? header.inputs()->size() : 0;
   size_t num_outputs = header.outputs() ? header.outputs()->size() : 0;
-  size_t num_constants = g.constants() ? g.constants()->size() : 0;
   for (uint32_t i = 0; i < g.shaders()->size(); ++i) {
     const vulkan_schema::Shader* s = g.shaders()->Get(i);
     char name[48];
@@ -192,14 +225,15 @@ Error check_graph(const vulkan_schema::Graph& g, const payload_schema::PayloadHe
         if (b->index() >= count)
           return Error::make(ErrorCode::InvalidProgram, "buffer %u is %s %u; the delegate has %zu", i,
                              input ? "input" : "output", b->index(), count);
-        size_t expected = spec_bytes(input ? header.inputs()->Get(b->index()) : header.outputs()->Get(b->index()));
+        size_t expected = sized_bytes(input ? header.inputs() : header.outputs(), b->index(),
+                                      input ? g.input_sizes() : g.output_sizes());
         if (size != expected)
           return Error::make(ErrorCode::InvalidProgram, "buffer %u (%s %u) has %llu bytes; the header's spec has %zu",
                              i, input ? "input" : "output", b->index(), static_cast<unsigned long long>(size), expected);
         break;
       }
       case BufferKind::Weight: {
-        const vulkan_schema::Constant* c = b->index() < num_constants ? g.constants()->Get(b->index()) : nullptr;
+        const vulkan_schema::Constant* c = b->index() < num_constants ? constants->Get(b->index()) : nullptr;
         if (c == nullptr || !c->data() || c->data()->size() != size)
           return Error::make(ErrorCode::InvalidProgram, "buffer %u (weight %u) has no constant of %llu bytes", i,
                              b->index(), static_cast<unsigned long long>(size));
@@ -245,17 +279,33 @@ Error check_graph(const vulkan_schema::Graph& g, const payload_schema::PayloadHe
   return Error::ok();
 }
 
-Error read_graph(Span<const uint8_t> payload, PayloadView* view, const vulkan_schema::Graph** graph) {
+// The module's version, graphs and constants, and every graph against the header and the device.
+Error check_module(const vulkan_schema::Module& m, const payload_schema::PayloadHeader& header, const Limits& limits) {
+  if (m.version() != kGraphVersion)
+    return Error::make(ErrorCode::NotSupported, "dispatch graph version %u; this runtime reads version %u", m.version(),
+                       kGraphVersion);
+  if (!m.graphs() || m.graphs()->size() == 0)
+    return Error::make(ErrorCode::InvalidProgram, "the dispatch module holds no graph");
+  for (uint32_t c = 0; m.constants() && c < m.constants()->size(); ++c)
+    if (!m.constants()->Get(c)->data())
+      return Error::make(ErrorCode::InvalidProgram, "constant %u has no data", c);
+  for (uint32_t i = 0; i < m.graphs()->size(); ++i)
+    ET_CHECK_OK(check_graph(*m.graphs()->Get(i), i, m.constants() ? m.constants()->size() : 0, m.constants(), header,
+                            limits));
+  return Error::ok();
+}
+
+Error read_graph(Span<const uint8_t> payload, PayloadView* view, const vulkan_schema::Module** graph) {
   ET_CHECK_OK(read_payload(payload, kBackendId, view));
   ET_CHECK_OK(check_payload_body(*view->header, kBodyFormat, kBodyVersion));
   const uint8_t* body = view->body.data();
   size_t size = view->body.size();
-  if (size < 8 || !flatbuffers::BufferHasIdentifier(body, vulkan_schema::GraphIdentifier()))
+  if (size < 8 || !flatbuffers::BufferHasIdentifier(body, vulkan_schema::ModuleIdentifier()))
     return Error::make(ErrorCode::InvalidProgram, "the payload body is not a dispatch graph (no 'ETVK' identifier)");
   flatbuffers::Verifier verifier(body, size);
-  if (!vulkan_schema::VerifyGraphBuffer(verifier))
+  if (!vulkan_schema::VerifyModuleBuffer(verifier))
     return Error::make(ErrorCode::InvalidProgram, "the dispatch graph is corrupt (FlatBuffers verifier)");
-  *graph = vulkan_schema::GetGraph(body);
+  *graph = vulkan_schema::GetModule(body);
   return Error::ok();
 }
 
@@ -491,17 +541,15 @@ struct Pipeline {
   VkPipeline pipeline = VK_NULL_HANDLE;
 };
 
-struct VulkanDelegate {
+// One graph of the module: its own buffers (inputs, outputs, memory-plan slots), pipelines,
+// descriptor sets and recorded command buffer.
+struct GraphState {
   const vulkan_schema::Graph* graph = nullptr;
-  uint32_t num_inputs = 0;
-  uint32_t num_outputs = 0;
-  // Device buffers: inputs, outputs, weights, then memory-plan slots.
-  DeviceBuffer* buffers = nullptr;
+  DeviceBuffer* buffers = nullptr;     // inputs, outputs, then slots
   uint32_t num_buffers = 0;
-  uint32_t* buffer_of = nullptr;       // graph buffer i -> index into `buffers`
-  uint64_t* input_bytes = nullptr;     // per input / output
+  const DeviceBuffer** bound = nullptr;  // graph buffer i -> the device buffer it is
+  uint64_t* input_bytes = nullptr;     // per input, then per output
   uint64_t* output_bytes = nullptr;
-  const payload_schema::PayloadHeader* header = nullptr;
   Pipeline* pipelines = nullptr;
   uint32_t num_pipelines = 0;
   VkDescriptorPool pool = VK_NULL_HANDLE;
@@ -510,14 +558,28 @@ struct VulkanDelegate {
   VkFence fence = VK_NULL_HANDLE;
 };
 
-uint32_t device_buffer_count(const vulkan_schema::Graph& g, size_t inputs, size_t outputs) {
-  return static_cast<uint32_t>(inputs + outputs + (g.constants() ? g.constants()->size() : 0) + g.num_slots());
+struct VulkanDelegate {
+  const vulkan_schema::Module* module = nullptr;
+  const payload_schema::PayloadHeader* header = nullptr;
+  uint32_t num_inputs = 0;
+  uint32_t num_outputs = 0;
+  DeviceBuffer* weights = nullptr;     // Module.constants, shared by the graphs
+  uint32_t num_weights = 0;
+  GraphState* graphs = nullptr;
+  uint32_t num_graphs = 0;
+};
+
+size_t graph_bytes(const vulkan_schema::Graph& g, size_t inputs, size_t outputs) {
+  size_t n = inputs + outputs + g.num_slots();
+  return 16 + n * sizeof(DeviceBuffer) + 16 + g.buffers()->size() * sizeof(void*) + 16 +
+         (inputs + outputs) * sizeof(uint64_t) + 32 + g.shaders()->size() * sizeof(Pipeline);
 }
 
-size_t delegate_bytes(const vulkan_schema::Graph& g, size_t inputs, size_t outputs) {
-  size_t n = device_buffer_count(g, inputs, outputs);
-  return sizeof(VulkanDelegate) + 64 + n * sizeof(DeviceBuffer) + 16 + g.buffers()->size() * sizeof(uint32_t) + 16 +
-         (inputs + outputs) * sizeof(uint64_t) + 32 + g.shaders()->size() * sizeof(Pipeline) + 16;
+size_t delegate_bytes(const vulkan_schema::Module& m, size_t inputs, size_t outputs) {
+  size_t n = sizeof(VulkanDelegate) + 64 + (m.constants() ? m.constants()->size() : 0) * sizeof(DeviceBuffer) + 16 +
+             m.graphs()->size() * sizeof(GraphState) + 16;
+  for (uint32_t i = 0; i < m.graphs()->size(); ++i) n += graph_bytes(*m.graphs()->Get(i), inputs, outputs);
+  return n;
 }
 
 Error vk_error(const char* what, VkResult result) {
@@ -566,7 +628,14 @@ Error make_buffer(const Vk& vk, uint64_t size, DeviceBuffer* out) {
   return Error::ok();
 }
 
-void release(const Vk& vk, VulkanDelegate& d) {
+void release_buffer(const Vk& vk, DeviceBuffer& b) {
+  if (b.mapped) vk.vkUnmapMemory(vk.device, b.memory);
+  if (b.buffer) vk.vkDestroyBuffer(vk.device, b.buffer, nullptr);
+  if (b.memory) vk.vkFreeMemory(vk.device, b.memory, nullptr);
+  b = DeviceBuffer();
+}
+
+void release(const Vk& vk, GraphState& d) {
   if (d.fence) vk.vkDestroyFence(vk.device, d.fence, nullptr);
   if (d.command_pool) vk.vkDestroyCommandPool(vk.device, d.command_pool, nullptr);
   if (d.pool) vk.vkDestroyDescriptorPool(vk.device, d.pool, nullptr);
@@ -578,40 +647,36 @@ void release(const Vk& vk, VulkanDelegate& d) {
     if (p.module) vk.vkDestroyShaderModule(vk.device, p.module, nullptr);
     p = Pipeline();
   }
-  for (uint32_t i = 0; d.buffers && i < d.num_buffers; ++i) {
-    DeviceBuffer& b = d.buffers[i];
-    if (b.mapped) vk.vkUnmapMemory(vk.device, b.memory);
-    if (b.buffer) vk.vkDestroyBuffer(vk.device, b.buffer, nullptr);
-    if (b.memory) vk.vkFreeMemory(vk.device, b.memory, nullptr);
-    b = DeviceBuffer();
-  }
+  for (uint32_t i = 0; d.buffers && i < d.num_buffers; ++i) release_buffer(vk, d.buffers[i]);
   d.fence = VK_NULL_HANDLE;
   d.command_pool = VK_NULL_HANDLE;
   d.pool = VK_NULL_HANDLE;
 }
 
-Error build(const Vk& vk, VulkanDelegate& d) {
+void release(const Vk& vk, VulkanDelegate& d) {
+  for (uint32_t i = 0; d.graphs && i < d.num_graphs; ++i) release(vk, d.graphs[i]);
+  for (uint32_t i = 0; d.weights && i < d.num_weights; ++i) release_buffer(vk, d.weights[i]);
+}
+
+Error build(const Vk& vk, GraphState& d, const VulkanDelegate& owner) {
   const vulkan_schema::Graph& g = *d.graph;
   using vulkan_schema::BufferKind;
-  // Buffers: inputs, outputs, weights (filled now), slots.
-  uint32_t num_constants = g.constants() ? g.constants()->size() : 0;
-  uint32_t weights_at = d.num_inputs + d.num_outputs;
-  uint32_t slots_at = weights_at + num_constants;
+  // Buffers: inputs, outputs, slots (weights are the delegate's, shared by its graphs).
+  uint32_t slots_at = owner.num_inputs + owner.num_outputs;
   for (uint32_t i = 0; i < g.buffers()->size(); ++i) {
     const vulkan_schema::Buffer* b = g.buffers()->Get(i);
+    if (b->kind() == BufferKind::Weight) {
+      d.bound[i] = &owner.weights[b->index()];
+      continue;
+    }
     uint32_t at = b->kind() == BufferKind::Input    ? b->index()
-                  : b->kind() == BufferKind::Output ? d.num_inputs + b->index()
-                  : b->kind() == BufferKind::Weight ? weights_at + b->index()
+                  : b->kind() == BufferKind::Output ? owner.num_inputs + b->index()
                                                     : slots_at + b->slot();
-    d.buffer_of[i] = at;
     uint64_t size = b->kind() == BufferKind::Intermediate ? g.slot_sizes()->Get(b->slot()) : b->size();
     if (d.buffers[at].buffer == VK_NULL_HANDLE) ET_CHECK_OK(make_buffer(vk, size, &d.buffers[at]));
+    d.bound[i] = &d.buffers[at];
     if (b->kind() == BufferKind::Input) d.input_bytes[b->index()] = b->size();
     if (b->kind() == BufferKind::Output) d.output_bytes[b->index()] = b->size();
-  }
-  for (uint32_t c = 0; c < num_constants; ++c) {
-    DeviceBuffer& b = d.buffers[weights_at + c];
-    if (b.mapped) std::memcpy(b.mapped, g.constants()->Get(c)->data()->data(), g.constants()->Get(c)->data()->size());
   }
   // Pipelines.
   for (uint32_t s = 0; s < g.shaders()->size(); ++s) {
@@ -704,7 +769,7 @@ Error build(const Vk& vk, VulkanDelegate& d) {
     VkDescriptorBufferInfo infos[64];
     VkWriteDescriptorSet writes[64];
     for (uint32_t k = 0; k < n; ++k) {
-      const DeviceBuffer& b = d.buffers[d.buffer_of[dispatch->buffers()->Get(k)]];
+      const DeviceBuffer& b = *d.bound[dispatch->buffers()->Get(k)];
       infos[k] = VkDescriptorBufferInfo{b.buffer, 0, VK_WHOLE_SIZE};
       writes[k] = VkWriteDescriptorSet{};
       writes[k].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
@@ -760,12 +825,12 @@ class VulkanBackend : public Backend {
                               Span<const CompileSpec> compile_specs) override {
     (void)compile_specs;
     PayloadView view;
-    const vulkan_schema::Graph* graph = nullptr;
-    ET_CHECK_OK(read_graph(payload, &view, &graph));
+    const vulkan_schema::Module* module = nullptr;
+    ET_CHECK_OK(read_graph(payload, &view, &module));
     if (const char* problem = unavailable_problem()) return Error::make(ErrorCode::NotSupported, "%s", problem);
 #ifdef ETMLIR_VULKAN_HEADERS
     const Vk& vk = *vulkan();
-    ET_CHECK_OK(check_graph(*graph, *view.header, vk.limits));
+    ET_CHECK_OK(check_module(*module, *view.header, vk.limits));
     if (context.method_allocator == nullptr)
       return Error::make(ErrorCode::InvalidArgument, "init needs a method allocator");
     MemoryAllocator& allocator = *context.method_allocator;
@@ -774,27 +839,52 @@ class VulkanBackend : public Backend {
     void* at = nullptr;
     ET_CHECK_OK(allocate_at_init(allocator, sizeof(VulkanDelegate), alignof(VulkanDelegate), "the delegate state", &at));
     VulkanDelegate* d = new (at) VulkanDelegate();
-    d->graph = graph;
+    d->module = module;
     d->header = view.header;
     d->num_inputs = static_cast<uint32_t>(inputs);
     d->num_outputs = static_cast<uint32_t>(outputs);
-    d->num_buffers = device_buffer_count(*graph, inputs, outputs);
-    ET_CHECK_OK(allocate_at_init(allocator, d->num_buffers * sizeof(DeviceBuffer) + 1, alignof(DeviceBuffer),
-                                 "the device buffer table", &at));
-    d->buffers = static_cast<DeviceBuffer*>(at);
-    for (uint32_t i = 0; i < d->num_buffers; ++i) new (&d->buffers[i]) DeviceBuffer();
-    ET_CHECK_OK(allocate_at_init(allocator, graph->buffers()->size() * sizeof(uint32_t) + 1, 16, "the buffer map", &at));
-    d->buffer_of = static_cast<uint32_t*>(at);
-    ET_CHECK_OK(allocate_at_init(allocator, (inputs + outputs) * sizeof(uint64_t) + 1, 16, "the input/output sizes", &at));
-    d->input_bytes = static_cast<uint64_t*>(at);
-    d->output_bytes = d->input_bytes + inputs;
-    for (size_t i = 0; i < inputs + outputs; ++i) d->input_bytes[i] = 0;
-    d->num_pipelines = graph->shaders()->size();
-    ET_CHECK_OK(allocate_at_init(allocator, d->num_pipelines * sizeof(Pipeline) + 1, alignof(Pipeline),
-                                 "the pipeline table", &at));
-    d->pipelines = static_cast<Pipeline*>(at);
-    for (uint32_t i = 0; i < d->num_pipelines; ++i) new (&d->pipelines[i]) Pipeline();
-    Error built = build(vk, *d);
+    d->num_weights = module->constants() ? module->constants()->size() : 0;
+    ET_CHECK_OK(allocate_at_init(allocator, d->num_weights * sizeof(DeviceBuffer) + 1, alignof(DeviceBuffer),
+                                 "the weight buffer table", &at));
+    d->weights = static_cast<DeviceBuffer*>(at);
+    for (uint32_t i = 0; i < d->num_weights; ++i) new (&d->weights[i]) DeviceBuffer();
+    d->num_graphs = module->graphs()->size();
+    ET_CHECK_OK(allocate_at_init(allocator, d->num_graphs * sizeof(GraphState), alignof(GraphState), "the graph table",
+                                 &at));
+    d->graphs = static_cast<GraphState*>(at);
+    for (uint32_t i = 0; i < d->num_graphs; ++i) new (&d->graphs[i]) GraphState();
+    for (uint32_t i = 0; i < d->num_graphs; ++i) {
+      GraphState& g = d->graphs[i];
+      g.graph = module->graphs()->Get(i);
+      g.num_buffers = static_cast<uint32_t>(inputs + outputs + g.graph->num_slots());
+      ET_CHECK_OK(allocate_at_init(allocator, g.num_buffers * sizeof(DeviceBuffer) + 1, alignof(DeviceBuffer),
+                                   "a graph's buffer table", &at));
+      g.buffers = static_cast<DeviceBuffer*>(at);
+      for (uint32_t k = 0; k < g.num_buffers; ++k) new (&g.buffers[k]) DeviceBuffer();
+      ET_CHECK_OK(allocate_at_init(allocator, g.graph->buffers()->size() * sizeof(void*) + 1, alignof(void*),
+                                   "a graph's buffer map", &at));
+      g.bound = static_cast<const DeviceBuffer**>(at);
+      ET_CHECK_OK(allocate_at_init(allocator, (inputs + outputs) * sizeof(uint64_t) + 1, 16, "a graph's tensor sizes",
+                                   &at));
+      g.input_bytes = static_cast<uint64_t*>(at);
+      g.output_bytes = g.input_bytes + inputs;
+      for (size_t k = 0; k < inputs + outputs; ++k) g.input_bytes[k] = 0;
+      g.num_pipelines = g.graph->shaders()->size();
+      ET_CHECK_OK(allocate_at_init(allocator, g.num_pipelines * sizeof(Pipeline) + 1, alignof(Pipeline),
+                                   "a graph's pipeline table", &at));
+      g.pipelines = static_cast<Pipeline*>(at);
+      for (uint32_t k = 0; k < g.num_pipelines; ++k) new (&g.pipelines[k]) Pipeline();
+    }
+    Error built = Error::ok();
+    for (uint32_t c = 0; !built && c < d->num_weights; ++c) {
+      const flatbuffers::Vector<uint8_t>* data = module->constants()->Get(c)->data();
+      built = make_buffer(vk, data->size(), &d->weights[c]);
+      if (!built && data->size()) std::memcpy(d->weights[c].mapped, data->data(), data->size());
+    }
+    for (uint32_t i = 0; !built && i < d->num_graphs; ++i) {
+      built = build(vk, d->graphs[i], *d);
+      if (built) built.prefix("graph %u", i);
+    }
     if (built) {
       release(vk, *d);
       return built;
@@ -817,64 +907,57 @@ class VulkanBackend : public Backend {
                          "the call passes %zu argument%s; the dispatch graph takes %u input%s, then %u output%s",
                          args.size(), plural(args.size()), d.num_inputs, plural(d.num_inputs), d.num_outputs,
                          plural(d.num_outputs));
-    char given[128];
-    char wanted[128];
-    for (size_t k = 0; k < total; ++k) {
+    for (size_t k = 0; k < total; ++k)
       if (!args[k]->is_tensor())
         return Error::make(ErrorCode::InvalidProgram, "argument %zu is a %s; a vulkan delegate passes tensors only", k,
                            tag_name(args[k]->tag));
-      bool is_input = k < d.num_inputs;
-      uint32_t index = static_cast<uint32_t>(is_input ? k : k - d.num_inputs);
-      const payload_schema::TensorSpec* spec =
-          is_input ? d.header->inputs()->Get(index) : d.header->outputs()->Get(index);
-      Tensor& tensor = args[k]->to_tensor();
-      const int64_t* sizes = spec->sizes()->data();
+    uint32_t picked = 0;
+    ET_CHECK_OK(pick_graph(d, args, &picked));
+    GraphState& g = d.graphs[picked];
+    char given[128];
+    for (uint32_t i = 0; i < d.num_inputs; ++i) {
+      const Tensor& tensor = args[i]->to_tensor();
+      uint64_t bytes = g.input_bytes[i];
+      if (bytes == 0 || g.buffers[i].mapped == nullptr) continue;  // an input no shader reads (a pinned size)
+      if (tensor.data() == nullptr) return Error::make(ErrorCode::InvalidArgument, "input %u has no data", i);
+      std::memcpy(g.buffers[i].mapped, tensor.data(), bytes);
+    }
+    size_t at = 0;
+    for (uint32_t o = 0; o < d.num_outputs; ++o) {
+      Tensor& tensor = args[d.num_inputs + o]->to_tensor();
+      const payload_schema::TensorSpec* spec = d.header->outputs()->Get(o);
       size_t rank = spec->sizes()->size();
-      if (!is_input && static_cast<int8_t>(tensor.dtype()) == spec->scalar_type() &&
-          static_cast<size_t>(tensor.dim()) == rank) {
-        char name[32];
-        std::snprintf(name, sizeof(name), "live-out %u", index);
-        ET_CHECK_OK(tensor.resize(Span<const int64_t>(sizes, rank), name));
-      }
-      bool same = static_cast<int8_t>(tensor.dtype()) == spec->scalar_type() && static_cast<size_t>(tensor.dim()) == rank;
-      for (size_t dd = 0; same && dd < rank; ++dd) same = tensor.sizes()[dd] == sizes[dd];
-      if (!same) {
-        format_shape(static_cast<ScalarType>(spec->scalar_type()), sizes, static_cast<uint32_t>(rank), nullptr, wanted,
-                     sizeof(wanted));
-        return Error::make(ErrorCode::InvalidArgument, "%s %u is %s; the dispatch graph's is %s (its shapes are static)",
-                           is_input ? "input" : "output", index, tensor.describe(given, sizeof(given)), wanted);
-      }
-      uint64_t bytes = is_input ? d.input_bytes[index] : d.output_bytes[index];
-      if (is_input) {
-        if (bytes && tensor.data() == nullptr) return Error::make(ErrorCode::InvalidArgument, "input %u has no data", index);
-        if (bytes) std::memcpy(d.buffers[index].mapped, tensor.data(), bytes);
-      } else if (bytes && (tensor.mutable_data() == nullptr || tensor.capacity() < bytes)) {
-        return Error::make(ErrorCode::OutOfMemory, "live-out %u %s has %zu bytes of memory; it needs %llu", index,
+      char name[32];
+      std::snprintf(name, sizeof(name), "live-out %u", o);
+      ET_CHECK_OK(tensor.resize(Span<const int64_t>(g.graph->output_sizes()->data() + at, rank), name));
+      at += rank;
+      uint64_t bytes = g.output_bytes[o];
+      if (bytes && (tensor.mutable_data() == nullptr || tensor.capacity() < bytes))
+        return Error::make(ErrorCode::OutOfMemory, "live-out %u %s has %zu bytes of memory; it needs %llu", o,
                            tensor.describe(given, sizeof(given)), tensor.capacity(),
                            static_cast<unsigned long long>(bytes));
-      }
     }
     {
       std::lock_guard<std::mutex> lock(g_vk.queue_mutex);
       VkSubmitInfo submit{};
       submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
       submit.commandBufferCount = 1;
-      submit.pCommandBuffers = &d.commands;
-      VkResult r = vk.vkQueueSubmit(vk.queue, 1, &submit, d.fence);
+      submit.pCommandBuffers = &g.commands;
+      VkResult r = vk.vkQueueSubmit(vk.queue, 1, &submit, g.fence);
       if (r != VK_SUCCESS) return vk_error("vkQueueSubmit", r);
     }
     g_submits.fetch_add(1);
     constexpr uint64_t kTimeout = 120ull * 1000 * 1000 * 1000;
-    VkResult r = vk.vkWaitForFences(vk.device, 1, &d.fence, VK_TRUE, kTimeout);
+    VkResult r = vk.vkWaitForFences(vk.device, 1, &g.fence, VK_TRUE, kTimeout);
     if (r == VK_TIMEOUT)
       return Error::make(ErrorCode::Internal, "the dispatch graph did not finish within 120 s on %s", vk.device_name);
     if (r != VK_SUCCESS) return vk_error("vkWaitForFences", r);
-    r = vk.vkResetFences(vk.device, 1, &d.fence);
+    r = vk.vkResetFences(vk.device, 1, &g.fence);
     if (r != VK_SUCCESS) return vk_error("vkResetFences", r);
     for (uint32_t o = 0; o < d.num_outputs; ++o) {
-      uint64_t bytes = d.output_bytes[o];
-      if (bytes)
-        std::memcpy(args[d.num_inputs + o]->to_tensor().mutable_data(), d.buffers[d.num_inputs + o].mapped, bytes);
+      uint64_t bytes = g.output_bytes[o];
+      const DeviceBuffer& b = g.buffers[d.num_inputs + o];
+      if (bytes && b.mapped) std::memcpy(args[d.num_inputs + o]->to_tensor().mutable_data(), b.mapped, bytes);
     }
     return Error::ok();
 #else
@@ -883,6 +966,62 @@ class VulkanBackend : public Backend {
     return Error::make(ErrorCode::NotSupported, "%s", unavailable_problem());
 #endif
   }
+
+#ifdef ETMLIR_VULKAN_HEADERS
+  // The graph whose input sizes (and pinned sizes) the call's inputs have, into *picked; an error
+  // naming the first input that matches no graph otherwise.
+  static Error pick_graph(const VulkanDelegate& d, Span<EValue*> args, uint32_t* picked) {
+    char given[128];
+    char wanted[256];
+    for (uint32_t i = 0; i < d.num_graphs; ++i) {
+      const vulkan_schema::Graph& g = *d.graphs[i].graph;
+      bool same = true;
+      size_t at = 0;
+      for (uint32_t k = 0; same && k < d.num_inputs; ++k) {
+        const Tensor& tensor = args[k]->to_tensor();
+        const payload_schema::TensorSpec* spec = d.header->inputs()->Get(k);
+        size_t rank = spec->sizes()->size();
+        same = static_cast<int8_t>(tensor.dtype()) == spec->scalar_type() && static_cast<size_t>(tensor.dim()) == rank;
+        for (size_t dd = 0; same && dd < rank; ++dd) same = tensor.sizes()[dd] == g.input_sizes()->Get(static_cast<uint32_t>(at + dd));
+        at += rank;
+      }
+      for (uint32_t k = 0; same && g.pinned_inputs() && k < g.pinned_inputs()->size(); ++k) {
+        const Tensor& tensor = args[g.pinned_inputs()->Get(k)]->to_tensor();
+        same = tensor.data() != nullptr && *static_cast<const int64_t*>(tensor.data()) == g.size();
+      }
+      if (same) {
+        *picked = i;
+        return Error::ok();
+      }
+    }
+    // No graph: name the first input that differs from graph 0, and the sizes compiled.
+    size_t used = 0;
+    wanted[0] = '\0';
+    for (uint32_t i = 0; i < d.num_graphs && used < sizeof(wanted); ++i)
+      used += static_cast<size_t>(std::snprintf(wanted + used, sizeof(wanted) - used, "%s%lld", i ? ", " : "",
+                                                static_cast<long long>(d.graphs[i].graph->size())));
+    for (uint32_t k = 0; k < d.num_inputs; ++k) {
+      const Tensor& tensor = args[k]->to_tensor();
+      const payload_schema::TensorSpec* spec = d.header->inputs()->Get(k);
+      bool dynamic = false;
+      for (int64_t s : *spec->sizes()) dynamic |= s < 0;
+      if (d.num_graphs > 1 && (dynamic || spec->sizes()->size() == 0))
+        return Error::make(ErrorCode::InvalidArgument,
+                           "input %u is %s; this vulkan delegate was compiled for its dynamic dims = %s (compile spec "
+                           "'sizes')", k, tensor.describe(given, sizeof(given)), wanted);
+      char shape[128];
+      format_shape(static_cast<ScalarType>(spec->scalar_type()), spec->sizes()->data(),
+                   static_cast<uint32_t>(spec->sizes()->size()), nullptr, shape, sizeof(shape));
+      bool same = static_cast<int8_t>(tensor.dtype()) == spec->scalar_type() &&
+                  static_cast<size_t>(tensor.dim()) == spec->sizes()->size();
+      for (size_t dd = 0; same && dd < spec->sizes()->size(); ++dd) same = tensor.sizes()[dd] == spec->sizes()->Get(static_cast<uint32_t>(dd));
+      if (!same)
+        return Error::make(ErrorCode::InvalidArgument, "input %u is %s; the dispatch graph's is %s (its shapes are static)",
+                           k, tensor.describe(given, sizeof(given)), shape);
+    }
+    return Error::make(ErrorCode::InvalidArgument, "the inputs match none of the graphs compiled for sizes %s", wanted);
+  }
+#endif
 
   void destroy(DelegateHandle handle) override {
 #ifdef ETMLIR_VULKAN_HEADERS
@@ -897,10 +1036,13 @@ class VulkanBackend : public Backend {
     (void)context;
     (void)compile_specs;
     PayloadView view;
-    const vulkan_schema::Graph* graph = nullptr;
+    const vulkan_schema::Module* graph = nullptr;
     ET_CHECK_OK(read_graph(payload, &view, &graph));
-    if (!graph->shaders() || !graph->buffers())
-      return Error::make(ErrorCode::InvalidProgram, "the dispatch graph lacks its shaders or buffers");
+    if (!graph->graphs())
+      return Error::make(ErrorCode::InvalidProgram, "the dispatch module holds no graph");
+    for (uint32_t i = 0; i < graph->graphs()->size(); ++i)
+      if (!graph->graphs()->Get(i)->shaders() || !graph->graphs()->Get(i)->buffers())
+        return Error::make(ErrorCode::InvalidProgram, "graph %u lacks its shaders or buffers", i);
     size_t inputs = view.header->inputs() ? view.header->inputs()->size() : 0;
     size_t outputs = view.header->outputs() ? view.header->outputs()->size() : 0;
 #ifdef ETMLIR_VULKAN_HEADERS

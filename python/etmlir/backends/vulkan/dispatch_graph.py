@@ -37,7 +37,8 @@ from etmlir.vulkan_schema.Buffer import BufferT
 from etmlir.vulkan_schema.BufferKind import BufferKind
 from etmlir.vulkan_schema.Constant import ConstantT
 from etmlir.vulkan_schema.Dispatch import DispatchT
-from etmlir.vulkan_schema.Graph import Graph, GraphT
+from etmlir.vulkan_schema.Graph import GraphT
+from etmlir.vulkan_schema.Module import Module, ModuleT
 from etmlir.vulkan_schema.Shader import ShaderT
 
 GRAPH_VERSION = 1
@@ -74,17 +75,42 @@ class Shader:
 
 @dataclasses.dataclass
 class DispatchGraph:
+    """The graph of one set of input sizes (buffers of kind Weight index the module's constants)."""
+    input_sizes: list[int]
+    output_sizes: list[int]
+    size: int
+    pinned_inputs: list[int]
     shaders: list[Shader]
     buffers: list[Buffer]
     dispatches: list[Dispatch]
-    constants: list[bytes]
     slot_sizes: list[int]
 
+
+@dataclasses.dataclass
+class DispatchModule:
+    graphs: list[DispatchGraph]
+    constants: list[bytes]
+
+    def add_constants(self, graph: DispatchGraph, constants: list[bytes]) -> None:
+        """Append `graph`, its weights shared with the graphs already here (the same bytes stored once)."""
+        index = {data: i for i, data in enumerate(self.constants)}
+        remap = []
+        for data in constants:
+            if data not in index:
+                index[data] = len(self.constants)
+                self.constants.append(data)
+            remap.append(index[data])
+        for buffer in graph.buffers:
+            if buffer.kind == BufferKind.Weight:
+                buffer.index = remap[buffer.index]
+        self.graphs.append(graph)
+
     def counts(self) -> dict[str, int]:
-        """What et-inspect and the delegation report show: dispatches, barriers, shaders, memory."""
-        return {"dispatches": len(self.dispatches), "barriers": sum(d.barrier for d in self.dispatches),
+        """What et-inspect and the delegation report show: graphs, dispatches, barriers, memory."""
+        return {"graphs": len(self.graphs), "dispatches": sum(len(g.dispatches) for g in self.graphs),
+                "barriers": sum(d.barrier for g in self.graphs for d in g.dispatches),
                 "weights_bytes": sum(len(c) for c in self.constants),
-                "intermediate_bytes": sum(self.slot_sizes)}
+                "intermediate_bytes": max((sum(g.slot_sizes) for g in self.graphs), default=0)}
 
 
 def _bytes_of(t: ir.MemRefType) -> int:
@@ -200,9 +226,10 @@ def place_barriers(buffers: list[Buffer], dispatches: list[Dispatch]) -> None:
         read |= touched - writes
 
 
-def serialize_graph(graph: DispatchGraph) -> bytes:
+def _graph_table(graph: DispatchGraph) -> GraphT:
     table = GraphT()
-    table.version = GRAPH_VERSION
+    table.inputSizes, table.outputSizes = list(graph.input_sizes), list(graph.output_sizes)
+    table.size, table.pinnedInputs = graph.size, list(graph.pinned_inputs)
     table.shaders = []
     for shader in graph.shaders:
         s = ShaderT()
@@ -222,18 +249,25 @@ def serialize_graph(graph: DispatchGraph) -> bytes:
         d.shader, d.buffers, d.workgroups = dispatch.shader, list(dispatch.buffers), list(dispatch.workgroups)
         d.barrier, d.debugHandle = dispatch.barrier, dispatch.debug_handle
         table.dispatches.append(d)
+    table.numSlots = len(graph.slot_sizes)
+    table.slotSizes = list(graph.slot_sizes)
+    return table
+
+
+def serialize_module(module: DispatchModule) -> bytes:
+    table = ModuleT()
+    table.version = GRAPH_VERSION
+    table.graphs = [_graph_table(g) for g in module.graphs]
     table.constants = []
-    for data in graph.constants:
+    for data in module.constants:
         c = ConstantT()
         c.data = np.frombuffer(data, dtype=np.uint8)
         table.constants.append(c)
-    table.numSlots = len(graph.slot_sizes)
-    table.slotSizes = list(graph.slot_sizes)
     builder = flatbuffers.Builder(1 << 16)
     builder.Finish(table.Pack(builder), file_identifier=FILE_IDENTIFIER)
     return bytes(builder.Output())
 
 
-def read_graph(body: bytes) -> Graph:
-    """The Graph table of a payload body (no verifier in Python: for tools and tests)."""
-    return Graph.GetRootAs(body, 0)
+def read_module(body: bytes) -> Module:
+    """The Module table of a payload body (no verifier in Python: for tools and tests)."""
+    return Module.GetRootAs(body, 0)

@@ -3,6 +3,8 @@
     edge @forward
       --et-fold-constants, et-edge-to-torch, et-torch-to-linalg, et-cpu-fuse-elementwise-->
             linalg on tensors (the lowering the cpu backend uses, shared)
+      (--et-vulkan-specialize-shapes{size=N}--> static shapes, once per size in `sizes`, for a
+            delegate with dynamic dims: the payload holds one dispatch graph per size)
       --et-vulkan-bufferize--> memrefs, results as out-parameters
       --et-vulkan-outline-kernels--> one gpu.func per linalg op, launched from @forward
       --et-vulkan-tile-matmul--> matmul / batch_matmul as shared-memory tiled kernels
@@ -19,6 +21,8 @@ its own (`et-opt --pass-pipeline='builtin.module(et-vulkan-map-threads)'`);
 the compile spec `verbose=true` prints it and each step's time.
 
 Compile specs:
+    sizes                      for a delegate with dynamic dims: the sizes they take, "64,256" (one
+                               dispatch graph per size; the runtime refuses inputs of any other size)
     tile                       the matmul tile edge (default 16: 16 x 16 = 256 threads per workgroup)
     max_workgroup_invocations  the device limit the shaders must fit (default 256; Vulkan guarantees 128,
                                most GPUs have 256 or more; the runtime checks the real limit at init)
@@ -36,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from torch_mlir import ir
 from torch_mlir.dialects import gpu as gpu_dialect
@@ -47,15 +51,16 @@ from etmlir.backends.vulkan import dispatch_graph
 from etmlir.backends.vulkan.passes.legalize_kernels import WRITES
 from etmlir.backends.vulkan.passes.map_threads import ENTRY_POINT_ABI
 from etmlir.backends.vulkan.passes.outline_kernels import DEBUG_HANDLE, kernels
+from etmlir.backends.vulkan.passes.specialize_shapes import PINNED
 from etmlir.delegation.backend import BackendError, PreprocessResult
 from etmlir.passes.pipeline import parse_pipeline, run_pipeline
-from etmlir.program import find_function
+from etmlir.program import clone_module, find_function
 
 BACKEND_ID = "vulkan"
 BODY_FORMAT = "vulkan-dispatch-graph"
 BODY_VERSION = 1
 ENTRY = "forward"
-SPECS = ("tile", "max_workgroup_invocations", "spirv_version", "validate", "verbose")
+SPECS = ("sizes", "tile", "max_workgroup_invocations", "spirv_version", "validate", "verbose")
 SPIRV_VERSIONS = ("v1.0", "v1.1", "v1.2", "v1.3", "v1.4", "v1.5", "v1.6")
 
 
@@ -82,12 +87,19 @@ def check_specs(specs: Mapping[str, str]) -> dict[str, object]:
     if values["validate"] not in ("auto", "true", "false"):
         raise BackendError(f"vulkan backend: validate='{specs['validate']}' (known: auto, true, false)")
     values["verbose"] = specs.get("verbose", "false").lower() == "true"
+    sizes = [part.strip() for part in specs.get("sizes", "").split(",") if part.strip()]
+    if any(not part.isdigit() or int(part) < 1 for part in sizes):
+        raise BackendError(f"vulkan backend: compile spec sizes='{specs['sizes']}' is not a list of positive "
+                           "integers like '64,256'")
+    values["sizes"] = sorted(set(int(part) for part in sizes))
     return values
 
 
-def pipeline(*, tile: int = 16, spirv_version: str = "v1.0") -> str:
-    """The pass pipeline from an outlined edge delegate to one spirv.module per kernel."""
-    passes = ["et-fold-constants", "et-edge-to-torch", "et-torch-to-linalg", "et-cpu-fuse-elementwise",
+def pipeline(*, tile: int = 16, spirv_version: str = "v1.0", size: int | None = None) -> str:
+    """The pass pipeline from an outlined edge delegate to one spirv.module per kernel (`size`: every
+    dynamic dim of the delegate's inputs takes that value)."""
+    specialize = [f"et-vulkan-specialize-shapes{{size={size}}}"] if size is not None else []
+    passes = ["et-fold-constants", "et-edge-to-torch", "et-torch-to-linalg", *specialize, "et-cpu-fuse-elementwise",
               "et-vulkan-bufferize", "et-vulkan-outline-kernels", f"et-vulkan-tile-matmul{{tile={tile}}}",
               "et-vulkan-map-threads", "et-vulkan-legalize-kernels",
               f"spirv-attach-target{{ver={spirv_version} caps=Shader exts=SPV_KHR_storage_buffer_storage_class}}",
@@ -158,30 +170,15 @@ def _workgroup_size(kernel: ir.Operation) -> tuple[int, int, int]:
     return values[0], values[1], values[2]
 
 
-def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> PreprocessResult:
-    """The vulkan backend's preprocess: compile specs checked, the pipeline run, the payload written."""
-    specs = check_specs(compile_specs)
+def _sizes(types: list[ir.Type]) -> list[int]:
+    return [int(d) for t in types for d in ir.MemRefType(t).shape]
 
-    def log(line: str) -> None:
-        if specs["verbose"]:
-            print(f"[vulkan] {line}", file=sys.stderr)
 
-    forward = find_function(module, ENTRY)
-    if forward is None:
-        raise BackendError(f"vulkan backend: the delegate module has no func.func @{ENTRY}")
-    with module.context:
-        function_type = ir.FunctionType(ir.TypeAttr(forward.attributes["function_type"]).value)
-        try:
-            inputs = tuple(TensorSpec.of(t) for t in function_type.inputs)
-            outputs = tuple(TensorSpec.of(t) for t in function_type.results)
-        except ValueError as error:
-            raise BackendError(f"vulkan backend: a delegate input or output is not a tensor the runtime has: {error}")
-    for kind, tensor_specs in (("input", inputs), ("output", outputs)):
-        for i, spec in enumerate(tensor_specs):
-            if -1 in spec.sizes:
-                raise BackendError(f"vulkan backend: delegate {kind} {i} has a dynamic shape {list(spec.sizes)}; "
-                                   "the vulkan backend compiles static shapes")
-    text = pipeline(tile=int(specs["tile"]), spirv_version=str(specs["spirv_version"]))
+def compile_graph(module: ir.Module, specs: dict[str, object], num_inputs: int, size: int | None,
+                  log: Callable[[str], None]) -> tuple[dispatch_graph.DispatchGraph, list[bytes], int]:
+    """Run the pipeline on `module` (changed in place) and read its dispatch graph: (graph, its weights' bytes,
+    how many products were tiled)."""
+    text = pipeline(tile=int(specs["tile"]), spirv_version=str(specs["spirv_version"]), size=size)
     log(f"pipeline: {text}")
     try:
         for element in parse_pipeline(text):
@@ -189,24 +186,26 @@ def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> Preproces
             run_pipeline(module, [element])
             log(f"{element.name}: {time.perf_counter() - start:.2f}s")
     except ir.MLIRError as error:
-        raise BackendError(f"vulkan backend: the delegate does not compile to SPIR-V: {error}") from None
+        at = f" (sizes={size})" if size is not None else ""
+        raise BackendError(f"vulkan backend: the delegate does not compile to SPIR-V{at}: {error}") from None
     with module.context:
+        forward = find_function(module, ENTRY)
+        arguments = ir.FunctionType(ir.TypeAttr(forward.attributes["function_type"]).value).inputs
+        input_sizes, output_sizes = _sizes(arguments[:num_inputs]), _sizes(arguments[num_inputs:])
         names, sizes, writes, handles, tiled = [], {}, {}, {}, 0
         for kernel_module, kernel in kernels(module.operation):
             name = ir.StringAttr(kernel.attributes["sym_name"]).value
             names.append(name)
-            sizes[name] = _workgroup_size(kernel)
+            sizes[name] = (_workgroup_size(kernel), len(kernel.regions[0].blocks[0].arguments))
             writes[name] = list(ir.DenseI32ArrayAttr(kernel.attributes[WRITES])) if WRITES in kernel.attributes else []
             handles[name] = (ir.IntegerAttr(kernel_module.attributes[DEBUG_HANDLE]).value
                              if DEBUG_HANDLE in kernel_module.attributes else 0)
             tiled += "etmlir.tiled" in kernel.attributes
-            arguments = len(kernel.regions[0].blocks[0].arguments)
-            sizes[name] = (sizes[name], arguments)
         start = time.perf_counter()
         binaries = serialize_kernels(module.operation)
         log(f"gpu-module-to-binary: {time.perf_counter() - start:.2f}s, {len(binaries)} shaders")
         shader_index = {name: i for i, name in enumerate(names)}
-        buffers, dispatches, constants = dispatch_graph.read_host(module.operation, len(inputs), shader_index,
+        buffers, dispatches, constants = dispatch_graph.read_host(module.operation, num_inputs, shader_index,
                                                                   writes, handles)
     for name, (workgroup, _) in sizes.items():
         invocations = workgroup[0] * workgroup[1] * workgroup[2]
@@ -223,16 +222,57 @@ def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> Preproces
     shaders = [dispatch_graph.Shader(name, binaries[name], sizes[name][0], sizes[name][1]) for name in names]
     slot_sizes = dispatch_graph.plan_memory(buffers, dispatches)
     dispatch_graph.place_barriers(buffers, dispatches)
-    graph = dispatch_graph.DispatchGraph(shaders, buffers, dispatches, constants, slot_sizes)
-    body = dispatch_graph.serialize_graph(graph)
-    counts = graph.counts()
-    ops = (f"dispatches={counts['dispatches']} barriers={counts['barriers']} tiled_matmuls={tiled} "
-           f"weights={counts['weights_bytes']} intermediates={counts['intermediate_bytes']}")
+    pinned = list(ir.DenseI64ArrayAttr(module.operation.attributes[PINNED])) if PINNED in module.operation.attributes else []
+    graph = dispatch_graph.DispatchGraph(input_sizes, output_sizes, size or 0, pinned, shaders, buffers, dispatches,
+                                         slot_sizes)
+    return graph, constants, tiled
+
+
+def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> PreprocessResult:
+    """The vulkan backend's preprocess: compile specs checked, the pipeline run (once per size of a dynamic
+    delegate), the payload written."""
+    specs = check_specs(compile_specs)
+
+    def log(line: str) -> None:
+        if specs["verbose"]:
+            print(f"[vulkan] {line}", file=sys.stderr)
+
+    forward = find_function(module, ENTRY)
+    if forward is None:
+        raise BackendError(f"vulkan backend: the delegate module has no func.func @{ENTRY}")
+    with module.context:
+        function_type = ir.FunctionType(ir.TypeAttr(forward.attributes["function_type"]).value)
+        try:
+            inputs = tuple(TensorSpec.of(t) for t in function_type.inputs)
+            outputs = tuple(TensorSpec.of(t) for t in function_type.results)
+        except ValueError as error:
+            raise BackendError(f"vulkan backend: a delegate input or output is not a tensor the runtime has: {error}")
+    dynamic = [f"input {i} {list(spec.sizes)}" for i, spec in enumerate(inputs) if -1 in spec.sizes]
+    if dynamic and not specs["sizes"]:
+        raise BackendError(f"vulkan backend: the delegate has dynamic dims ({', '.join(dynamic)}); a dispatch graph "
+                           "has static shapes: give the sizes it runs with, compile_specs={'sizes': '64,256'}")
+    variants: list[int | None] = list(specs["sizes"]) if dynamic else [None]
+    compiled = dispatch_graph.DispatchModule([], [])
+    tiled = 0
+    for size in variants:
+        if size is not None:
+            log(f"graph for size {size}")
+        work = clone_module(module) if len(variants) > 1 else module
+        graph, constants, graph_tiled = compile_graph(work, specs, len(inputs), size, log)
+        compiled.add_constants(graph, constants)
+        tiled += graph_tiled
+    body = dispatch_graph.serialize_module(compiled)
+    counts = compiled.counts()
+    ops = (f"graphs={counts['graphs']} dispatches={counts['dispatches']} barriers={counts['barriers']} "
+           f"tiled_matmuls={tiled} weights={counts['weights_bytes']} intermediates={counts['intermediate_bytes']}")
+    if dynamic:
+        ops += f" sizes={','.join(str(s) for s in specs['sizes'])}"
     log(ops)
-    # Payload id i + 1: dispatch i, the edge op it computes.
-    handle_map = {i + 1: (d.debug_handle,) for i, d in enumerate(dispatches) if d.debug_handle}
+    # Payload id n: the n-th dispatch, counted through the graphs in order; it computes one edge op.
+    numbered = [d for graph in compiled.graphs for d in graph.dispatches]
+    handle_map = {i + 1: (d.debug_handle,) for i, d in enumerate(numbered) if d.debug_handle}
     header = PayloadHeader(backend_id=BACKEND_ID, body_format=BODY_FORMAT, body_version=BODY_VERSION,
-                           inputs=inputs, outputs=outputs, entry_points=((ENTRY, "graph"), ("ops", ops)),
+                           inputs=inputs, outputs=outputs, entry_points=((ENTRY, "graphs"), ("ops", ops)),
                            debug_handle_map=PayloadHeader.handle_map(handle_map))
     payload = write_payload(header, body)
     return PreprocessResult(payload, handle_map, summary=payload_summary(payload))

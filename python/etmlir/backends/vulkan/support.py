@@ -6,9 +6,10 @@ products, normalizations, activations, pooling, views and copies). Two
 things differ:
 
   - every shape is static: a dispatch's workgroup counts and buffer sizes are
-    fixed in the payload (export without dynamic dims to delegate a
-    transformer's blocks; the dynamic ones stay on portable kernels, each with
-    its reason in the delegation report);
+    fixed in the payload. Dynamic dims are taken only when the compile spec
+    `sizes` lists the sizes they take ("64,256": one dispatch graph per size,
+    VULKAN_SIZED_SUPPORT); without it they stay on portable kernels, each with
+    its reason in the delegation report;
   - every tensor is f32 (0-d constant Scalar operands aside): the shaders use
     no Float64 or Int64 capability, which many phone GPUs lack.
 """
@@ -26,7 +27,7 @@ def _static_shapes(op: ir.Operation) -> str | None:
         for i, value in enumerate(values):
             if isinstance(value.type, ir.RankedTensorType) and not ir.RankedTensorType(value.type).has_static_shape:
                 return (f"{kind} {i} ({value.type}) has a dynamic shape; the vulkan backend compiles static "
-                        "shapes (export without dynamic dims)")
+                        "shapes (give the sizes it takes: compile_specs={'sizes': '64,256'})")
     return None
 
 
@@ -36,3 +37,5 @@ def _f32(op: ir.Operation) -> str | None:
 
 
 VULKAN_SUPPORT = OperatorSupport(ops=dict(CPU_OPS), max_rank=4, predicates=(_static_shapes, _f32))
+# With compile spec `sizes`: dynamic dims too (one dispatch graph per size).
+VULKAN_SIZED_SUPPORT = OperatorSupport(ops=dict(CPU_OPS), max_rank=4, predicates=(_f32,))

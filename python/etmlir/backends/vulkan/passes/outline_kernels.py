@@ -40,7 +40,7 @@ from etmlir.passes.registry import PassFailure, emit_error, register_pass
 from etmlir.program import find_function
 
 # Host ops the dispatch graph expresses without a kernel.
-VIEW_OPS = ("memref.expand_shape", "memref.collapse_shape", "memref.subview", "memref.cast")
+VIEW_OPS = ("memref.expand_shape", "memref.collapse_shape", "memref.subview", "memref.cast", "memref.reshape")
 HOST_OPS = VIEW_OPS + ("memref.alloc", "memref.dealloc", "memref.get_global", "arith.constant", "func.return")
 # The attribute a kernel's gpu.module keeps with the debug handle of the op it computes.
 DEBUG_HANDLE = "etmlir.debug_handle"
@@ -120,11 +120,42 @@ def _clone_captured_constants(clone: ir.Operation, kernel: ir.Operation) -> None
         raise PassFailure()
 
 
+def _captured_buffers(op: ir.Operation) -> list[ir.Value]:
+    """Buffers the op's body reads from the host (a gather's table: `memref.load %table[...]` in a generic)."""
+    found: list[ir.Value] = []
+
+    def visit(inner: ir.Operation) -> ir.WalkResult:
+        if inner != op:
+            for value in inner.operands:
+                if isinstance(value.type, ir.MemRefType) and not _inside(value, op) and value not in found:
+                    found.append(value)
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+    return found
+
+
+def _rebind_captured(clone: ir.Operation, op: ir.Operation, buffers: list[ir.Value], entry: ir.Block) -> None:
+    """Point the clone's reads of host buffers at the kernel arguments that carry them."""
+    def visit(inner: ir.Operation) -> ir.WalkResult:
+        if inner != clone:
+            for i, value in enumerate(inner.operands):
+                if isinstance(value.type, ir.MemRefType) and value in buffers:
+                    inner.operands[i] = entry.arguments[buffers.index(value)]
+        return ir.WalkResult.ADVANCE
+
+    clone.walk(visit)
+
+
 def outline(module: ir.Operation, op: ir.Operation, name: str) -> None:
     """Move `op` into kernel `name` and launch it in its place."""
     buffers: list[ir.Value] = []
     for value in op.operands:
         if isinstance(value.type, ir.MemRefType) and value not in buffers:
+            buffers.append(value)
+    captured = _captured_buffers(op)
+    for value in captured:
+        if value not in buffers:
             buffers.append(value)
     signature = ", ".join(f"%a{i}: {value.type}" for i, value in enumerate(buffers))
     # A copy becomes the linalg.copy the kernel mappers know; anything else is cloned below.
@@ -141,6 +172,8 @@ def outline(module: ir.Operation, op: ir.Operation, name: str) -> None:
         for i, value in enumerate(op.operands):
             if isinstance(value.type, ir.MemRefType):
                 clone.operands[i] = entry.arguments[buffers.index(value)]
+        if captured:
+            _rebind_captured(clone, op, buffers, entry)
         _clone_captured_constants(clone, kernel)
     handle = _debug_handle(op.location)
     if handle:
