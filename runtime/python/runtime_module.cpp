@@ -985,6 +985,17 @@ NB_MODULE(_runtime, m) {
         return b->counter(name.c_str());
       },
       nb::arg("backend"), nb::arg("name"));
+  m.def(
+      "backend_status",
+      [](const std::string& backend) {
+        const Backend* b = backend_registry().find(backend.c_str());
+        if (b == nullptr) throw RuntimeFailure("backend_status: no backend '" + backend + "' in this runtime");
+        bool available = b->is_available();
+        const char* reason = available ? nullptr : b->unavailable_reason();
+        const char* device = available ? b->device() : nullptr;
+        return std::make_tuple(available, std::string(reason ? reason : ""), std::string(device ? device : ""));
+      },
+      nb::arg("backend"));
   m.def("max_backend_threads", [] { return kMaxBackendThreads; });
   // Trust in native code (native_code.h): keys, fingerprints, payload signatures (libsodium).
   m.def("signatures_supported", [] { return native_code_signatures_supported(); });

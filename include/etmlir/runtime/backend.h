@@ -156,6 +156,9 @@ class Backend {
   // Why is_available() is false, for the load error (a library it could not find, ...); nullptr: not said.
   virtual const char* unavailable_reason() const { return nullptr; }
 
+  // The device it runs delegates on, for tools and benchmarks ("vulkan": the GPU's name); nullptr: not said.
+  virtual const char* device() const { return nullptr; }
+
   // The payloads it reads (see BackendPayloadInfo). Default: nothing declared.
   virtual BackendPayloadInfo payload_info() const { return {}; }
 };

@@ -149,6 +149,14 @@ def backend_counter(backend: str, name: str) -> int:
     return _runtime.backend_counter(backend, name)
 
 
+def backend_status(backend: str) -> dict[str, Any]:
+    """Whether backend `backend` can run delegates in this process: {"available": bool, "reason": why not
+    ("" when available), "device": what it runs on ("vulkan": the GPU's name; "" when it does not say)}.
+    Raises Error when this runtime was built without that backend."""
+    available, reason, device = _runtime.backend_status(backend)
+    return {"available": bool(available), "reason": reason, "device": device}
+
+
 def manifest() -> dict[str, Any]:
     """The runtime manifest of this process's runtime: its kernels (with dtypes), backends, the
     `.pte` schema versions and payload header format it reads, this machine's arch and CPU features.

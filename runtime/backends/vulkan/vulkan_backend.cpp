@@ -317,7 +317,7 @@ Error read_graph(Span<const uint8_t> payload, PayloadView* view, const vulkan_sc
 #define ETMLIR_VK_INSTANCE(X)                                                                                   \
   X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties)                           \
   X(vkGetPhysicalDeviceQueueFamilyProperties) X(vkGetPhysicalDeviceMemoryProperties) X(vkCreateDevice)          \
-  X(vkGetDeviceProcAddr)
+  X(vkGetDeviceProcAddr) X(vkGetPhysicalDeviceFeatures) X(vkEnumerateDeviceExtensionProperties)
 #define ETMLIR_VK_DEVICE(X)                                                                                     \
   X(vkGetDeviceQueue) X(vkCreateBuffer) X(vkDestroyBuffer) X(vkGetBufferMemoryRequirements) X(vkAllocateMemory) \
   X(vkFreeMemory) X(vkBindBufferMemory) X(vkMapMemory) X(vkUnmapMemory) X(vkCreateShaderModule)                 \
@@ -505,10 +505,29 @@ bool open_device() {
   queue.queueFamilyIndex = vk.queue_family;
   queue.queueCount = 1;
   queue.pQueuePriorities = &priority;
+  // Bounds-checked buffer access where the device has it: a shader that indexes past a buffer (a
+  // corrupt payload that still validates) reads zeros instead of another allocation's memory.
+  VkPhysicalDeviceFeatures supported{};
+  vk.vkGetPhysicalDeviceFeatures(vk.physical, &supported);
+  VkPhysicalDeviceFeatures features{};
+  features.robustBufferAccess = supported.robustBufferAccess;
   VkDeviceCreateInfo device{};
   device.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   device.queueCreateInfoCount = 1;
   device.pQueueCreateInfos = &queue;
+  device.pEnabledFeatures = &features;
+  // The shaders declare SPV_KHR_storage_buffer_storage_class (core in Vulkan 1.1; an extension on 1.0 devices).
+  const char* extension = "VK_KHR_storage_buffer_storage_class";
+  uint32_t extensions = 0;
+  vk.vkEnumerateDeviceExtensionProperties(vk.physical, nullptr, &extensions, nullptr);
+  VkExtensionProperties available[256];
+  if (extensions > 256) extensions = 256;
+  vk.vkEnumerateDeviceExtensionProperties(vk.physical, nullptr, &extensions, available);
+  for (uint32_t e = 0; e < extensions; ++e)
+    if (std::strcmp(available[e].extensionName, extension) == 0) {
+      device.enabledExtensionCount = 1;
+      device.ppEnabledExtensionNames = &extension;
+    }
   if (vk.vkCreateDevice(vk.physical, &device, nullptr, &vk.device) != VK_SUCCESS)
     return fail("vkCreateDevice failed on %s", vk.device_name);
 #define ETMLIR_VK_LOAD_DEVICE(name) vk.name = reinterpret_cast<PFN_##name>(vk.vkGetDeviceProcAddr(vk.device, #name));
@@ -816,10 +835,13 @@ const char* unavailable_problem() {
 #endif
 }
 
+const char* vulkan_device_name_or_null();
+
 class VulkanBackend : public Backend {
  public:
   bool is_available() const override { return unavailable_problem() == nullptr; }
   const char* unavailable_reason() const override { return unavailable_problem(); }
+  const char* device() const override { return vulkan_device_name_or_null(); }
 
   Result<DelegateHandle> init(BackendInitContext& context, Span<const uint8_t> payload,
                               Span<const CompileSpec> compile_specs) override {
@@ -1069,6 +1091,14 @@ class VulkanBackend : public Backend {
     return info;
   }
 };
+
+const char* vulkan_device_name_or_null() {
+#ifdef ETMLIR_VULKAN_HEADERS
+  return vulkan() != nullptr ? g_vk.device_name : nullptr;
+#else
+  return nullptr;
+#endif
+}
 
 }  // namespace
 
