@@ -1,0 +1,42 @@
+// RUN: et-opt %s --et-vulkan-tile-matmul | FileCheck %s
+// RUN: et-opt %s --et-vulkan-tile-matmul=tile=8 | FileCheck %s --check-prefix=TILE8
+
+// A matmul kernel becomes a tiled product: two 16x16 tiles in Workgroup memory, a barrier after
+// loading them and one after using them, guarded edges; the launch gets ceil(N/16) x ceil(M/16)
+// workgroups of 16x16 threads.
+// CHECK: gpu.launch_func {{ *}}@k0::@k0 blocks in (%c3, %c2, %{{.*}}) threads in (%c16, %c16{{.*}}, %{{.*}})
+// CHECK: gpu.func @k0({{.*}}) kernel attributes {etmlir.tiled = "16x16", spirv.entry_point_abi = #spirv.entry_point_abi<workgroup_size = [16, 16, 1]>}
+// CHECK: memref.alloc() : memref<16x16xf32, #spirv.storage_class<Workgroup>>
+// CHECK: scf.for
+// CHECK: gpu.barrier
+// CHECK: scf.for
+// CHECK: gpu.barrier
+// TILE8: gpu.launch_func {{ *}}@k0::@k0 blocks in (%c5, %c3, %{{.*}}) threads in (%c8, %c8{{.*}}, %{{.*}})
+// TILE8: etmlir.tiled = "8x8"
+// TILE8: memref<8x8xf32, #spirv.storage_class<Workgroup>>
+
+// A product with custom indexing maps (a transposed operand) is left to et-vulkan-map-threads.
+// CHECK: gpu.func @k1
+// CHECK-NOT: etmlir.tiled
+// CHECK: linalg.matmul
+module attributes {gpu.container_module} {
+  func.func @forward(%a: memref<20x30xf32>, %b: memref<30x40xf32>, %c: memref<20x40xf32>, %bt: memref<40x30xf32>) {
+    %c1 = arith.constant 1 : index
+    gpu.launch_func @k0::@k0 blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%a : memref<20x30xf32>, %b : memref<30x40xf32>, %c : memref<20x40xf32>)
+    gpu.launch_func @k1::@k1 blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%a : memref<20x30xf32>, %bt : memref<40x30xf32>, %c : memref<20x40xf32>)
+    return
+  }
+  gpu.module @k0 {
+    gpu.func @k0(%a: memref<20x30xf32>, %b: memref<30x40xf32>, %c: memref<20x40xf32>) kernel {
+      linalg.matmul ins(%a, %b : memref<20x30xf32>, memref<30x40xf32>) outs(%c : memref<20x40xf32>)
+      gpu.return
+    }
+  }
+  gpu.module @k1 {
+    gpu.func @k1(%a: memref<20x30xf32>, %bt: memref<40x30xf32>, %c: memref<20x40xf32>) kernel {
+      linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+          ins(%a, %bt : memref<20x30xf32>, memref<40x30xf32>) outs(%c : memref<20x40xf32>)
+      gpu.return
+    }
+  }
+}
