@@ -29,6 +29,10 @@
     OUTDIR/tosa_conv.pte              conv -> relu -> flatten -> linear delegated whole to `tosa`, with one
                                       bundled case (eager's outputs, atol/rtol 1e-5); only with tosa-tools
     OUTDIR/tosa_conv.tosa             its TOSA FlatBuffer (the payload's body) alone
+    OUTDIR/vulkan_mlp.pte             linear -> gelu -> linear -> softmax delegated whole to `vulkan`, with one
+                                      bundled case (eager's outputs, atol/rtol 1e-5); only where the
+                                      vulkan backend can compile (always: it needs no device to compile)
+    OUTDIR/vulkan_mlp.body            its dispatch-graph FlatBuffer (the payload's body) alone
 
 The C++ tests find OUTDIR through the environment variable ETMLIR_TEST_PTE_DIR.
 """
@@ -168,6 +172,24 @@ def write_tosa_fixture(out: Path) -> None:
     print(f"[make_fixtures] {out / 'tosa_conv.pte'}, {out / 'tosa_conv.tosa'}")
 
 
+def write_vulkan_fixture(out: Path) -> None:
+    """vulkan_mlp.pte (a small MLP delegated whole to `vulkan`, with one bundled case from eager) and
+    vulkan_mlp.body, its dispatch-graph FlatBuffer alone, for vulkan_backend_test."""
+    from etmlir import devtools
+    from etmlir.tools.et_inspect import extract_payload
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 20), nn.GELU(), nn.Linear(20, 3), nn.Softmax(-1)).eval()
+    x = torch.randn(4, 6)
+    edge = etmlir.to_edge(etmlir.export(model, (x,)))
+    program = etmlir.to_backend("vulkan", edge).to_executorch()
+    with torch.no_grad():
+        y = model(x)
+    (out / "vulkan_mlp.pte").write_bytes(devtools.bundle(program.buffer, (x,), y, atol=1e-5, rtol=1e-5, name="eager"))
+    (out / "vulkan_mlp.body").write_bytes(extract_payload(program.buffer, "forward", 0))
+    print(f"[make_fixtures] {out / 'vulkan_mlp.pte'}, {out / 'vulkan_mlp.body'}")
+
+
 def write_delegate_fixture(out: Path) -> None:
     with new_context() as ctx, ir.Location.unknown(ctx):
         module = ir.Module.parse(DELEGATE_MODULE)
@@ -288,6 +310,7 @@ def main(argv: list[str]) -> int:
     write_lookup_fixture(out)
     write_nested_fixtures(out)
     write_tosa_fixture(out)
+    write_vulkan_fixture(out)
     etmlir.to_edge(etmlir.export(Counter(), (torch.ones(4),))).to_executorch().save(out / "counter.pte")
     print(f"[make_fixtures] {out / 'counter.pte'}")
     return 0

@@ -2,7 +2,7 @@
 
 Layers, lowest first; a module may import its own layer and the ones below:
 
-    dialects, schema, payload_schema, trace_schema,    IR names, generated code, the native extension
+    dialects, schema, payload_schema, trace_schema, vulkan_schema,    IR names, generated code, the native extension
     lazy, _runtime, compile_progress                   (compile_progress: the progress bars every stage draws)
     delegation                                         the Backend interface, registry, partitioner
     frontend, executable, passes, program, runtime     the compiler core: op tables, the passes,
@@ -31,7 +31,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "python" / "etmlir"
 
 # Top-level package or module of etmlir -> layer rank.
 LAYERS: dict[str, int] = {
-    "dialects": 0, "schema": 0, "payload_schema": 0, "trace_schema": 0, "lazy": 0, "_runtime": 0,
+    "dialects": 0, "schema": 0, "payload_schema": 0, "trace_schema": 0, "vulkan_schema": 0, "lazy": 0, "_runtime": 0,
     "compile_progress": 0,
     "delegation": 1,
     "frontend": 3, "executable": 3, "passes": 3, "program": 3, "runtime": 3,
@@ -90,7 +90,7 @@ def _is_type_checking_only(tree: ast.Module, target: ast.AST) -> bool:
 def _all_imports() -> list[tuple[str, str, int]]:
     edges = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if "schema" in path.parts[len(PACKAGE.parts):][:1] or {"payload_schema", "trace_schema"} & set(path.parts):
+        if "schema" in path.parts[len(PACKAGE.parts):][:1] or {"payload_schema", "trace_schema", "vulkan_schema"} & set(path.parts):
             continue
         source = _module_name(path)
         edges += [(source, target, line) for target, line in _imports(path)]
