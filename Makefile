@@ -4,6 +4,8 @@
 #   make bench-memory   planned memory per zoo model, ours vs ExecuTorch 1.5.1 (own environment)
 #   make bench-latency  latency per zoo model: our runtime vs torch eager vs ExecuTorch 1.5.1 portable, 1 thread
 #   make bench-cpu      latency per zoo model: our cpu delegate vs ExecuTorch 1.5.1 XNNPACK vs torch eager, 1 thread
+#   make bench-vulkan   latency per zoo model: our vulkan delegate on this machine's Vulkan device vs our portable
+#                       runtime vs torch eager; prints the device (on lavapipe: a functional check, not a GPU number)
 #   make bench-portable each portable kernel family on a representative shape vs torch eager, 1 thread
 #   make op-coverage    sweep PyTorch's OpInfo samples through the runtime and rewrite docs/op_coverage.md
 #   make model-coverage every real architecture through portable / nested / cpu; rewrite docs/model_coverage.md
@@ -20,7 +22,7 @@ STAMP := $(VENV)/.etmlir-setup
 export OMP_NUM_THREADS ?= 1
 
 .PHONY: setup demo test lit pytest cpp-test check-generated generate bench-memory bench-latency bench-cpu \
-	bench-portable op-coverage model-coverage clean
+	bench-vulkan bench-portable op-coverage model-coverage clean
 
 setup: $(STAMP)
 
@@ -84,6 +86,11 @@ bench-latency: setup
 bench-cpu: setup
 	bash scripts/setup_bench.sh $(BENCH_VENV)
 	$(PY) bench/cpu_backend.py --executorch-python $(BENCH_VENV)/bin/python
+
+# Latency per zoo model: our "vulkan" delegate on the Vulkan device (lavapipe, on the CPU, here and in CI: a
+# functional check, not a GPU number) vs our portable runtime vs torch eager; exits 1 without a Vulkan device.
+bench-vulkan: setup
+	$(PY) bench/vulkan_backend.py
 
 # Each portable kernel family vs torch eager, 1 thread: per-op and geomean ratios.
 bench-portable: setup

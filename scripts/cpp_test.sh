@@ -36,6 +36,8 @@ export ETMLIR_TEST_PTE_DIR=$(cd "$fixtures" && pwd)
 # --- Builds and runs ---------------------------------------------------------------
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# Leaks inside third-party Vulkan drivers (lavapipe) are not ours: test/cpp/lsan_suppressions.txt.
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/test/cpp/lsan_suppressions.txt:print_suppressions=0}
 
 run_suite() {  # NAME BUILD_DIR CMAKE_ARGS...
   local name=$1 dir=$2

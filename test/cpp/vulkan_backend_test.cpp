@@ -93,8 +93,9 @@ std::vector<uint8_t> rebuilt(const Edit& edit) {
       if (s == 0 && edit.shader_code) edit.shader_code(code);
       if (s == 0 && edit.shader_bindings) edit.shader_bindings(bindings);
       std::vector<uint32_t> size(sh->workgroup_size()->begin(), sh->workgroup_size()->end());
-      shaders.push_back(vulkan_schema::CreateShaderDirect(b, sh->name()->c_str(), sh->entry()->c_str(), &code, &size,
-                                                          bindings));
+      auto name = b.CreateString(sh->name());
+      auto entry = b.CreateString(sh->entry());
+      shaders.push_back(vulkan_schema::CreateShader(b, name, entry, b.CreateVector(code), b.CreateVector(size), bindings));
     }
     std::vector<flatbuffers::Offset<vulkan_schema::Buffer>> buffers;
     for (const vulkan_schema::Buffer* buf : *g->buffers())

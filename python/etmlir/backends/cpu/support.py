@@ -89,7 +89,7 @@ CPU_OPS: dict[str, OpPredicate | None] = {
 
 
 
-def _float_tensors(op: ir.Operation) -> str | None:
+def float_tensors(op: ir.Operation) -> str | None:
     """Every tensor is f32, except 0-d Scalar operands (alpha, beta, sizes), and where's boolean condition."""
     for kind, values in (("operand", op.operands), ("result", op.results)):
         for i, value in enumerate(values):
@@ -111,4 +111,4 @@ def _is_constant_or_size(value: ir.Value) -> bool:
     return isinstance(owner, (ir.Operation, ir.OpView)) and owner.name in ("edge.constant", "edge.sym_size_int")
 
 
-CPU_SUPPORT = OperatorSupport(ops=CPU_OPS, max_rank=4, predicates=(_float_tensors,))
+CPU_SUPPORT = OperatorSupport(ops=CPU_OPS, max_rank=4, predicates=(float_tensors,))

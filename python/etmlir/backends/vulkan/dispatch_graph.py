@@ -28,7 +28,7 @@ import flatbuffers
 import numpy as np
 from torch_mlir import ir
 
-from etmlir.backends.cpu.passes.externalize_weights import _global_bytes
+from etmlir.backends.cpu.passes.externalize_weights import global_bytes
 from etmlir.backends.vulkan.passes.outline_kernels import DEBUG_HANDLE, VIEW_OPS
 from etmlir.delegation.backend import BackendError
 from etmlir.executable.serialize import resource_blobs
@@ -177,7 +177,7 @@ def _weight_bytes(op: ir.Operation, blobs: dict[str, bytes]) -> bytes:
     if value is not None and isinstance(value, ir.DenseElementsAttr) and ir.DenseElementsAttr(value).is_splat:
         return np.full(t.shape, np.array(ir.DenseElementsAttr(value)).reshape(-1)[0],
                        dtype=np.array(ir.DenseElementsAttr(value)).dtype).tobytes()
-    data = _global_bytes(value, blobs) if value is not None else None
+    data = global_bytes(value, blobs) if value is not None else None
     if data is None:
         raise BackendError(f"vulkan backend: no bytes for the weight {ir.StringAttr(op.attributes['sym_name']).value}")
     return data

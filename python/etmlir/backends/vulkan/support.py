@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
-from etmlir.backends.cpu.support import CPU_OPS, _float_tensors
+from etmlir.backends.cpu.support import CPU_OPS, float_tensors
 from etmlir.delegation.operator_support import OperatorSupport
 
 
@@ -32,7 +32,7 @@ def _static_shapes(op: ir.Operation) -> str | None:
 
 
 def _f32(op: ir.Operation) -> str | None:
-    reason = _float_tensors(op)
+    reason = float_tensors(op)
     return reason.replace("the cpu backend", "the vulkan backend") if reason else None
 
 

@@ -31,7 +31,9 @@ from etmlir.passes.registry import Option, register_pass
 MIN_BYTES = 4096
 
 
-def _global_bytes(attr: ir.Attribute, blobs: dict[str, bytes] | None) -> bytes | None:
+def global_bytes(attr: ir.Attribute, blobs: dict[str, bytes] | None) -> bytes | None:
+    """The bytes of a memref.global's initial value (a dense constant or a resource in `blobs`); None for a
+    splat or a resource not given (the vulkan backend reads its weights with it too)."""
     key = resource_key(attr)
     if key is not None:
         return None if blobs is None else blobs.get(key)
@@ -99,7 +101,7 @@ def take_external_weights(module: ir.Operation) -> list[tuple[str, bytes]]:
     blobs = resource_blobs(module) if any(resource_key(value) for _, value in recorded) else None
     found = []
     for symbol, value in recorded:
-        data = _global_bytes(value, blobs)
+        data = global_bytes(value, blobs)
         if data is None:
             raise ValueError(f"et-cpu-externalize-weights: no bytes for weight {symbol} ({str(value)[:80]})")
         found.append((symbol, data))
