@@ -163,6 +163,30 @@ def test_torch_nn_models_match_eager(name: str, model, shape: tuple) -> None:
     assert vulkan_ops(edge) >= 1
 
 
+class Masked(nn.Module):
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return torch.where(mask, x, -x) * 2.0
+
+
+def test_a_bool_mask_of_odd_byte_size() -> None:
+    """17 x 17 bools (289 bytes): shaders read 8-bit data as 32-bit words, so the buffer is padded to
+    whole words (the last elements read zeros before, with robust buffer access on)."""
+    torch.manual_seed(0)
+    check(Masked(), (torch.randn(1, 1, 17, 17), torch.randn(1, 1, 17, 17) > 0))
+
+
+def test_tanh_gelu_and_integer_powers() -> None:
+    """x ** 3 (tanh-GELU, transformers' GELUTanh) is math.fpowi, which SPIR-V lacks: it becomes products."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(12, 16), nn.GELU(approximate="tanh"), nn.Linear(16, 4))
+
+    class Powers(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return model(x) ** 3 + x.sum() ** -2 + model(x) ** 2
+
+    check(Powers(), (torch.randn(3, 12),), atol=2e-4, rtol=2e-4)
+
+
 def test_matrix_products_use_the_tiled_shared_memory_kernel() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(40, 70), nn.ReLU(), nn.Linear(70, 9)).eval()

@@ -55,7 +55,7 @@ size_t scalar_bytes(int8_t scalar_type) {
 // A SPIR-V module's structure: the header, every instruction's length, a GLCompute entry point
 // called `entry` whose LocalSize is `size`, and storage buffer bindings in set 0 below `bindings`.
 Error check_spirv_structure(const uint32_t* words, size_t count, const char* entry, const uint32_t size[3],
-                            uint32_t bindings, const char* name) {
+                            uint32_t bindings, bool int64, const char* name) {
   if (count < 5 || words[0] != kSpirvMagic)
     return Error::make(ErrorCode::InvalidProgram, "shader %s is not SPIR-V (%zu words, magic %#x)", name, count,
                        count ? words[0] : 0u);
@@ -67,6 +67,9 @@ Error check_spirv_structure(const uint32_t* words, size_t count, const char* ent
     uint32_t opcode = words[at] & 0xffffu;
     if (length == 0 || at + length > count)
       return Error::make(ErrorCode::InvalidProgram, "shader %s: instruction at word %zu overruns the module", name, at);
+    if (opcode == 17 && length == 2 && words[at + 1] == 11 && !int64)  // OpCapability Int64
+      return Error::make(ErrorCode::NotSupported,
+                         "shader %s computes with 64-bit integers (capability Int64); this device lacks shaderInt64", name);
     if (opcode == 15 && length >= 4) {  // OpEntryPoint model id name...
       size_t chars = (length - 3) * 4;
       const char* text = reinterpret_cast<const char*>(words + at + 3);
@@ -120,6 +123,7 @@ Error validate_spirv(const uint32_t* words, size_t count, const char* name) {
 #endif
 
 struct Limits {
+  bool int64 = false;  // shaderInt64: shaders may declare the Int64 capability
   uint32_t max_group_count[3] = {65535, 65535, 65535};
   uint32_t max_group_size[3] = {128, 128, 64};
   uint32_t max_invocations = 128;
@@ -206,7 +210,7 @@ Error check_graph(const vulkan_schema::Graph& g, uint32_t number, size_t num_con
       return Error::make(ErrorCode::NotSupported, "shader %s binds %u storage buffers; the device allows %u", name,
                          s->num_bindings(), limits.max_storage_buffers);
     ET_CHECK_OK(check_spirv_structure(s->code()->data(), s->code()->size(), s->entry()->c_str(), size,
-                                      s->num_bindings(), name));
+                                      s->num_bindings(), limits.int64, name));
 #ifdef ETMLIR_VULKAN_SPIRV_TOOLS
     ET_CHECK_OK(validate_spirv(s->code()->data(), s->code()->size(), name));
 #endif
@@ -511,6 +515,8 @@ bool open_device() {
   vk.vkGetPhysicalDeviceFeatures(vk.physical, &supported);
   VkPhysicalDeviceFeatures features{};
   features.robustBufferAccess = supported.robustBufferAccess;
+  features.shaderInt64 = supported.shaderInt64;  // i64 tensors inside a delegate (index arithmetic, masks)
+  vk.limits.int64 = supported.shaderInt64 == VK_TRUE;
   VkDeviceCreateInfo device{};
   device.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   device.queueCreateInfoCount = 1;
@@ -610,7 +616,10 @@ Error make_buffer(const Vk& vk, uint64_t size, DeviceBuffer* out) {
   out->size = size;
   VkBufferCreateInfo info{};
   info.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
-  info.size = size < 4 ? 4 : size;
+  // Whole 16-byte words: shaders read 8-bit data (bool masks) as 32-bit words, and robust buffer access
+  // would turn a word that ends past the buffer into zeros.
+  info.size = (size + 15) / 16 * 16;
+  if (info.size == 0) info.size = 16;
   info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
   info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VkResult r = vk.vkCreateBuffer(vk.device, &info, nullptr, &out->buffer);

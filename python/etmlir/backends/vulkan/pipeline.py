@@ -102,7 +102,7 @@ def pipeline(*, tile: int = 16, spirv_version: str = "v1.0", size: int | None = 
     passes = ["et-fold-constants", "et-edge-to-torch", "et-torch-to-linalg", *specialize, "et-cpu-fuse-elementwise",
               "et-vulkan-bufferize", "et-vulkan-outline-kernels", f"et-vulkan-tile-matmul{{tile={tile}}}",
               "et-vulkan-map-threads", "et-vulkan-legalize-kernels",
-              f"spirv-attach-target{{ver={spirv_version} caps=Shader exts=SPV_KHR_storage_buffer_storage_class}}",
+              f"spirv-attach-target{{ver={spirv_version} caps=Shader,Int64 exts=SPV_KHR_storage_buffer_storage_class}}",
               "gpu.module(gpu.func(convert-math-to-spirv))", "convert-gpu-to-spirv",
               "spirv.module(spirv-lower-abi-attrs,spirv-update-vce)"]
     return f"builtin.module({','.join(passes)})"

@@ -2,6 +2,9 @@
 
 - `math.erf` (GELU) has no SPIR-V instruction: it becomes Abramowitz & Stegun's
   rational approximation 7.1.26 (absolute error below 1.5e-7) on `math.exp`.
+- `math.fpowi` (`x ** 3` with an integer exponent, tanh-GELU) has no SPIR-V
+  instruction (GLSL's Pow needs x >= 0): a constant exponent becomes repeated
+  multiplication (and a division for a negative one).
 - `arith.truncf` of an f64 constant (batch norm's epsilon arrives as a double)
   becomes the f32 constant: the kernels use no Float64 capability, which many
   phone GPUs lack. Any other f64 value is an error naming its op.
@@ -58,6 +61,34 @@ def _expand_erf(op: ir.Operation) -> None:
     op.erase()
 
 
+def _expand_fpowi(op: ir.Operation) -> bool:
+    """x ** n for a constant integer n (|n| <= 64) as products (square and multiply); False if n is not constant."""
+    base, exponent = op.operands[0], op.operands[1]
+    owner = exponent.owner
+    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
+        return False
+    n = ir.IntegerAttr(owner.attributes["value"]).value
+    if abs(n) > 64:
+        return False
+    t = base.type
+    with op.location, ir.InsertionPoint(op):
+        result = ir.Operation.create("arith.constant", results=[t], attributes={"value": ir.FloatAttr.get(t, 1.0)}
+                                     ).results[0]
+        power, k = base, abs(n)
+        while k:
+            if k & 1:
+                result = ir.Operation.create("arith.mulf", results=[t], operands=[result, power]).results[0]
+            k >>= 1
+            if k:
+                power = ir.Operation.create("arith.mulf", results=[t], operands=[power, power]).results[0]
+        if n < 0:
+            one = ir.Operation.create("arith.constant", results=[t], attributes={"value": ir.FloatAttr.get(t, 1.0)})
+            result = ir.Operation.create("arith.divf", results=[t], operands=[one.results[0], result]).results[0]
+    op.results[0].replace_all_uses_with(result)
+    op.erase()
+    return True
+
+
 def _fold_f64_constant(op: ir.Operation) -> None:
     t = op.results[0].type
     value = ir.FloatAttr(op.operands[0].owner.attributes["value"]).value
@@ -97,12 +128,15 @@ def _is_f64_constant(value: ir.Value) -> bool:
 def legalize_kernels(module: ir.Operation) -> None:
     """et-vulkan-legalize-kernels: erf expanded, f64 constants narrowed, value checks dropped in the kernels."""
     erfs: list[ir.Operation] = []
+    powers: list[ir.Operation] = []
     truncs: list[ir.Operation] = []
     asserts: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         if op.name == "math.erf":
             erfs.append(op)
+        elif op.name == "math.fpowi":
+            powers.append(op)
         elif op.name == "arith.truncf" and _is_f64_constant(op.operands[0]):
             truncs.append(op)
         elif op.name == "cf.assert":
@@ -114,6 +148,11 @@ def legalize_kernels(module: ir.Operation) -> None:
         kernel.attributes[WRITES] = ir.DenseI32ArrayAttr.get(written_arguments(kernel))
     for op in erfs:
         _expand_erf(op)
+    for op in powers:
+        if not _expand_fpowi(op):
+            emit_error(op, "et-vulkan-legalize-kernels: math.fpowi with an exponent that is not a small constant "
+                           "has no SPIR-V lowering")
+            raise PassFailure()
     for op in truncs:
         constant = op.operands[0].owner
         _fold_f64_constant(op)
