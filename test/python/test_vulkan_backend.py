@@ -154,6 +154,8 @@ class Attention(nn.Module):
     ("attention", Attention, (2, 17, 32)),
     ("encoder_layer", lambda: nn.TransformerEncoderLayer(24, 4, 48, dropout=0.0, batch_first=True), (2, 9, 24)),
     ("softmax_dim1", lambda: nn.Sequential(nn.Conv2d(3, 5, 1), nn.Softmax(dim=1)), (1, 3, 7, 6)),
+    ("strided_dilated_conv", lambda: nn.Sequential(nn.Conv2d(3, 10, 3, stride=2, dilation=2, padding=2), nn.ReLU(),
+                                                   nn.Conv2d(10, 7, (1, 3), stride=(1, 2))), (2, 3, 13, 11)),
     ("mlp_odd_sizes", lambda: nn.Sequential(nn.Linear(37, 53), nn.Tanh(), nn.Linear(53, 19), nn.LogSoftmax(-1)),
      (5, 37)),
 ])
@@ -187,11 +189,14 @@ def test_tanh_gelu_and_integer_powers() -> None:
     check(Powers(), (torch.randn(3, 12),), atol=2e-4, rtol=2e-4)
 
 
-def test_matrix_products_use_the_tiled_shared_memory_kernel() -> None:
+def test_matrix_products_and_convolutions_use_tiled_shared_memory_kernels() -> None:
+    conv = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2), nn.ReLU(), nn.Conv2d(8, 8, 3, groups=8)).eval()
+    _, edge = compile_vulkan(conv, (torch.randn(1, 3, 12, 12),))
+    assert "tiled_products=1" in delegation_info(edge).delegated_graph()  # the depthwise one is not tiled
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(40, 70), nn.ReLU(), nn.Linear(70, 9)).eval()
     _, edge = compile_vulkan(model, (torch.randn(33, 40),))
-    assert "tiled_matmuls=2" in delegation_info(edge).delegated_graph()
+    assert "tiled_products=2" in delegation_info(edge).delegated_graph()
     # A smaller tile (8 x 8 = 64 threads) is a compile spec; the numbers do not change.
     check(model, (torch.randn(33, 40),), compile_specs={"tile": "8"})
 

@@ -264,7 +264,7 @@ def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> Preproces
     body = dispatch_graph.serialize_module(compiled)
     counts = compiled.counts()
     ops = (f"graphs={counts['graphs']} dispatches={counts['dispatches']} barriers={counts['barriers']} "
-           f"tiled_matmuls={tiled} weights={counts['weights_bytes']} intermediates={counts['intermediate_bytes']}")
+           f"tiled_products={tiled} weights={counts['weights_bytes']} intermediates={counts['intermediate_bytes']}")
     if dynamic:
         ops += f" sizes={','.join(str(s) for s in specs['sizes'])}"
     log(ops)

@@ -1,4 +1,4 @@
-"""et-vulkan-tile-matmul: matrix products as tiled kernels that stage their operands in shared memory.
+"""et-vulkan-tile-matmul: matrix products and convolutions as tiled kernels staging operands in shared memory.
 
 A kernel holding one `linalg.matmul` (C += A B) or `linalg.batch_matmul`
 becomes the classic tiled product: a workgroup of TILE x TILE threads owns a
@@ -8,8 +8,16 @@ workgroup synchronizes, and each thread accumulates its row of the A tile
 times its column of the B tile from there, so each element of A and B is read
 from device memory N/TILE and M/TILE times instead of N and M times. Edges
 are guarded (out-of-range loads read 0). The grid is (ceil(N/TILE),
-ceil(M/TILE), batch). Products the pass does not recognise (a matmul with
-custom indexing maps, a non-f32 one) are left to et-vulkan-map-threads.
+ceil(M/TILE), batch).
+
+A `linalg.conv_2d_nchw_fchw` (input already padded) is the same product
+without materialising im2col ("implicit GEMM"): rows are output channels F,
+columns the N x OH x OW output pixels, and the reduction runs over C x KH x KW;
+each thread works out which weight and which input pixel its tile element is
+from the indices (strides and dilations included) as it loads it. Depthwise
+and grouped convolutions (no reduction over channels to share) and products
+the pass does not recognise (custom indexing maps, non-f32) are left to
+et-vulkan-map-threads.
 
     gpu.func @k1(%a0: memref<4x16xf32>, %a1: memref<16x32xf32>, %a2: memref<4x32xf32>) kernel {
       linalg.matmul ins(%a0, %a1 : ...) outs(%a2 : ...)
@@ -34,7 +42,7 @@ from etmlir.backends.vulkan.passes.outline_kernels import kernels, launches, set
 from etmlir.passes.registry import Option, register_pass
 
 TILE = 16  # the default tile edge: 16 x 16 = 256 threads per workgroup
-PRODUCTS = ("linalg.matmul", "linalg.batch_matmul")
+PRODUCTS = ("linalg.matmul", "linalg.batch_matmul", "linalg.conv_2d_nchw_fchw")
 # The indexing maps of a plain product (C[m, n] += A[m, k] B[k, n], with a leading batch dim for batch_matmul).
 DEFAULT_MAPS = {
     "linalg.matmul": "[affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, "
@@ -49,7 +57,8 @@ def _product(kernel: ir.Operation) -> ir.Operation | None:
     ops = [op.operation for op in kernel.regions[0].blocks[0].operations]
     if len(ops) != 2 or ops[0].name not in PRODUCTS:
         return None
-    if "indexing_maps" in ops[0].attributes and str(ops[0].attributes["indexing_maps"]) != DEFAULT_MAPS[ops[0].name]:
+    if ops[0].name in DEFAULT_MAPS and "indexing_maps" in ops[0].attributes and \
+            str(ops[0].attributes["indexing_maps"]) != DEFAULT_MAPS[ops[0].name]:
         return None  # a transposed operand
     product = ops[0]
     types = [ir.MemRefType(v.type) for v in product.operands]
@@ -61,8 +70,122 @@ def _product(kernel: ir.Operation) -> ir.Operation | None:
     return product
 
 
+def _pair(op: ir.Operation, name: str) -> tuple[int, int]:
+    if name not in op.attributes:
+        return (1, 1)
+    values = [int(v) for v in ir.DenseIntElementsAttr(op.attributes[name])]
+    return (values[0], values[-1])
+
+
+def _conv_kernel_text(name: str, kernel: ir.Operation, conv: ir.Operation, tile: int
+                      ) -> tuple[str, tuple[int, int, int]]:
+    """Implicit GEMM: C[b, f, oh, ow] += sum over (c, kh, kw) of W[f, c, kh, kw] X[b, c, oh*sh + kh*dh, ow*sw + kw*dw]."""
+    arguments = list(kernel.regions[0].blocks[0].arguments)
+    x, w, y = (arguments.index(v) for v in conv.operands)
+    x_type, w_type, y_type = (ir.MemRefType(v.type) for v in conv.operands)
+    batch, f, oh, ow = y_type.shape
+    c, kh, kw = w_type.shape[1], w_type.shape[2], w_type.shape[3]
+    (sh, sw), (dh, dw) = _pair(conv, "strides"), _pair(conv, "dilations")
+    m, n, k = f, batch * oh * ow, c * kh * kw
+    signature = ", ".join(f"%a{i}: {v.type}" for i, v in enumerate(arguments))
+    shared = f"memref<{tile}x{tile}xf32, #spirv.storage_class<Workgroup>>"
+    text = f"""
+gpu.func @{name}({signature}) kernel
+    attributes {{{ENTRY_POINT_ABI} = #spirv.entry_point_abi<workgroup_size = [{tile}, {tile}, 1]>}} {{
+  %as = memref.alloc() : {shared}
+  %bs = memref.alloc() : {shared}
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %ct = arith.constant {tile} : index
+  %cm = arith.constant {m} : index
+  %cn = arith.constant {n} : index
+  %ck = arith.constant {k} : index
+  %ckk = arith.constant {kh * kw} : index
+  %ckw = arith.constant {kw} : index
+  %cpix = arith.constant {oh * ow} : index
+  %cow = arith.constant {ow} : index
+  %csh = arith.constant {sh} : index
+  %csw = arith.constant {sw} : index
+  %cdh = arith.constant {dh} : index
+  %cdw = arith.constant {dw} : index
+  %steps = arith.constant {math.ceil(k / tile)} : index
+  %zero = arith.constant 0.0 : f32
+  %tx = gpu.thread_id x
+  %ty = gpu.thread_id y
+  %bx = gpu.block_id x
+  %by = gpu.block_id y
+  %row0 = arith.muli %by, %ct : index
+  %row = arith.addi %row0, %ty : index
+  %col0 = arith.muli %bx, %ct : index
+  %col = arith.addi %col0, %tx : index
+  %row_ok = arith.cmpi ult, %row, %cm : index
+  %col_ok = arith.cmpi ult, %col, %cn : index
+  %nb = arith.divui %col, %cpix : index
+  %p = arith.remui %col, %cpix : index
+  %poh = arith.divui %p, %cow : index
+  %pow = arith.remui %p, %cow : index
+  %ih0 = arith.muli %poh, %csh : index
+  %iw0 = arith.muli %pow, %csw : index
+  %acc = scf.for %kt = %c0 to %steps step %c1 iter_args(%s = %zero) -> (f32) {{
+    %k0 = arith.muli %kt, %ct : index
+    %ka = arith.addi %k0, %tx : index
+    %ka_ok = arith.cmpi ult, %ka, %ck : index
+    %a_ok = arith.andi %row_ok, %ka_ok : i1
+    %av = scf.if %a_ok -> (f32) {{
+      %ac = arith.divui %ka, %ckk : index
+      %ar = arith.remui %ka, %ckk : index
+      %akh = arith.divui %ar, %ckw : index
+      %akw = arith.remui %ar, %ckw : index
+      %v = memref.load %a{w}[%row, %ac, %akh, %akw] : {w_type}
+      scf.yield %v : f32
+    }} else {{
+      scf.yield %zero : f32
+    }}
+    memref.store %av, %as[%ty, %tx] : {shared}
+    %kb = arith.addi %k0, %ty : index
+    %kb_ok = arith.cmpi ult, %kb, %ck : index
+    %b_ok = arith.andi %kb_ok, %col_ok : i1
+    %bv = scf.if %b_ok -> (f32) {{
+      %bc = arith.divui %kb, %ckk : index
+      %br = arith.remui %kb, %ckk : index
+      %bkh = arith.divui %br, %ckw : index
+      %bkw = arith.remui %br, %ckw : index
+      %dkh = arith.muli %bkh, %cdh : index
+      %dkw = arith.muli %bkw, %cdw : index
+      %ih = arith.addi %ih0, %dkh : index
+      %iw = arith.addi %iw0, %dkw : index
+      %v = memref.load %a{x}[%nb, %bc, %ih, %iw] : {x_type}
+      scf.yield %v : f32
+    }} else {{
+      scf.yield %zero : f32
+    }}
+    memref.store %bv, %bs[%ty, %tx] : {shared}
+    gpu.barrier
+    %s2 = scf.for %kk = %c0 to %ct step %c1 iter_args(%t = %s) -> (f32) {{
+      %xa = memref.load %as[%ty, %kk] : {shared}
+      %xb = memref.load %bs[%kk, %tx] : {shared}
+      %pr = arith.mulf %xa, %xb : f32
+      %t2 = arith.addf %t, %pr : f32
+      scf.yield %t2 : f32
+    }}
+    gpu.barrier
+    scf.yield %s2 : f32
+  }}
+  %ok = arith.andi %row_ok, %col_ok : i1
+  scf.if %ok {{
+    %old = memref.load %a{y}[%nb, %row, %poh, %pow] : {y_type}
+    %sum = arith.addf %old, %acc : f32
+    memref.store %sum, %a{y}[%nb, %row, %poh, %pow] : {y_type}
+  }}
+  gpu.return
+}}"""
+    return text, (math.ceil(n / tile), math.ceil(m / tile), 1)
+
+
 def _kernel_text(name: str, kernel: ir.Operation, product: ir.Operation, tile: int
                  ) -> tuple[str, tuple[int, int, int]]:
+    if product.name == "linalg.conv_2d_nchw_fchw":
+        return _conv_kernel_text(name, kernel, product, tile)
     arguments = list(kernel.regions[0].blocks[0].arguments)
     a, b, c = (arguments.index(v) for v in product.operands)
     a_type, b_type, c_type = (ir.MemRefType(v.type) for v in product.operands)
