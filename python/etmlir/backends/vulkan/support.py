@@ -28,6 +28,13 @@ def _static_shapes(op: ir.Operation) -> str | None:
             if isinstance(value.type, ir.RankedTensorType) and not ir.RankedTensorType(value.type).has_static_shape:
                 return (f"{kind} {i} ({value.type}) has a dynamic shape; the vulkan backend compiles static "
                         "shapes (give the sizes it takes: compile_specs={'sizes': '64,256'})")
+            # A tensor.cast travels into the delegate with its op: its source would become the input.
+            owner = value.owner if kind == "operand" else None
+            if owner is not None and not isinstance(owner, ir.Block) and owner.name == "tensor.cast":
+                source = owner.operands[0].type
+                if isinstance(source, ir.RankedTensorType) and not source.has_static_shape:
+                    return (f"operand {i} is a tensor.cast of {source}, a dynamic shape; the vulkan backend "
+                            "compiles static shapes")
     return None
 
 
