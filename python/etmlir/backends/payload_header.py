@@ -99,6 +99,20 @@ class PayloadHeader:
         return tuple((int(k), tuple(int(h) for h in v)) for k, v in sorted(mapping.items()))
 
 
+def delegate_specs(forward: ir.Operation, backend_id: str) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
+    """The header's input and output specs of an outlined delegate's `@forward` (its tensor types); a
+    BackendError naming the backend when one is not a tensor the runtime has."""
+    from etmlir.delegation.backend import BackendError
+    with forward.context:
+        function_type = ir.FunctionType(ir.TypeAttr(forward.attributes["function_type"]).value)
+        try:
+            return (tuple(TensorSpec.of(t) for t in function_type.inputs),
+                    tuple(TensorSpec.of(t) for t in function_type.results))
+        except ValueError as error:
+            raise BackendError(f"{backend_id} backend: a delegate input or output is not a tensor the runtime has: "
+                               f"{error}") from None
+
+
 def _spec(spec: TensorSpec) -> TensorSpecT:
     out = TensorSpecT()
     out.scalarType = spec.dtype

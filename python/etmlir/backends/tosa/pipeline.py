@@ -30,7 +30,7 @@ from collections.abc import Mapping
 
 from torch_mlir import ir
 
-from etmlir.backends.payload_header import PayloadHeader, TensorSpec, payload_summary, write_payload
+from etmlir.backends.payload_header import PayloadHeader, delegate_specs, payload_summary, write_payload
 from etmlir.backends.tosa import check_specs
 from etmlir.backends.tosa.tools import serialize
 from etmlir.delegation.backend import BackendError, PreprocessResult
@@ -80,13 +80,7 @@ def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> Preproces
     forward = find_function(module, ENTRY)
     if forward is None:
         raise BackendError(f"tosa backend: the delegate module has no func.func @{ENTRY}")
-    with module.context:
-        function_type = ir.FunctionType(ir.TypeAttr(forward.attributes["function_type"]).value)
-        try:
-            inputs = tuple(TensorSpec.of(t) for t in function_type.inputs)
-            outputs = tuple(TensorSpec.of(t) for t in function_type.results)
-        except ValueError as error:
-            raise BackendError(f"tosa backend: a delegate input or output is not a tensor the runtime has: {error}")
+    inputs, outputs = delegate_specs(forward, BACKEND_ID)
     for kind, specs in (("input", inputs), ("output", outputs)):
         for i, spec in enumerate(specs):
             if -1 in spec.sizes:

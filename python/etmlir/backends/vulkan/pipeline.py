@@ -46,7 +46,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import gpu as gpu_dialect
 
 from etmlir.backends.cpu.ir_util import run
-from etmlir.backends.payload_header import PayloadHeader, TensorSpec, payload_summary, write_payload
+from etmlir.backends.payload_header import PayloadHeader, delegate_specs, payload_summary, write_payload
 from etmlir.backends.vulkan import dispatch_graph
 from etmlir.backends.vulkan.passes.legalize_kernels import WRITES
 from etmlir.backends.vulkan.passes.map_threads import ENTRY_POINT_ABI
@@ -240,13 +240,7 @@ def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> Preproces
     forward = find_function(module, ENTRY)
     if forward is None:
         raise BackendError(f"vulkan backend: the delegate module has no func.func @{ENTRY}")
-    with module.context:
-        function_type = ir.FunctionType(ir.TypeAttr(forward.attributes["function_type"]).value)
-        try:
-            inputs = tuple(TensorSpec.of(t) for t in function_type.inputs)
-            outputs = tuple(TensorSpec.of(t) for t in function_type.results)
-        except ValueError as error:
-            raise BackendError(f"vulkan backend: a delegate input or output is not a tensor the runtime has: {error}")
+    inputs, outputs = delegate_specs(forward, BACKEND_ID)
     dynamic = [f"input {i} {list(spec.sizes)}" for i, spec in enumerate(inputs) if -1 in spec.sizes]
     if dynamic and not specs["sizes"]:
         raise BackendError(f"vulkan backend: the delegate has dynamic dims ({', '.join(dynamic)}); a dispatch graph "

@@ -70,6 +70,22 @@ def _product(kernel: ir.Operation) -> ir.Operation | None:
     return product
 
 
+def _tile_step(shared: str) -> str:
+    """The end of one step along K, the same for every tiled kernel: wait for the tiles, accumulate this
+    thread's row of A's tile times its column of B's, wait again before the next step overwrites them."""
+    return f"""    gpu.barrier
+    %s2 = scf.for %kk = %c0 to %ct step %c1 iter_args(%t = %s) -> (f32) {{
+      %xa = memref.load %as[%ty, %kk] : {shared}
+      %xb = memref.load %bs[%kk, %tx] : {shared}
+      %pr = arith.mulf %xa, %xb : f32
+      %t2 = arith.addf %t, %pr : f32
+      scf.yield %t2 : f32
+    }}
+    gpu.barrier
+    scf.yield %s2 : f32
+  }}"""
+
+
 def _pair(op: ir.Operation, name: str) -> tuple[int, int]:
     if name not in op.attributes:
         return (1, 1)
@@ -160,17 +176,7 @@ gpu.func @{name}({signature}) kernel
       scf.yield %zero : f32
     }}
     memref.store %bv, %bs[%ty, %tx] : {shared}
-    gpu.barrier
-    %s2 = scf.for %kk = %c0 to %ct step %c1 iter_args(%t = %s) -> (f32) {{
-      %xa = memref.load %as[%ty, %kk] : {shared}
-      %xb = memref.load %bs[%kk, %tx] : {shared}
-      %pr = arith.mulf %xa, %xb : f32
-      %t2 = arith.addf %t, %pr : f32
-      scf.yield %t2 : f32
-    }}
-    gpu.barrier
-    scf.yield %s2 : f32
-  }}
+{_tile_step(shared)}
   %ok = arith.andi %row_ok, %col_ok : i1
   scf.if %ok {{
     %old = memref.load %a{y}[%nb, %row, %poh, %pow] : {y_type}
@@ -245,17 +251,7 @@ gpu.func @{name}({signature}) kernel
       scf.yield %zero : f32
     }}
     memref.store %bv, %bs[%ty, %tx] : {shared}
-    gpu.barrier
-    %s2 = scf.for %kk = %c0 to %ct step %c1 iter_args(%t = %s) -> (f32) {{
-      %x = memref.load %as[%ty, %kk] : {shared}
-      %y = memref.load %bs[%kk, %tx] : {shared}
-      %p = arith.mulf %x, %y : f32
-      %t2 = arith.addf %t, %p : f32
-      scf.yield %t2 : f32
-    }}
-    gpu.barrier
-    scf.yield %s2 : f32
-  }}
+{_tile_step(shared)}
   %ok = arith.andi %row_ok, %col_ok : i1
   scf.if %ok {{
     %old = memref.load %a{c}[{z}%row, %col] : {c_type}
