@@ -1,13 +1,17 @@
 """The host side of a lowered vulkan delegate -> its dispatch graph (runtime/schema/vulkan.fbs).
 
+A payload's body is a dispatch module: one graph per compiled size (pipeline.py
+compiles a dynamic delegate once per entry of the compile spec `sizes`) and the
+weights once, shared by the graphs (`DispatchModule.add_constants`).
+
 After the pipeline, `@forward` holds only buffers, views of them and kernel
 launches (et-vulkan-outline-kernels refuses anything else). This module reads
 it in order:
 
 - arguments: the delegate's live-ins, then its live-outs (out-parameters);
-- `memref.get_global`: a weight, its bytes stored once in the graph;
+- `memref.get_global`: a weight, its bytes stored once;
 - `memref.alloc`: an intermediate buffer;
-- views (`expand_shape`, `collapse_shape`, `subview`, `cast`): the buffer they view
+- views (`expand_shape`, `collapse_shape`, `subview`, `cast`, `reshape`): the buffer they view
   (a kernel's argument type carries a view's offset and strides, so the shader
   indexes the whole buffer it is bound to);
 - `gpu.launch_func`: a dispatch of the kernel's shader with its buffers bound in
@@ -29,7 +33,7 @@ import numpy as np
 from torch_mlir import ir
 
 from etmlir.backends.cpu.passes.externalize_weights import global_bytes
-from etmlir.backends.vulkan.passes.outline_kernels import DEBUG_HANDLE, VIEW_OPS
+from etmlir.backends.vulkan.passes.outline_kernels import VIEW_OPS
 from etmlir.delegation.backend import BackendError
 from etmlir.executable.serialize import resource_blobs
 from etmlir.program import find_function
