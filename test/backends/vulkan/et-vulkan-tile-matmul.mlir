@@ -1,19 +1,21 @@
 // RUN: et-opt %s --et-vulkan-tile-matmul | FileCheck %s
 // RUN: et-opt %s --et-vulkan-tile-matmul=tile=8 | FileCheck %s --check-prefix=TILE8
 
-// A matmul kernel becomes a tiled product: two 16x16 tiles in Workgroup memory, a barrier after
+// A matmul kernel becomes a tiled product: a 16 x 32 slice of A and a 32 x 16 slice of B in Workgroup
+// memory (two 16-wide K steps per barrier pair here, K = 30; four where K allows), a barrier after
 // loading them and one after using them, guarded edges; the launch gets ceil(N/16) x ceil(M/16)
 // workgroups of 16x16 threads.
 // CHECK: gpu.launch_func {{ *}}@k0::@k0 blocks in (%c3, %c2, %{{.*}}) threads in (%c16, %c16{{.*}}, %{{.*}})
 // CHECK: gpu.func @k0({{.*}}) kernel attributes {etmlir.tiled = "16x16", spirv.entry_point_abi = #spirv.entry_point_abi<workgroup_size = [16, 16, 1]>}
-// CHECK: memref.alloc() : memref<16x16xf32, #spirv.storage_class<Workgroup>>
+// CHECK: memref.alloc() : memref<16x32xf32, #spirv.storage_class<Workgroup>>
+// CHECK: memref.alloc() : memref<32x16xf32, #spirv.storage_class<Workgroup>>
 // CHECK: scf.for
 // CHECK: gpu.barrier
 // CHECK: scf.for
 // CHECK: gpu.barrier
 // TILE8: gpu.launch_func {{ *}}@k0::@k0 blocks in (%c5, %c3, %{{.*}}) threads in (%c8, %c8{{.*}}, %{{.*}})
 // TILE8: etmlir.tiled = "8x8"
-// TILE8: memref<8x8xf32, #spirv.storage_class<Workgroup>>
+// TILE8: memref<8x32xf32, #spirv.storage_class<Workgroup>>
 
 // A product with custom indexing maps (a transposed operand) is left to et-vulkan-map-threads.
 // CHECK: gpu.func @k1

@@ -2,11 +2,12 @@
 
 A kernel holding one `linalg.matmul` (C += A B) or `linalg.batch_matmul`
 becomes the classic tiled product: a workgroup of TILE x TILE threads owns a
-TILE x TILE block of C; for each TILE-wide step along K, every thread loads
-one element of A's and one of B's tile into workgroup (shared) memory, the
-workgroup synchronizes, and each thread accumulates its row of the A tile
-times its column of the B tile from there, so each element of A and B is read
-from device memory N/TILE and M/TILE times instead of N and M times. Edges
+TILE x TILE block of C; for each step along K, every thread loads DEPTH
+elements of A's TILE x (TILE * DEPTH) slice and DEPTH of B's into workgroup
+(shared) memory, the workgroup synchronizes, and each thread accumulates its
+row of the A slice times its column of the B slice from there, so each
+element of A and B is read from device memory N/TILE and M/TILE times
+instead of N and M times, with one barrier pair per TILE * DEPTH of K. Edges
 are guarded (out-of-range loads read 0). The grid is (ceil(N/TILE),
 ceil(M/TILE), batch).
 
@@ -23,7 +24,7 @@ et-vulkan-map-threads.
       linalg.matmul ins(%a0, %a1 : ...) outs(%a2 : ...)
 becomes
     gpu.func @k1(...) kernel attributes {spirv.entry_point_abi = #spirv.entry_point_abi<workgroup_size = [16, 16, 1]>} {
-      %as = memref.alloc() : memref<16x16xf32, #spirv.storage_class<Workgroup>>     (and %bs)
+      %as = memref.alloc() : memref<16x16xf32, #spirv.storage_class<Workgroup>>     (and %bs; K = 16: depth 1)
       %acc = scf.for %kt = %c0 to %c1 step %c1 iter_args(%s = %zero) -> (f32) {
         ... memref.store %a, %as[%ty, %tx] ... gpu.barrier ... scf.for %kk ... gpu.barrier
       }
@@ -70,13 +71,40 @@ def _product(kernel: ir.Operation) -> ir.Operation | None:
     return product
 
 
+DEPTH = 4  # K-steps of `tile` loaded per barrier pair: a tile x (tile * DEPTH) slice of A, its transpose of B
+
+
+def _deepen(block: str, depth: int) -> str:
+    """The load block of one tile x tile step, `depth` times: copy j renames every value it defines (suffix
+    _j), starts its K index at %k0 + j * tile (%k0_j) and stores at column (A) or row (B) j * tile + thread."""
+    import re
+    defined = re.findall(r"(%[a-z_0-9]+) =", block)
+    copies = []
+    for j in range(depth):
+        text = block
+        for name in sorted(defined, key=len, reverse=True):
+            text = re.sub(re.escape(name) + r"\b", f"{name}_{j}", text)
+        text = text.replace("%k0,", f"%k0_{j},").replace("%as[%ty, %tx]", f"%as[%ty, %txj_{j}]")
+        text = text.replace("%bs[%ty, %tx]", f"%bs[%tyj_{j}, %tx]")
+        head = (f"    %k0_{j} = arith.addi %k0, %cj_{j} : index\n"
+                f"    %txj_{j} = arith.addi %tx, %cj_{j} : index\n"
+                f"    %tyj_{j} = arith.addi %ty, %cj_{j} : index\n")
+        copies.append(head + text)
+    return "".join(copies)
+
+
+def _depth_constants(tile: int, depth: int) -> str:
+    return "".join(f"  %cj_{j} = arith.constant {j * tile} : index\n" for j in range(depth))
+
+
 def _tile_step(shared: str) -> str:
     """The end of one step along K, the same for every tiled kernel: wait for the tiles, accumulate this
     thread's row of A's tile times its column of B's, wait again before the next step overwrites them."""
+    a_shared, b_shared = shared
     return f"""    gpu.barrier
-    %s2 = scf.for %kk = %c0 to %ct step %c1 iter_args(%t = %s) -> (f32) {{
-      %xa = memref.load %as[%ty, %kk] : {shared}
-      %xb = memref.load %bs[%kk, %tx] : {shared}
+    %s2 = scf.for %kk = %c0 to %cdepth step %c1 iter_args(%t = %s) -> (f32) {{
+      %xa = memref.load %as[%ty, %kk] : {a_shared}
+      %xb = memref.load %bs[%kk, %tx] : {b_shared}
       %pr = arith.mulf %xa, %xb : f32
       %t2 = arith.addf %t, %pr : f32
       scf.yield %t2 : f32
@@ -104,12 +132,17 @@ def _conv_kernel_text(name: str, kernel: ir.Operation, conv: ir.Operation, tile:
     (sh, sw), (dh, dw) = _pair(conv, "strides"), _pair(conv, "dilations")
     m, n, k = f, batch * oh * ow, c * kh * kw
     signature = ", ".join(f"%a{i}: {v.type}" for i, v in enumerate(arguments))
-    shared = f"memref<{tile}x{tile}xf32, #spirv.storage_class<Workgroup>>"
+    depth = max(1, min(DEPTH, math.ceil(k / tile)))  # no deeper than K needs
+    a_shared = f"memref<{tile}x{tile * depth}xf32, #spirv.storage_class<Workgroup>>"
+    b_shared = f"memref<{tile * depth}x{tile}xf32, #spirv.storage_class<Workgroup>>"
+    shared = (a_shared, b_shared)
     text = f"""
 gpu.func @{name}({signature}) kernel
     attributes {{{ENTRY_POINT_ABI} = #spirv.entry_point_abi<workgroup_size = [{tile}, {tile}, 1]>}} {{
-  %as = memref.alloc() : {shared}
-  %bs = memref.alloc() : {shared}
+  %as = memref.alloc() : {a_shared}
+  %bs = memref.alloc() : {b_shared}
+  %cdepth = arith.constant {tile * depth} : index
+{_depth_constants(tile, depth)}
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %ct = arith.constant {tile} : index
@@ -124,7 +157,7 @@ gpu.func @{name}({signature}) kernel
   %csw = arith.constant {sw} : index
   %cdh = arith.constant {dh} : index
   %cdw = arith.constant {dw} : index
-  %steps = arith.constant {math.ceil(k / tile)} : index
+  %steps = arith.constant {math.ceil(k / (tile * depth))} : index
   %zero = arith.constant 0.0 : f32
   %tx = gpu.thread_id x
   %ty = gpu.thread_id y
@@ -143,8 +176,9 @@ gpu.func @{name}({signature}) kernel
   %ih0 = arith.muli %poh, %csh : index
   %iw0 = arith.muli %pow, %csw : index
   %acc = scf.for %kt = %c0 to %steps step %c1 iter_args(%s = %zero) -> (f32) {{
-    %k0 = arith.muli %kt, %ct : index
-    %ka = arith.addi %k0, %tx : index
+    %k0 = arith.muli %kt, %cdepth : index
+"""
+    block = f"""    %ka = arith.addi %k0, %tx : index
     %ka_ok = arith.cmpi ult, %ka, %ck : index
     %a_ok = arith.andi %row_ok, %ka_ok : i1
     %av = scf.if %a_ok -> (f32) {{
@@ -157,7 +191,7 @@ gpu.func @{name}({signature}) kernel
     }} else {{
       scf.yield %zero : f32
     }}
-    memref.store %av, %as[%ty, %tx] : {shared}
+    memref.store %av, %as[%ty, %tx] : {a_shared}
     %kb = arith.addi %k0, %ty : index
     %kb_ok = arith.cmpi ult, %kb, %ck : index
     %b_ok = arith.andi %kb_ok, %col_ok : i1
@@ -175,8 +209,9 @@ gpu.func @{name}({signature}) kernel
     }} else {{
       scf.yield %zero : f32
     }}
-    memref.store %bv, %bs[%ty, %tx] : {shared}
-{_tile_step(shared)}
+    memref.store %bv, %bs[%ty, %tx] : {b_shared}
+"""
+    tail = f"""{_tile_step(shared)}
   %ok = arith.andi %row_ok, %col_ok : i1
   scf.if %ok {{
     %old = memref.load %a{y}[%nb, %row, %poh, %pow] : {y_type}
@@ -185,7 +220,7 @@ gpu.func @{name}({signature}) kernel
   }}
   gpu.return
 }}"""
-    return text, (math.ceil(n / tile), math.ceil(m / tile), 1)
+    return text + _deepen(block, depth) + tail, (math.ceil(n / tile), math.ceil(m / tile), 1)
 
 
 def _kernel_text(name: str, kernel: ir.Operation, product: ir.Operation, tile: int
@@ -203,20 +238,25 @@ def _kernel_text(name: str, kernel: ir.Operation, product: ir.Operation, tile: i
     # Workgroup memory as memref.alloc in SPIR-V's Workgroup storage class: MemRefToSPIRV makes it a
     # Workgroup spirv.GlobalVariable (gpu.func workgroup attributions crash convert-gpu-to-spirv in the
     # MLIR of the pinned torch-mlir wheel).
-    shared = f"memref<{tile}x{tile}xf32, #spirv.storage_class<Workgroup>>"
+    depth = max(1, min(DEPTH, math.ceil(k / tile)))  # no deeper than K needs
+    a_shared = f"memref<{tile}x{tile * depth}xf32, #spirv.storage_class<Workgroup>>"
+    b_shared = f"memref<{tile * depth}x{tile}xf32, #spirv.storage_class<Workgroup>>"
+    shared = (a_shared, b_shared)
     z = "%bz, " if batched else ""
     text = f"""
 gpu.func @{name}({signature}) kernel
     attributes {{{ENTRY_POINT_ABI} = #spirv.entry_point_abi<workgroup_size = [{tile}, {tile}, 1]>}} {{
-  %as = memref.alloc() : {shared}
-  %bs = memref.alloc() : {shared}
+  %as = memref.alloc() : {a_shared}
+  %bs = memref.alloc() : {b_shared}
+  %cdepth = arith.constant {tile * depth} : index
+{_depth_constants(tile, depth)}
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %ct = arith.constant {tile} : index
   %cm = arith.constant {m} : index
   %cn = arith.constant {n} : index
   %ck = arith.constant {k} : index
-  %steps = arith.constant {math.ceil(k / tile)} : index
+  %steps = arith.constant {math.ceil(k / (tile * depth))} : index
   %zero = arith.constant 0.0 : f32
   %tx = gpu.thread_id x
   %ty = gpu.thread_id y
@@ -230,8 +270,9 @@ gpu.func @{name}({signature}) kernel
   %row_ok = arith.cmpi ult, %row, %cm : index
   %col_ok = arith.cmpi ult, %col, %cn : index
   %acc = scf.for %kt = %c0 to %steps step %c1 iter_args(%s = %zero) -> (f32) {{
-    %k0 = arith.muli %kt, %ct : index
-    %ka = arith.addi %k0, %tx : index
+    %k0 = arith.muli %kt, %cdepth : index
+"""
+    block = f"""    %ka = arith.addi %k0, %tx : index
     %ka_ok = arith.cmpi ult, %ka, %ck : index
     %a_ok = arith.andi %row_ok, %ka_ok : i1
     %av = scf.if %a_ok -> (f32) {{
@@ -240,7 +281,7 @@ gpu.func @{name}({signature}) kernel
     }} else {{
       scf.yield %zero : f32
     }}
-    memref.store %av, %as[%ty, %tx] : {shared}
+    memref.store %av, %as[%ty, %tx] : {a_shared}
     %kb = arith.addi %k0, %ty : index
     %kb_ok = arith.cmpi ult, %kb, %ck : index
     %b_ok = arith.andi %kb_ok, %col_ok : i1
@@ -250,8 +291,9 @@ gpu.func @{name}({signature}) kernel
     }} else {{
       scf.yield %zero : f32
     }}
-    memref.store %bv, %bs[%ty, %tx] : {shared}
-{_tile_step(shared)}
+    memref.store %bv, %bs[%ty, %tx] : {b_shared}
+"""
+    tail = f"""{_tile_step(shared)}
   %ok = arith.andi %row_ok, %col_ok : i1
   scf.if %ok {{
     %old = memref.load %a{c}[{z}%row, %col] : {c_type}
@@ -260,7 +302,7 @@ gpu.func @{name}({signature}) kernel
   }}
   gpu.return
 }}"""
-    return text, (math.ceil(n / tile), math.ceil(m / tile), batch)
+    return text + _deepen(block, depth) + tail, (math.ceil(n / tile), math.ceil(m / tile), batch)
 
 
 @register_pass("et-vulkan-tile-matmul", options={
