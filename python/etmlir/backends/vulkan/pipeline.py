@@ -215,14 +215,15 @@ def compile_graph(module: ir.Module, specs: dict[str, object], num_inputs: int, 
     missing = [name for name in names if name not in binaries]
     if missing:
         raise BackendError(f"vulkan backend: no SPIR-V for kernel(s) {', '.join(missing)}")
-    start = time.perf_counter()
-    validate_spirv(binaries, str(specs["spirv_version"]), specs["validate"] == "true")
     if specs["validate"] != "false":
+        start = time.perf_counter()
+        validate_spirv(binaries, str(specs["spirv_version"]), specs["validate"] == "true")
         log(f"spirv-val: {time.perf_counter() - start:.2f}s")
     shaders = [dispatch_graph.Shader(name, binaries[name], sizes[name][0], sizes[name][1]) for name in names]
     slot_sizes = dispatch_graph.plan_memory(buffers, dispatches)
     dispatch_graph.place_barriers(buffers, dispatches)
-    pinned = list(ir.DenseI64ArrayAttr(module.operation.attributes[PINNED])) if PINNED in module.operation.attributes else []
+    attributes = module.operation.attributes
+    pinned = list(ir.DenseI64ArrayAttr(attributes[PINNED])) if PINNED in attributes else []
     graph = dispatch_graph.DispatchGraph(input_sizes, output_sizes, size or 0, pinned, shaders, buffers, dispatches,
                                          slot_sizes)
     return graph, constants, tiled

@@ -135,7 +135,7 @@ def _captured_buffers(op: ir.Operation) -> list[ir.Value]:
     return found
 
 
-def _rebind_captured(clone: ir.Operation, op: ir.Operation, buffers: list[ir.Value], entry: ir.Block) -> None:
+def _rebind_captured(clone: ir.Operation, buffers: list[ir.Value], entry: ir.Block) -> None:
     """Point the clone's reads of host buffers at the kernel arguments that carry them."""
     def visit(inner: ir.Operation) -> ir.WalkResult:
         if inner != clone:
@@ -173,7 +173,7 @@ def outline(module: ir.Operation, op: ir.Operation, name: str) -> None:
             if isinstance(value.type, ir.MemRefType):
                 clone.operands[i] = entry.arguments[buffers.index(value)]
         if captured:
-            _rebind_captured(clone, op, buffers, entry)
+            _rebind_captured(clone, buffers, entry)
         _clone_captured_constants(clone, kernel)
     handle = _debug_handle(op.location)
     if handle:
