@@ -368,5 +368,18 @@ std::vector<uint8_t> cpu_fixture_bytes(CpuFixture which) {
   return {};
 }
 
+Error init_and_destroy(Backend& backend, const std::vector<uint8_t>& payload) {
+  Span<const uint8_t> bytes(payload.data(), payload.size());
+  Result<size_t> needed = backend.method_allocator_bytes(BackendInitContext(nullptr, "forward", 0), bytes, {});
+  if (!needed.ok()) return needed.error();
+  std::vector<uint8_t> memory(*needed + 4096);
+  MemoryAllocator allocator(memory.data(), memory.size());
+  BackendInitContext context(&allocator, "forward", 0);
+  Result<DelegateHandle> handle = backend.init(context, bytes, {});
+  if (!handle.ok()) return handle.error();
+  backend.destroy(handle.get());
+  return Error::ok();
+}
+
 }  // namespace test
 }  // namespace etmlir

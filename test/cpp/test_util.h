@@ -206,5 +206,9 @@ enum class CpuFixture {
 };
 std::vector<uint8_t> cpu_fixture_bytes(CpuFixture which = CpuFixture::Plain);
 
+// init() then destroy() of one payload on `backend`, with a method allocator of the size its
+// method_allocator_bytes asks: the first error either gives, if any (the backends' bad-payload tests).
+Error init_and_destroy(Backend& backend, const std::vector<uint8_t>& payload);
+
 }  // namespace test
 }  // namespace etmlir

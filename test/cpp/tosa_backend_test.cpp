@@ -49,13 +49,7 @@ Error init_payload(const std::vector<uint8_t>& payload) {
   EXPECT_TRUE(registered);
   Backend* backend = registry.find("tosa");
   if (backend == nullptr) return Error::make(ErrorCode::NotFound, "no tosa backend");
-  std::vector<uint8_t> memory(1 << 16);
-  MemoryAllocator allocator(memory.data(), memory.size());
-  BackendInitContext context(&allocator, "forward", 0);
-  Result<DelegateHandle> handle = backend->init(context, Span<const uint8_t>(payload.data(), payload.size()), {});
-  if (!handle.ok()) return handle.error();
-  backend->destroy(handle.get());
-  return Error::ok();
+  return test::init_and_destroy(*backend, payload);
 }
 
 std::vector<uint8_t> tosa_body() { return test::read_file(test::fixture_path("tosa_conv.tosa")); }

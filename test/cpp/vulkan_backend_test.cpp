@@ -52,16 +52,7 @@ Error init_payload(const std::vector<uint8_t>& payload) {
   EXPECT_TRUE(registered);
   Backend* backend = registry.find("vulkan");
   if (backend == nullptr) return Error::make(ErrorCode::NotFound, "no vulkan backend");
-  Result<size_t> bytes = backend->method_allocator_bytes(BackendInitContext(nullptr, "forward", 0),
-                                                         Span<const uint8_t>(payload.data(), payload.size()), {});
-  if (!bytes.ok()) return bytes.error();
-  std::vector<uint8_t> memory(*bytes + 4096);
-  MemoryAllocator allocator(memory.data(), memory.size());
-  BackendInitContext context(&allocator, "forward", 0);
-  Result<DelegateHandle> handle = backend->init(context, Span<const uint8_t>(payload.data(), payload.size()), {});
-  if (!handle.ok()) return handle.error();
-  backend->destroy(handle.get());
-  return Error::ok();
+  return test::init_and_destroy(*backend, payload);
 }
 
 std::vector<uint8_t> body() { return test::read_file(test::fixture_path("vulkan_mlp.body")); }

@@ -33,6 +33,7 @@ from etmlir import backends
 from etmlir.backends.tosa import tools as tosa_tools
 from etmlir.delegation.backend import BackendError
 from etmlir.devtools import delegation_info
+from payload_edits import load_error, replace_payload
 
 ET_INSPECT = Path(sys.executable).parent / "et-inspect"
 
@@ -305,31 +306,15 @@ def extracted_body_whole(path: Path, tmp_path: Path) -> bytes:
     return target.read_bytes()
 
 
-def _replace_payload(data: bytes, payload: bytes, header, body: bytes) -> bytes:
-    from etmlir.backends.payload_header import write_payload
-    new = write_payload(header, body)
-    assert len(new) == len(payload)
-    at = data.index(payload)
-    return data[:at] + new + data[at + len(payload):]
-
-
-def _load_error(data: bytes) -> str:
-    try:
-        rt.load(data).method("forward")
-    except rt.Error as error:
-        return str(error)
-    return ""
-
-
 def test_corrupt_tosa_bodies_are_refused_at_load(tmp_path: Path) -> None:
     data, payload, header, body = _tosa_pte(tmp_path)
     garbage = bytes((b * 7 + 3) & 0xFF for b in body)
-    message = _load_error(_replace_payload(data, payload, header, garbage))
+    message = load_error(replace_payload(data, payload, header, garbage))
     assert "backend 'tosa'" in message and "not a TOSA FlatBuffer" in message
     # Verifies as a FlatBuffer, but its second half is zeros: the reference model's deserializer
     # would crash on it; the library reads it in a child process first.
     truncated = body[: len(body) // 2] + bytes(len(body) - len(body) // 2)
-    message = _load_error(_replace_payload(data, payload, header, truncated))
+    message = load_error(replace_payload(data, payload, header, truncated))
     assert "backend 'tosa'" in message and "the TOSA graph" in message, message
 
 
@@ -339,13 +324,13 @@ def test_wrong_profile_payloads_are_refused_at_load(tmp_path: Path) -> None:
 
     def with_profile(name: str) -> bytes:
         points = tuple((k, name if k == "profile" else v) for k, v in header.entry_points)
-        return _replace_payload(data, payload, dataclasses.replace(header, entry_points=points), body)
+        return replace_payload(data, payload, dataclasses.replace(header, entry_points=points), body)
 
     assert entries["profile"] == "pro_fp"
     # Same length as "pro_fp" so the header keeps its size.
-    message = _load_error(with_profile("pro_xx"))
+    message = load_error(with_profile("pro_xx"))
     assert "TOSA profile 'pro_xx'" in message and "runs pro_fp and pro_int" in message
-    message = _load_error(with_profile("pro_in"))
+    message = load_error(with_profile("pro_in"))
     assert "TOSA profile 'pro_in'" in message
 
 
@@ -356,7 +341,7 @@ def test_a_float_graph_labelled_pro_int_is_refused(tmp_path: Path) -> None:
     labelled = dataclasses.replace(header, entry_points=points)
     # "pro_int" is one byte longer than "pro_fp", which the header's padding absorbs: the payload keeps
     # its size, so it can be rewritten in place.
-    message = _load_error(_replace_payload(data, payload, labelled, body))
+    message = load_error(replace_payload(data, payload, labelled, body))
     assert "which profile pro_int does not allow" in message, message
 
 

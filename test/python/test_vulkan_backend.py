@@ -32,10 +32,11 @@ from torch import nn
 import etmlir
 import etmlir.runtime as rt
 from etmlir import backends
-from etmlir.backends.payload_header import read_payload, write_payload
+from etmlir.backends.payload_header import read_payload
 from etmlir.backends.vulkan import dispatch_graph
 from etmlir.delegation.backend import BackendError
 from etmlir.devtools import delegation_info
+from payload_edits import load_error, replace_payload
 
 ET_INSPECT = Path(sys.executable).parent / "et-inspect"
 VULKAN = rt.backend_status("vulkan")
@@ -319,38 +320,23 @@ def _vulkan_pte() -> tuple[bytes, bytes, object, bytes]:
     return data, payload, header, body
 
 
-def _replace(data: bytes, payload: bytes, header, body: bytes) -> bytes:
-    new = write_payload(header, body)
-    assert len(new) == len(payload)
-    at = data.index(payload)
-    return data[:at] + new + data[at + len(payload):]
-
-
-def _load_error(data: bytes) -> str:
-    try:
-        rt.load(data).method("forward")
-    except rt.Error as error:
-        return str(error)
-    return ""
-
-
 def test_corrupt_payloads_are_refused_at_load() -> None:
     data, payload, header, body = _vulkan_pte()
     garbage = bytes((b * 7 + 3) & 0xFF for b in body)
-    assert "backend 'vulkan'" in _load_error(_replace(data, payload, header, garbage))
+    assert "backend 'vulkan'" in load_error(replace_payload(data, payload, header, garbage))
     # A shader whose SPIR-V magic is broken.
     magic = (0x07230203).to_bytes(4, "little")
     at = body.index(magic)
     broken = body[:at] + b"\0\0\0\0" + body[at + 4:]
-    assert "is not SPIR-V" in _load_error(_replace(data, payload, header, broken))
+    assert "is not SPIR-V" in load_error(replace_payload(data, payload, header, broken))
     # An instruction whose word count runs past the module's end.
     overrun = bytearray(body)
     overrun[at + 20:at + 24] = (0xFFFF0000 | 17).to_bytes(4, "little")
-    message = _load_error(_replace(data, payload, header, bytes(overrun)))
+    message = load_error(replace_payload(data, payload, header, bytes(overrun)))
     assert "overruns the module" in message or "fails SPIR-V validation" in message, message
     # A body whose FlatBuffer is cut: the verifier refuses it.
     cut = body[:len(body) // 3] + bytes(len(body) - len(body) // 3)
-    assert "backend 'vulkan'" in _load_error(_replace(data, payload, header, cut))
+    assert "backend 'vulkan'" in load_error(replace_payload(data, payload, header, cut))
 
 
 def test_random_body_changes_never_crash(tmp_path: Path) -> None:
@@ -364,7 +350,7 @@ def test_random_body_changes_never_crash(tmp_path: Path) -> None:
         mutated = bytearray(body)
         for _ in range(rng.choice((1, 2, 8))):
             mutated[rng.randrange(len(mutated))] = rng.randrange(256)
-        (cases / f"{i}.pte").write_bytes(_replace(data, payload, header, bytes(mutated)))
+        (cases / f"{i}.pte").write_bytes(replace_payload(data, payload, header, bytes(mutated)))
     script = ("import sys, pathlib, etmlir.runtime as rt\n"
               "for p in sorted(pathlib.Path(sys.argv[1]).glob('*.pte')):\n"
               "    print(p.name, flush=True)\n"
@@ -381,5 +367,5 @@ def test_body_crc_protects_the_graph() -> None:
     at = data.index(payload)
     flipped = bytearray(data)
     flipped[at + len(payload) - 5] ^= 0x40  # inside the body, header unchanged: the CRC no longer matches
-    assert "checksum mismatch" in _load_error(bytes(flipped))
+    assert "checksum mismatch" in load_error(bytes(flipped))
     assert zlib.crc32(body) != 0

@@ -172,10 +172,11 @@ Error check_graph(const vulkan_schema::Graph& g, uint32_t number, size_t num_con
                              static_cast<long long>(want));
       }
   }
-  size_t num_inputs_ = header.inputs() ? header.inputs()->size() : 0;
+  size_t num_inputs = header.inputs() ? header.inputs()->size() : 0;
+  size_t num_outputs = header.outputs() ? header.outputs()->size() : 0;
   for (uint32_t k = 0; g.pinned_inputs() && k < g.pinned_inputs()->size(); ++k) {
     uint32_t input = g.pinned_inputs()->Get(k);
-    const payload_schema::TensorSpec* spec = input < num_inputs_ ? header.inputs()->Get(input) : nullptr;
+    const payload_schema::TensorSpec* spec = input < num_inputs ? header.inputs()->Get(input) : nullptr;
     if (spec == nullptr || spec->sizes()->size() != 0 || scalar_bytes(spec->scalar_type()) != 8)
       return Error::make(ErrorCode::InvalidProgram, "graph %u pins input %u, which is not a 0-d 64-bit integer", number,
                          input);
@@ -184,8 +185,6 @@ Error check_graph(const vulkan_schema::Graph& g, uint32_t number, size_t num_con
   if ((g.slot_sizes() ? g.slot_sizes()->size() : 0) != num_slots)
     return Error::make(ErrorCode::InvalidProgram, "the dispatch graph has %u slots but %u slot sizes", num_slots,
                        g.slot_sizes() ? g.slot_sizes()->size() : 0);
-  size_t num_inputs = header.inputs() ? header.inputs()->size() : 0;
-  size_t num_outputs = header.outputs() ? header.outputs()->size() : 0;
   for (uint32_t i = 0; i < g.shaders()->size(); ++i) {
     const vulkan_schema::Shader* s = g.shaders()->Get(i);
     char name[48];
@@ -844,13 +843,11 @@ const char* unavailable_problem() {
 #endif
 }
 
-const char* vulkan_device_name_or_null();
-
 class VulkanBackend : public Backend {
  public:
   bool is_available() const override { return unavailable_problem() == nullptr; }
   const char* unavailable_reason() const override { return unavailable_problem(); }
-  const char* device() const override { return vulkan_device_name_or_null(); }
+  const char* device() const override { return vulkan_device_name(); }
 
   Result<DelegateHandle> init(BackendInitContext& context, Span<const uint8_t> payload,
                               Span<const CompileSpec> compile_specs) override {
@@ -1100,14 +1097,6 @@ class VulkanBackend : public Backend {
     return info;
   }
 };
-
-const char* vulkan_device_name_or_null() {
-#ifdef ETMLIR_VULKAN_HEADERS
-  return vulkan() != nullptr ? g_vk.device_name : nullptr;
-#else
-  return nullptr;
-#endif
-}
 
 }  // namespace
 

@@ -100,6 +100,23 @@ def parallel_dims_first(generic: ir.Operation) -> None:
         op.operation.walk(visit)
 
 
+def _thread_guard(before: ir.Operation, threads: int) -> tuple[ir.Value, ir.Operation]:
+    """Before `before`: the thread's flat id over the dispatch, (block_id.y * grid_dim.x + block_id.x) *
+    WORKGROUP_SIZE + thread_id.x, and an `scf.if id < threads`; (the id, the yield ending the if's body)."""
+    with before.location, ir.InsertionPoint(before):
+        flat = _binary("arith.muli", _binary("arith.addi", _binary(
+            "arith.muli", _gpu_index("gpu.block_id", "y"), _gpu_index("gpu.grid_dim", "x")),
+            _gpu_index("gpu.block_id", "x")), index_constant(WORKGROUP_SIZE))
+        flat = _binary("arith.addi", flat, _gpu_index("gpu.thread_id", "x"))
+        in_range = ir.Operation.create(
+            "arith.cmpi", results=[ir.IntegerType.get_signless(1)], operands=[flat, index_constant(threads)],
+            attributes={"predicate": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 6)}).results[0]  # ult
+        guard = scf.IfOp(in_range)
+    with before.location, ir.InsertionPoint(guard.then_block):
+        end = scf.YieldOp([])
+    return flat, end.operation
+
+
 def _guard_single_thread(kernel: ir.Operation) -> None:
     """A kernel with no parallel loop runs its body on thread 0 of workgroup 0 only."""
     entry = kernel.regions[0].blocks[0]
@@ -107,18 +124,9 @@ def _guard_single_thread(kernel: ir.Operation) -> None:
     body = [op for op in ops[:-1] if op.name != "arith.constant"]
     if not body:
         return
-    with body[0].location, ir.InsertionPoint(body[0]):
-        flat = _binary("arith.addi", _binary("arith.muli", _binary("arith.addi", _binary(
-            "arith.muli", _gpu_index("gpu.block_id", "y"), _gpu_index("gpu.grid_dim", "x")),
-            _gpu_index("gpu.block_id", "x")), index_constant(WORKGROUP_SIZE)), _gpu_index("gpu.thread_id", "x"))
-        first = ir.Operation.create(
-            "arith.cmpi", results=[ir.IntegerType.get_signless(1)], operands=[flat, index_constant(0)],
-            attributes={"predicate": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)}).results[0]  # eq
-        guard = scf.IfOp(first)
-    with body[0].location, ir.InsertionPoint(guard.then_block):
-        end = scf.YieldOp([])
+    _, end = _thread_guard(body[0], 1)
     for op in body:
-        op.move_before(end.operation)
+        op.move_before(end)
 
 
 def flatten_parallel(kernel: ir.Operation) -> int:
@@ -141,17 +149,7 @@ def flatten_parallel(kernel: ir.Operation) -> int:
     lower, upper, step = bounds[:rank], bounds[rank:2 * rank], bounds[2 * rank:]
     counts = [max(0, -(-(u - lo) // s)) for lo, u, s in zip(lower, upper, step)]
     total = math.prod(counts)
-    with loop.location, ir.InsertionPoint(loop):
-        flat = _binary("arith.muli", _binary("arith.addi", _binary(
-            "arith.muli", _gpu_index("gpu.block_id", "y"), _gpu_index("gpu.grid_dim", "x")),
-            _gpu_index("gpu.block_id", "x")), index_constant(WORKGROUP_SIZE))
-        flat = _binary("arith.addi", flat, _gpu_index("gpu.thread_id", "x"))
-        in_range = ir.Operation.create(
-            "arith.cmpi", results=[ir.IntegerType.get_signless(1)], operands=[flat, index_constant(total)],
-            attributes={"predicate": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 6)}).results[0]  # ult
-        guard = scf.IfOp(in_range)
-    with loop.location, ir.InsertionPoint(guard.then_block):
-        end = scf.YieldOp([])
+    flat, end = _thread_guard(loop, total)
     with loop.location, ir.InsertionPoint(end):
         indices: list[ir.Value] = []
         stride = 1
@@ -170,7 +168,7 @@ def flatten_parallel(kernel: ir.Operation) -> int:
         argument.replace_all_uses_with(index)
     for op in list(body.operations):
         if op.operation.name != "scf.reduce":
-            op.operation.move_before(end.operation)
+            op.operation.move_before(end)
     loop.erase()
     return total
 

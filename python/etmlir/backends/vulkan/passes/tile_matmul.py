@@ -121,22 +121,24 @@ def _pair(op: ir.Operation, name: str) -> tuple[int, int]:
     return (values[0], values[-1])
 
 
-def _conv_kernel_text(name: str, kernel: ir.Operation, conv: ir.Operation, tile: int
-                      ) -> tuple[str, tuple[int, int, int]]:
-    """Implicit GEMM: C[b, f, oh, ow] += sum over (c, kh, kw) of W[f, c, kh, kw] X[b, c, oh*sh + kh*dh, ow*sw + kw*dw]."""
+def _tiled_kernel(name: str, kernel: ir.Operation, tile: int, m: int, n: int, k: int, *, constants: str,
+                  prologue: str, load_a: str, load_b: str, c_ref: str) -> str:
+    """The tiled product C[row, col] += sum over K of A[row, k] B[k, col], M x N x K, shared by every
+    kernel this pass writes. What differs is said in text:
+      constants  extra index constants (the convolution's shape)
+      prologue   what each thread derives from %row / %col once (a convolution's output pixel)
+      load_a     defines %v, A's element at (%row, %ka)
+      load_b     defines %v, B's element at (%kb, %col)
+      c_ref      `%aI[indices] : type`, C's element at (%row, %col)"""
     arguments = list(kernel.regions[0].blocks[0].arguments)
-    x, w, y = (arguments.index(v) for v in conv.operands)
-    x_type, w_type, y_type = (ir.MemRefType(v.type) for v in conv.operands)
-    batch, f, oh, ow = y_type.shape
-    c, kh, kw = w_type.shape[1], w_type.shape[2], w_type.shape[3]
-    (sh, sw), (dh, dw) = _pair(conv, "strides"), _pair(conv, "dilations")
-    m, n, k = f, batch * oh * ow, c * kh * kw
     signature = ", ".join(f"%a{i}: {v.type}" for i, v in enumerate(arguments))
+    # Workgroup memory as memref.alloc in SPIR-V's Workgroup storage class: MemRefToSPIRV makes it a
+    # Workgroup spirv.GlobalVariable (gpu.func workgroup attributions crash convert-gpu-to-spirv in the
+    # MLIR of the pinned torch-mlir wheel).
     depth = max(1, min(DEPTH, math.ceil(k / tile)))  # no deeper than K needs
     a_shared = f"memref<{tile}x{tile * depth}xf32, #spirv.storage_class<Workgroup>>"
     b_shared = f"memref<{tile * depth}x{tile}xf32, #spirv.storage_class<Workgroup>>"
-    shared = (a_shared, b_shared)
-    text = f"""
+    head = f"""
 gpu.func @{name}({signature}) kernel
     attributes {{{ENTRY_POINT_ABI} = #spirv.entry_point_abi<workgroup_size = [{tile}, {tile}, 1]>}} {{
   %as = memref.alloc() : {a_shared}
@@ -149,45 +151,27 @@ gpu.func @{name}({signature}) kernel
   %cm = arith.constant {m} : index
   %cn = arith.constant {n} : index
   %ck = arith.constant {k} : index
-  %ckk = arith.constant {kh * kw} : index
-  %ckw = arith.constant {kw} : index
-  %cpix = arith.constant {oh * ow} : index
-  %cow = arith.constant {ow} : index
-  %csh = arith.constant {sh} : index
-  %csw = arith.constant {sw} : index
-  %cdh = arith.constant {dh} : index
-  %cdw = arith.constant {dw} : index
-  %steps = arith.constant {math.ceil(k / (tile * depth))} : index
+{constants}  %steps = arith.constant {math.ceil(k / (tile * depth))} : index
   %zero = arith.constant 0.0 : f32
   %tx = gpu.thread_id x
   %ty = gpu.thread_id y
   %bx = gpu.block_id x
   %by = gpu.block_id y
+  %bz = gpu.block_id z
   %row0 = arith.muli %by, %ct : index
   %row = arith.addi %row0, %ty : index
   %col0 = arith.muli %bx, %ct : index
   %col = arith.addi %col0, %tx : index
   %row_ok = arith.cmpi ult, %row, %cm : index
   %col_ok = arith.cmpi ult, %col, %cn : index
-  %nb = arith.divui %col, %cpix : index
-  %p = arith.remui %col, %cpix : index
-  %poh = arith.divui %p, %cow : index
-  %pow = arith.remui %p, %cow : index
-  %ih0 = arith.muli %poh, %csh : index
-  %iw0 = arith.muli %pow, %csw : index
-  %acc = scf.for %kt = %c0 to %steps step %c1 iter_args(%s = %zero) -> (f32) {{
+{prologue}  %acc = scf.for %kt = %c0 to %steps step %c1 iter_args(%s = %zero) -> (f32) {{
     %k0 = arith.muli %kt, %cdepth : index
 """
     block = f"""    %ka = arith.addi %k0, %tx : index
     %ka_ok = arith.cmpi ult, %ka, %ck : index
     %a_ok = arith.andi %row_ok, %ka_ok : i1
     %av = scf.if %a_ok -> (f32) {{
-      %ac = arith.divui %ka, %ckk : index
-      %ar = arith.remui %ka, %ckk : index
-      %akh = arith.divui %ar, %ckw : index
-      %akw = arith.remui %ar, %ckw : index
-      %v = memref.load %a{w}[%row, %ac, %akh, %akw] : {w_type}
-      scf.yield %v : f32
+{load_a}      scf.yield %v : f32
     }} else {{
       scf.yield %zero : f32
     }}
@@ -196,7 +180,52 @@ gpu.func @{name}({signature}) kernel
     %kb_ok = arith.cmpi ult, %kb, %ck : index
     %b_ok = arith.andi %kb_ok, %col_ok : i1
     %bv = scf.if %b_ok -> (f32) {{
-      %bc = arith.divui %kb, %ckk : index
+{load_b}      scf.yield %v : f32
+    }} else {{
+      scf.yield %zero : f32
+    }}
+    memref.store %bv, %bs[%ty, %tx] : {b_shared}
+"""
+    c_at, c_type = c_ref.split(" : ")
+    tail = f"""{_tile_step((a_shared, b_shared))}
+  %ok = arith.andi %row_ok, %col_ok : i1
+  scf.if %ok {{
+    %old = memref.load {c_at} : {c_type}
+    %sum = arith.addf %old, %acc : f32
+    memref.store %sum, {c_at} : {c_type}
+  }}
+  gpu.return
+}}"""
+    return head + _deepen(block, depth) + tail
+
+
+def _conv_kernel_text(name: str, kernel: ir.Operation, conv: ir.Operation, tile: int
+                      ) -> tuple[str, tuple[int, int, int]]:
+    """Implicit GEMM: C[b, f, oh, ow] += sum over (c, kh, kw) of W[f, c, kh, kw] X[b, c, oh*sh + kh*dh, ow*sw + kw*dw]."""
+    arguments = list(kernel.regions[0].blocks[0].arguments)
+    x, w, y = (arguments.index(v) for v in conv.operands)
+    x_type, w_type, y_type = (ir.MemRefType(v.type) for v in conv.operands)
+    batch, f, oh, ow = y_type.shape
+    c, kh, kw = w_type.shape[1], w_type.shape[2], w_type.shape[3]
+    (sh, sw), (dh, dw) = _pair(conv, "strides"), _pair(conv, "dilations")
+    m, n, k = f, batch * oh * ow, c * kh * kw
+    constants = "".join(f"  %{name_} = arith.constant {value} : index\n" for name_, value in (
+        ("ckk", kh * kw), ("ckw", kw), ("cpix", oh * ow), ("cow", ow), ("csh", sh), ("csw", sw), ("cdh", dh),
+        ("cdw", dw)))
+    prologue = """  %nb = arith.divui %col, %cpix : index
+  %p = arith.remui %col, %cpix : index
+  %poh = arith.divui %p, %cow : index
+  %pow = arith.remui %p, %cow : index
+  %ih0 = arith.muli %poh, %csh : index
+  %iw0 = arith.muli %pow, %csw : index
+"""
+    load_a = f"""      %ac = arith.divui %ka, %ckk : index
+      %ar = arith.remui %ka, %ckk : index
+      %akh = arith.divui %ar, %ckw : index
+      %akw = arith.remui %ar, %ckw : index
+      %v = memref.load %a{w}[%row, %ac, %akh, %akw] : {w_type}
+"""
+    load_b = f"""      %bc = arith.divui %kb, %ckk : index
       %br = arith.remui %kb, %ckk : index
       %bkh = arith.divui %br, %ckw : index
       %bkw = arith.remui %br, %ckw : index
@@ -205,22 +234,10 @@ gpu.func @{name}({signature}) kernel
       %ih = arith.addi %ih0, %dkh : index
       %iw = arith.addi %iw0, %dkw : index
       %v = memref.load %a{x}[%nb, %bc, %ih, %iw] : {x_type}
-      scf.yield %v : f32
-    }} else {{
-      scf.yield %zero : f32
-    }}
-    memref.store %bv, %bs[%ty, %tx] : {b_shared}
 """
-    tail = f"""{_tile_step(shared)}
-  %ok = arith.andi %row_ok, %col_ok : i1
-  scf.if %ok {{
-    %old = memref.load %a{y}[%nb, %row, %poh, %pow] : {y_type}
-    %sum = arith.addf %old, %acc : f32
-    memref.store %sum, %a{y}[%nb, %row, %poh, %pow] : {y_type}
-  }}
-  gpu.return
-}}"""
-    return text + _deepen(block, depth) + tail, (math.ceil(n / tile), math.ceil(m / tile), 1)
+    text = _tiled_kernel(name, kernel, tile, m, n, k, constants=constants, prologue=prologue, load_a=load_a,
+                         load_b=load_b, c_ref=f"%a{y}[%nb, %row, %poh, %pow] : {y_type}")
+    return text, (math.ceil(n / tile), math.ceil(m / tile), 1)
 
 
 def _kernel_text(name: str, kernel: ir.Operation, product: ir.Operation, tile: int
@@ -234,75 +251,12 @@ def _kernel_text(name: str, kernel: ir.Operation, product: ir.Operation, tile: i
     batch = c_type.shape[0] if batched else 1
     m, n = c_type.shape[-2], c_type.shape[-1]
     k = a_type.shape[-1]
-    signature = ", ".join(f"%a{i}: {v.type}" for i, v in enumerate(arguments))
-    # Workgroup memory as memref.alloc in SPIR-V's Workgroup storage class: MemRefToSPIRV makes it a
-    # Workgroup spirv.GlobalVariable (gpu.func workgroup attributions crash convert-gpu-to-spirv in the
-    # MLIR of the pinned torch-mlir wheel).
-    depth = max(1, min(DEPTH, math.ceil(k / tile)))  # no deeper than K needs
-    a_shared = f"memref<{tile}x{tile * depth}xf32, #spirv.storage_class<Workgroup>>"
-    b_shared = f"memref<{tile * depth}x{tile}xf32, #spirv.storage_class<Workgroup>>"
-    shared = (a_shared, b_shared)
     z = "%bz, " if batched else ""
-    text = f"""
-gpu.func @{name}({signature}) kernel
-    attributes {{{ENTRY_POINT_ABI} = #spirv.entry_point_abi<workgroup_size = [{tile}, {tile}, 1]>}} {{
-  %as = memref.alloc() : {a_shared}
-  %bs = memref.alloc() : {b_shared}
-  %cdepth = arith.constant {tile * depth} : index
-{_depth_constants(tile, depth)}
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %ct = arith.constant {tile} : index
-  %cm = arith.constant {m} : index
-  %cn = arith.constant {n} : index
-  %ck = arith.constant {k} : index
-  %steps = arith.constant {math.ceil(k / (tile * depth))} : index
-  %zero = arith.constant 0.0 : f32
-  %tx = gpu.thread_id x
-  %ty = gpu.thread_id y
-  %bx = gpu.block_id x
-  %by = gpu.block_id y
-  %bz = gpu.block_id z
-  %row0 = arith.muli %by, %ct : index
-  %row = arith.addi %row0, %ty : index
-  %col0 = arith.muli %bx, %ct : index
-  %col = arith.addi %col0, %tx : index
-  %row_ok = arith.cmpi ult, %row, %cm : index
-  %col_ok = arith.cmpi ult, %col, %cn : index
-  %acc = scf.for %kt = %c0 to %steps step %c1 iter_args(%s = %zero) -> (f32) {{
-    %k0 = arith.muli %kt, %cdepth : index
-"""
-    block = f"""    %ka = arith.addi %k0, %tx : index
-    %ka_ok = arith.cmpi ult, %ka, %ck : index
-    %a_ok = arith.andi %row_ok, %ka_ok : i1
-    %av = scf.if %a_ok -> (f32) {{
-      %v = memref.load %a{a}[{z}%row, %ka] : {a_type}
-      scf.yield %v : f32
-    }} else {{
-      scf.yield %zero : f32
-    }}
-    memref.store %av, %as[%ty, %tx] : {a_shared}
-    %kb = arith.addi %k0, %ty : index
-    %kb_ok = arith.cmpi ult, %kb, %ck : index
-    %b_ok = arith.andi %kb_ok, %col_ok : i1
-    %bv = scf.if %b_ok -> (f32) {{
-      %v = memref.load %a{b}[{z}%kb, %col] : {b_type}
-      scf.yield %v : f32
-    }} else {{
-      scf.yield %zero : f32
-    }}
-    memref.store %bv, %bs[%ty, %tx] : {b_shared}
-"""
-    tail = f"""{_tile_step(shared)}
-  %ok = arith.andi %row_ok, %col_ok : i1
-  scf.if %ok {{
-    %old = memref.load %a{c}[{z}%row, %col] : {c_type}
-    %sum = arith.addf %old, %acc : f32
-    memref.store %sum, %a{c}[{z}%row, %col] : {c_type}
-  }}
-  gpu.return
-}}"""
-    return text + _deepen(block, depth) + tail, (math.ceil(n / tile), math.ceil(m / tile), batch)
+    text = _tiled_kernel(name, kernel, tile, m, n, k, constants="", prologue="",
+                         load_a=f"      %v = memref.load %a{a}[{z}%row, %ka] : {a_type}\n",
+                         load_b=f"      %v = memref.load %a{b}[{z}%kb, %col] : {b_type}\n",
+                         c_ref=f"%a{c}[{z}%row, %col] : {c_type}")
+    return text, (math.ceil(n / tile), math.ceil(m / tile), batch)
 
 
 @register_pass("et-vulkan-tile-matmul", options={
