@@ -2,11 +2,13 @@
 
     edge @forward
       --et-fold-constants--> edge (weight transposes and reshapes folded)
+      --et-fold-batch-norm--> inference batch norms folded into the convolutions before them
       --et-edge-to-torch--> torch dialect --et-torch-to-linalg--> linalg on tensors
       --et-cpu-fuse-elementwise--> fused loop nests, contractions kept
       --et-cpu-shapes-function--> + @forward_shapes when a result is dynamic
       --et-cpu-bufferize--> memrefs, results as out-parameters
       --et-cpu-microkernels--> contractions as calls of the C microkernels
+      --et-cpu-approximate-math--> exp/tanh/erf as arithmetic, reductions reassociable (so loops vectorize)
       --et-cpu-trace-regions--> each piece of compute bracketed as a region the tracer times
       --et-cpu-report-failures--> run-time checks return errors instead of aborting
       --et-cpu-externalize-weights--> large weights as external symbols
@@ -76,10 +78,11 @@ def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> Preproces
 
 def pipeline(*, microkernels: bool = True, trace_regions: bool = True) -> str:
     """The pass pipeline from an outlined edge delegate to the LLVM dialect."""
-    passes = ["et-fold-constants", "et-edge-to-torch", "et-torch-to-linalg", "et-cpu-fuse-elementwise",
+    passes = ["et-fold-constants", "et-fold-batch-norm", "et-edge-to-torch", "et-torch-to-linalg", "et-cpu-fuse-elementwise",
               "et-cpu-shapes-function", "et-cpu-bufferize"]
     if microkernels:
         passes.append("et-cpu-microkernels")
+    passes.append("et-cpu-approximate-math")
     if trace_regions:
         passes.append("et-cpu-trace-regions")
     passes += ["et-cpu-report-failures", "et-cpu-externalize-weights", "et-cpu-to-llvm"]

@@ -63,6 +63,7 @@ CPU_OPS: dict[str, OpPredicate | None] = {
     "edge.div_scalar": None,
     "edge.neg": None,
     "edge.exp": None,
+    "edge.erf": None,
     "edge.rsqrt": None,
     "edge.relu": None,
     "edge.hardtanh": None,

@@ -1,7 +1,8 @@
 """et-vulkan-legalize-kernels: what MLIR's SPIR-V conversion cannot take, rewritten inside the kernels.
 
-- `math.erf` (GELU) has no SPIR-V instruction: it becomes Abramowitz & Stegun's
-  rational approximation 7.1.26 (absolute error below 1.5e-7) on `math.exp`.
+- `math.erf` (GELU) has no SPIR-V instruction: it becomes a Taylor polynomial
+  near 0 and Abramowitz & Stegun's 7.1.26 elsewhere, on `math.exp` (absolute
+  error below 2e-7; etmlir.backends.math_approximations).
 - `math.fpowi` (`x ** 3` with an integer exponent, tanh-GELU) has no SPIR-V
   instruction (GLSL's Pow needs x >= 0): a constant exponent becomes repeated
   multiplication (and a division for a negative one).
@@ -18,47 +19,18 @@
     %y = math.erf %x : f32
 becomes
     %t = 1 / (1 + 0.3275911 * |x|);  %y = sign(x) * (1 - t * (a1 + t * (a2 + ...)) * exp(-x * x))
+    (|x| < 1: %y = x * (c0 + x^2 * (c1 + ...)), the Taylor series)
 """
 
 from __future__ import annotations
 
 from torch_mlir import ir
 
+from etmlir.backends.math_approximations import expand_erf
 from etmlir.backends.vulkan.passes.outline_kernels import kernels
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
 
 WRITES = "etmlir.writes"
-ERF_P = 0.3275911
-ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
-
-
-def _expand_erf(op: ir.Operation) -> None:
-    x = op.operands[0]
-    t = x.type
-
-    def const(value: float) -> ir.Value:
-        return ir.Operation.create("arith.constant", results=[t], attributes={"value": ir.FloatAttr.get(t, value)}
-                                   ).results[0]
-
-    def apply(name: str, *values: ir.Value) -> ir.Value:
-        return ir.Operation.create(name, results=[t], operands=list(values)).results[0]
-
-    with op.location, ir.InsertionPoint(op):
-        magnitude = apply("math.absf", x)
-        s = apply("arith.divf", const(1.0), apply("arith.addf", const(1.0), apply("arith.mulf", const(ERF_P), magnitude)))
-        poly = const(ERF_A[-1])
-        for a in reversed(ERF_A[:-1]):
-            poly = apply("arith.addf", const(a), apply("arith.mulf", s, poly))
-        poly = apply("arith.mulf", s, poly)
-        gauss = apply("math.exp", apply("arith.negf", apply("arith.mulf", magnitude, magnitude)))
-        positive = apply("arith.subf", const(1.0), apply("arith.mulf", poly, gauss))
-        negative = ir.Operation.create(
-            "arith.cmpf", results=[ir.IntegerType.get_signless(1)], operands=[x, const(0.0)],
-            attributes={"predicate": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 4)}).results[0]  # olt
-        result = ir.Operation.create("arith.select", results=[t],
-                                     operands=[negative, apply("arith.negf", positive), positive]).results[0]
-    op.results[0].replace_all_uses_with(result)
-    op.erase()
 
 
 def _expand_fpowi(op: ir.Operation) -> bool:
@@ -147,7 +119,7 @@ def legalize_kernels(module: ir.Operation) -> None:
         kernel.walk(visit)
         kernel.attributes[WRITES] = ir.DenseI32ArrayAttr.get(written_arguments(kernel))
     for op in erfs:
-        _expand_erf(op)
+        expand_erf(op)
     for op in powers:
         if not _expand_fpowi(op):
             emit_error(op, "et-vulkan-legalize-kernels: math.fpowi with an exponent that is not a small constant "
