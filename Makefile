@@ -3,7 +3,8 @@
 #   make test   set up everything, then run the whole test suite (generated-file check, lit, pytest, C++ tests)
 #   make bench-memory   planned memory per zoo model, ours vs ExecuTorch 1.5.1 (own environment)
 #   make bench-latency  latency per zoo model: our runtime vs torch eager vs ExecuTorch 1.5.1 portable, 1 thread
-#   make bench-cpu      latency per zoo model: our cpu delegate vs ExecuTorch 1.5.1 XNNPACK vs torch eager, 1 thread
+#   make bench-cpu      latency per zoo model + a LLaMA decoder + ResNet-18: our cpu delegate vs ExecuTorch 1.5.1
+#                       XNNPACK vs IREE 3.13 vs torch eager, at 1 and 2 threads (own environment for ET and IREE)
 #   make bench-vulkan   latency per zoo model: our vulkan delegate on this machine's Vulkan device vs our portable
 #                       runtime vs torch eager; prints the device (on lavapipe: a functional check, not a GPU number)
 #   make bench-portable each portable kernel family on a representative shape vs torch eager, 1 thread
@@ -81,11 +82,12 @@ bench-latency: setup
 	bash scripts/setup_bench.sh $(BENCH_VENV)
 	$(PY) bench/runtime_latency.py --executorch-python $(BENCH_VENV)/bin/python
 
-# Latency per zoo model: our "cpu" delegate vs ExecuTorch 1.5.1 with XNNPACK vs torch eager, 1 thread,
-# plus compile times and what each side delegated.
+# Latency per zoo model, a LLaMA-style decoder and a ResNet-18: our "cpu" delegate vs ExecuTorch 1.5.1 with
+# XNNPACK vs IREE 3.13 (llvm-cpu) vs torch eager, at 1 and 2 threads side by side, with ratios, goals and the
+# 2-thread speedups, plus compile times and what each side delegated.
 bench-cpu: setup
 	bash scripts/setup_bench.sh $(BENCH_VENV)
-	$(PY) bench/cpu_backend.py --executorch-python $(BENCH_VENV)/bin/python
+	$(PY) bench/cpu_backend.py --executorch-python $(BENCH_VENV)/bin/python --threads 1 2
 
 # Latency per zoo model: our "vulkan" delegate on the Vulkan device (lavapipe, on the CPU, here and in CI: a
 # functional check, not a GPU number) vs our portable runtime vs torch eager; exits 1 without a Vulkan device.

@@ -1,9 +1,11 @@
-"""Latency benchmark, ExecuTorch half: times ExecuTorch 1.5.1's runtime on the zoo models.
+"""Latency benchmark, ExecuTorch half: times ExecuTorch 1.5.1's runtime on the benchmark models.
 
 Launched by bench/runtime_latency.py and bench/cpu_backend.py (through
 bench/_latency_common.py) with the bench environment's python
 (executorch==1.5.1, torch 2.13.0; etmlir's native extension is not needed,
-only `etmlir.models` through PYTHONPATH=<repo>/python):
+only `etmlir.models` through PYTHONPATH=<repo>/python). The models are
+bench/_bench_models.py's: the zoo, plus the llama decoder and ResNet-18 that
+bench/cpu_backend.py adds:
 
     PYTHONPATH=python .venv-bench/bin/python bench/_executorch_latency_worker.py REQUEST.json
 
@@ -14,8 +16,8 @@ REQUEST.json: {"cases": [{"id", "model", "inputs" (an .npz: arr_0, arr_1, ...),
 (the threadpool's size, default 1), "pte_dir" (optional: a folder where each
 model's program is saved, MODEL.pte + MODEL.json, and loaded from by later
 requests instead of being built again; the same partitioner's only)}. Each
-model is built once, so nanogpt's one program (the zoo's dynamic sequence
-dim) serves every sequence length:
+model is built once, so a token model's one program (nanogpt's and llama's
+dynamic sequence dim) serves every sequence length:
   partitioner null     torch.export -> exir.to_edge -> to_executorch (no delegates, default config)
   partitioner xnnpack  torch.export -> exir.to_edge_transform_and_lower(partitioner=[XnnpackPartitioner()])
                        -> to_executorch (default config)
@@ -35,8 +37,9 @@ the wheel, so those ops are reported per model. The XNNPACK delegate is
 registered in the same pybindings. The threadpool (ExecuTorch's one
 pthreadpool, which the optimized kernels and XNNPACK's runtimes both use; an
 XNNPACK runtime takes it when its delegate is initialized at method load) is
-reset to "threads" threads before anything is loaded; torch (export, and
-nothing at run time) runs on one thread.
+reset to "threads" threads before anything is loaded (bench/cpu_backend.py
+launches one worker per thread count); torch (export, and nothing at run
+time) runs on one thread.
 
 Timing: set_inputs() outside the clock, time.perf_counter() around
 ExecuTorchMethod.execute() only (the pybind call costs microseconds against
@@ -120,12 +123,13 @@ def cpu_usage(fn: Callable[[], Any]) -> tuple[Any, dict[str, float]]:
 
 def build_program(name: str, partitioner: str | None = None) -> tuple[Any, dict[str, float]]:
     """(ExecuTorch program, compile seconds: export_s, lower_s (to_edge[_transform_and_lower]),
-    to_executorch_s, total_s) of zoo model `name`."""
+    to_executorch_s, total_s) of benchmark model `name` (bench/_bench_models.py)."""
     import torch
-    from etmlir import models
     from executorch.exir import to_edge, to_edge_transform_and_lower
 
-    model, args, dynamic = models.build(name)
+    import _bench_models
+
+    model, args, dynamic = _bench_models.build(name)
     start = time.perf_counter()
     exported = torch.export.export(model, args, dynamic_shapes=dynamic)
     exported_at = time.perf_counter()

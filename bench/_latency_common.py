@@ -1,11 +1,12 @@
 """Shared pieces of the latency benchmarks (bench/runtime_latency.py, bench/cpu_backend.py).
 
-The cases (one per zoo model, nanogpt once per sequence length from one
-program), eager timing, max|diff|, the ExecuTorch worker call
-(bench/_executorch_latency_worker.py, run with the bench environment's
-python), the host description and the table helpers. The timing helpers
-themselves (time_runs, plan_iterations, cpu_usage) live in the worker, which
-must import without etmlir's native extension.
+The cases (one per model of bench/_bench_models.py, a token model once per
+sequence length from one program), eager timing, max|diff|, the worker calls
+(bench/_executorch_latency_worker.py and bench/_iree_latency_worker.py, run
+with the bench environment's python), the host description and the table
+helpers. The timing helpers themselves (time_runs, plan_iterations,
+cpu_usage) live in the ExecuTorch worker, which must import without etmlir's
+native extension.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ if str(REPO / "bench") not in sys.path:
 
 from _executorch_latency_worker import (MAX_ITERATIONS, MIN_ITERATIONS, cpu_usage, plan_iterations,  # noqa: E402
                                         time_runs)
-from etmlir import models  # noqa: E402
+import _bench_models  # noqa: E402
 
 FALLBACK_EXECUTORCH_PYTHON = Path("/work/bench-venv/bin/python")
 
@@ -55,12 +56,16 @@ class Case:
     theirs_diff: float | None = None
     ours_error: str | None = None
     theirs_error: str | None = None
+    iree: list[float] = field(default_factory=list)  # bench/cpu_backend.py's IREE column
+    iree_diff: float | None = None
+    iree_error: str | None = None
     profile: list[tuple[str, int, float]] = field(default_factory=list)  # kernel, calls, seconds
     theirs_profile: list[tuple[str, int, float]] = field(default_factory=list)
     # Thread checks: cpu_usage() of the timed runs (wall, process CPU, calling thread's CPU, threads).
     eager_usage: dict[str, float] = field(default_factory=dict)
     ours_usage: dict[str, float] = field(default_factory=dict)
     theirs_usage: dict[str, float] = field(default_factory=dict)
+    iree_usage: dict[str, float] = field(default_factory=dict)
     ours_instructions: list[str] = field(default_factory=list)  # instruction names of one execute()
 
 
@@ -87,15 +92,16 @@ def max_abs_diff(outputs: Any, expected: list[torch.Tensor]) -> float:
 def make_cases(names: list[str], seq_lens: list[int]) -> dict[str, tuple[torch.nn.Module, Any, Any, list[Case]]]:
     """Per model: (eager model, example args, dynamic shapes, its cases with their inputs).
 
-    nanogpt gets one case per sequence length (seeded token ids), all run by
-    the one program exported with its dynamic sequence dim; every other model
-    one case on its example inputs.
+    A token model (nanogpt, llama) gets one case per sequence length (seeded
+    token ids), all run by the one program exported with its dynamic sequence
+    dim; every other model one case on its example inputs. Names: the zoo's
+    and bench/_bench_models.py's.
     """
     built = {}
     for name in names:
-        model, args, dynamic = models.build(name)
-        if name == "nanogpt":
-            vocab = model.cfg.vocab_size
+        model, args, dynamic = _bench_models.build(name)
+        if name in _bench_models.TOKEN_MODELS:
+            vocab = _bench_models.vocab_size(model)
             generator = torch.Generator().manual_seed(0)
             cases = [Case(f"{name}@{t}", name, f"{name} T={t}",
                           (torch.randint(0, vocab, (1, t), generator=generator),)) for t in seq_lens]
@@ -179,55 +185,91 @@ def run_executorch(cases: list[Case], args: argparse.Namespace, partitioner: str
 
     partitioner: None (no delegates: portable/optimized kernels) or "xnnpack"
     (to_edge_transform_and_lower with XnnpackPartitioner). threads: the
-    ExecuTorch threadpool's size (1 for every comparison). profile_runs > 0:
-    per-kernel profile from an ETDump too. pte_dir: where the worker keeps the
-    programs it builds for later calls (same partitioner). Returns the worker's
-    JSON result ({} when it failed).
+    ExecuTorch threadpool's size. profile_runs > 0: per-kernel profile from an
+    ETDump too. pte_dir: where the worker keeps the programs it builds for
+    later calls (same partitioner). Returns the worker's JSON result ({} when
+    it failed).
     """
+    request = {"partitioner": partitioner, "threads": threads, "pte_dir": pte_dir}
+    return run_worker("_executorch_latency_worker.py", "ExecuTorch", "theirs", cases, args, request,
+                      {"profile_runs": profile_runs})
+
+
+def run_iree(cases: list[Case], args: argparse.Namespace, threads: int = 1,
+             vmfb_dir: str | None = None) -> dict[str, Any]:
+    """Times `cases` in the IREE worker (bench environment); fills their iree* fields.
+
+    threads: 1 runs IREE's local-sync driver, n > 1 its local-task driver
+    with n workers. vmfb_dir: where the worker keeps the modules it compiles
+    for later calls. Returns the worker's JSON result ({} when it failed).
+    """
+    return run_worker("_iree_latency_worker.py", "IREE", "iree", cases, args,
+                      {"threads": threads, "vmfb_dir": vmfb_dir}, {})
+
+
+def run_worker(script: str, what: str, kind: str, cases: list[Case], args: argparse.Namespace,
+               request_fields: dict[str, Any], case_fields: dict[str, Any]) -> dict[str, Any]:
+    """Runs bench/`script` with the bench environment's python on `cases` (inputs go there as an .npz,
+    outputs come back as an .npz, timings as JSON) and fills the cases' `kind` fields: `kind` (seconds),
+    `kind`_usage, `kind`_diff (max|diff| vs case.expected) or `kind`_error. Returns the worker's JSON
+    result ({} when it failed)."""
     python = executorch_python(args.executorch_python)
     if python is None or not python.exists():
-        message = f"no ExecuTorch environment ({python or '.venv-bench/bin/python'}; scripts/setup_bench.sh makes one)"
+        message = f"no bench environment ({python or '.venv-bench/bin/python'}; scripts/setup_bench.sh makes one)"
         for case in cases:
-            case.theirs_error = message
+            setattr(case, f"{kind}_error", message)
         return {}
     with tempfile.TemporaryDirectory(prefix="etmlir-latency-") as tmp:
-        request = {"min_iterations": MIN_ITERATIONS, "max_iterations": MAX_ITERATIONS, "partitioner": partitioner,
-                   "threads": threads, "pte_dir": pte_dir, "cases": []}
+        request = {"min_iterations": MIN_ITERATIONS, "max_iterations": MAX_ITERATIONS, **request_fields,
+                   "cases": []}
         for case in cases:
             inputs = Path(tmp) / f"{case.id}.in.npz"
             np.savez(inputs, *[t.numpy() for t in case.inputs])
             request["cases"].append({"id": case.id, "model": case.model, "inputs": str(inputs),
                                      "outputs": str(Path(tmp) / f"{case.id}.out.npz"),
                                      "iterations": args.iterations, "warmup": args.warmup,
-                                     "budget_s": args.budget, "profile_runs": profile_runs})
+                                     "budget_s": args.budget, **case_fields})
         (Path(tmp) / "request.json").write_text(json.dumps(request))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "python"),
                                                                         os.environ.get("PYTHONPATH")])))
-        print(f"[bench] ExecuTorch worker: {python}", file=sys.stderr, flush=True)
-        proc = subprocess.run([str(python), str(REPO / "bench/_executorch_latency_worker.py"),
-                               str(Path(tmp) / "request.json")], check=False, env=env, capture_output=True, text=True)
+        print(f"[bench] {what} worker: {python}", file=sys.stderr, flush=True)
+        proc = subprocess.run([str(python), str(REPO / "bench" / script), str(Path(tmp) / "request.json")],
+                              check=False, env=env, capture_output=True, text=True)
         for line in proc.stderr.splitlines():
-            if line.startswith("[et-worker]"):
+            if line.startswith(("[et-worker]", "[iree-worker]")):
                 print(line, file=sys.stderr)
         try:
             result = json.loads(proc.stdout.strip().splitlines()[-1])
         except (IndexError, json.JSONDecodeError):
             tail = "\n".join(proc.stderr.splitlines()[-15:])
-            print(f"[bench] ExecuTorch worker failed (exit {proc.returncode}):\n{tail}", file=sys.stderr)
+            print(f"[bench] {what} worker failed (exit {proc.returncode}):\n{tail}", file=sys.stderr)
             for case in cases:
-                case.theirs_error = f"worker failed (exit {proc.returncode})"
+                setattr(case, f"{kind}_error", f"worker failed (exit {proc.returncode})")
             return {}
         for case in cases:
             got = result["cases"].get(case.id, {"error": "no result"})
             if "error" in got:
-                case.theirs_error = got["error"]
+                setattr(case, f"{kind}_error", got["error"])
                 continue
-            case.theirs = got["seconds"]
-            case.theirs_usage = got.get("usage", {})
-            case.theirs_profile = [tuple(row) for row in got.get("profile", [])]
+            setattr(case, kind, got["seconds"])
+            setattr(case, f"{kind}_usage", got.get("usage", {}))
+            if kind == "theirs":
+                case.theirs_profile = [tuple(row) for row in got.get("profile", [])]
             with np.load(Path(tmp) / f"{case.id}.out.npz") as npz:
-                case.theirs_diff = max_abs_diff([npz[f"arr_{i}"] for i in range(len(npz.files))], case.expected)
+                setattr(case, f"{kind}_diff",
+                        max_abs_diff([npz[f"arr_{i}"] for i in range(len(npz.files))], case.expected))
         return result
+
+
+def cpu_flags() -> set[str]:
+    """The flags of /proc/cpuinfo's first CPU (empty where there is none)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return set()
 
 
 def cpu_description() -> str:
