@@ -59,6 +59,11 @@ def load_fresh(so: Path, tmp_path: Path) -> ctypes.CDLL:
         getattr(lib, f"_mlir_ciface_etmlir_uk_{name}").argtypes = [ctypes.c_void_p] * 3
     for name in ("conv2d_nchw_fchw", "depthwise_conv2d_nchw_chw"):
         getattr(lib, f"_mlir_ciface_etmlir_uk_{name}").argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 4
+    for name in ("matmul", "batch_matmul"):
+        getattr(lib, f"_mlir_ciface_etmlir_uk_{name}_ep").argtypes = [ctypes.c_void_p] * 4
+    for name in ("conv2d_nchw_fchw", "depthwise_conv2d_nchw_chw"):
+        getattr(lib, f"_mlir_ciface_etmlir_uk_{name}_ep").argtypes = (
+            [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 4 + [ctypes.c_void_p])
     return lib
 
 
@@ -520,3 +525,167 @@ def test_ukernel_without_room_in_the_arena_uses_the_heap(lib):
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), **tol(64))
     assert lib.etmlir_cpu_heap_fallbacks() == 1
     assert lib._mlir_memref_to_llvm_alloc(64) == arena.base + 64
+
+
+# ---------------------------------------------------------------------------------------------
+# fused epilogues (the _ep kernels): init (the output, zero or a bias), bias after, residual, bounds
+
+# etmlir_cpu_payload.h's ETMLIR_EP_* flags
+INIT_OUTPUT, INIT_ZERO, INIT_BIAS, BIAS_AFTER, RESIDUAL = 0, 1, 2, 4, 8
+NAN_TO_BOUND, KEEP_NAN = 1, 2
+
+
+class Epilogue(ctypes.Structure):
+    _fields_ = [("mode", ctypes.c_int64), ("lo", ctypes.c_float), ("hi", ctypes.c_float),
+                ("bias", ctypes.c_void_p), ("bias_stride", ctypes.c_int64), ("res", ctypes.c_void_p),
+                ("res_strides", ctypes.c_int64 * 4)]
+
+
+def epilogue(mode: int, lo: float, hi: float, bias: np.ndarray | None, res: np.ndarray | None) -> Epilogue:
+    ep = Epilogue()
+    ep.mode, ep.lo, ep.hi = mode, lo, hi
+    if bias is not None:
+        ep.bias, ep.bias_stride = bias.ctypes.data, bias.strides[0] // 4
+    if res is not None:
+        ep.res = res.ctypes.data
+        for i, stride in enumerate(res.strides):
+            ep.res_strides[i] = stride // 4
+    return ep
+
+
+def expected_epilogue(product, before, mode, lo, hi, bias_b, res):
+    """float64 reference: product plus init, then bias, residual and the bounds with their NaN rules."""
+    init = mode & 3
+    v = product + (before if init == INIT_OUTPUT else bias_b if init == INIT_BIAS else 0.0)
+    if mode & BIAS_AFTER:
+        v = v + bias_b
+    if mode & RESIDUAL:
+        v = v + res
+    lo_mode, hi_mode = (mode >> 4) & 3, (mode >> 6) & 3
+    if lo_mode == KEEP_NAN:
+        v = np.where(lo > v, lo, v)
+    elif lo_mode:
+        v = np.where(v > lo, v, lo)
+    if hi_mode == KEEP_NAN:
+        v = np.where(hi < v, hi, v)
+    elif hi_mode:
+        v = np.where(v < hi, v, hi)
+    return v
+
+
+# (mode, lo, hi): a linear with ReLU, a conv with bias and ReLU6 (NaN -> 0 below, kept above), a
+# residual add, a bias after plus residual plus an upper bound, hardtanh(-1, 1) on the output's value.
+EPILOGUE_MODES = [
+    (INIT_ZERO | BIAS_AFTER | (KEEP_NAN << 4), 0.0, 0.0),
+    (INIT_BIAS | (NAN_TO_BOUND << 4) | (KEEP_NAN << 6), 0.0, 6.0),
+    (INIT_BIAS | RESIDUAL, 0.0, 0.0),
+    (INIT_ZERO | BIAS_AFTER | RESIDUAL | (NAN_TO_BOUND << 6), 0.0, 0.5),
+    (INIT_OUTPUT | (NAN_TO_BOUND << 4) | (NAN_TO_BOUND << 6), -1.0, 1.0),
+]
+
+
+def _with_nans(res: np.ndarray, rng) -> None:
+    """A few NaNs in the residual: the bounds' NaN rules are checked where they land."""
+    flat = res.reshape(-1) if res.flags.c_contiguous else None
+    if flat is not None and flat.size > 4:
+        flat[rng.integers(0, flat.size, 3)] = np.nan
+
+
+def _check(got, want, k):
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(got[ok], want[ok], **tol(k))
+
+
+# (m, k, n, B layout): the packed GEMM, B read in place (few rows), dot products (one row; a
+# transposed B), tail columns (n = 49), a K of two blocks (the epilogue only after the last).
+EP_MATMUL = [(64, 48, 96, "c"), (20, 30, 70, "c"), (1, 40, 33, "c"), (6, 64, 40, "t"), (64, 32, 49, "c"),
+             (9, 900, 37, "c"), (3, 1, 5, "c")]
+
+
+@pytest.mark.parametrize("m,k,n,layout", EP_MATMUL)
+@pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES)
+def test_matmul_epilogue_matches_reference(lib, m, k, n, layout, mode, lo, hi):
+    rng = np.random.default_rng(m * 1000 + k + n)
+    a, a_base = strided((m, k), "c", rng)
+    b, b_base = strided((k, n), layout, rng)
+    c, c_base = strided((m, n), "c", rng)
+    bias = rng.standard_normal(n).astype(np.float32)
+    res = rng.standard_normal((m, n)).astype(np.float32)
+    _with_nans(res, rng)
+    want = expected_epilogue(a.astype(np.float64) @ b.astype(np.float64), c.astype(np.float64), mode, lo, hi,
+                             bias.astype(np.float64), res.astype(np.float64))
+    ep = epilogue(mode, lo, hi, bias, res)
+    da, db, dc = descriptor(a, a_base), descriptor(b, b_base), descriptor(c, c_base)
+    lib._mlir_ciface_etmlir_uk_matmul_ep(ctypes.byref(da), ctypes.byref(db), ctypes.byref(dc), ctypes.byref(ep))
+    _check(c, want, k)
+
+
+@pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES)
+def test_batch_matmul_epilogue_matches_reference(lib, mode, lo, hi):
+    rng = np.random.default_rng(mode)
+    a, a_base = strided((3, 17, 24), "c", rng)
+    b, b_base = strided((3, 24, 40), "c", rng)
+    c, c_base = strided((3, 17, 40), "c", rng)
+    bias = rng.standard_normal(40).astype(np.float32)
+    res = rng.standard_normal((3, 17, 40)).astype(np.float32)
+    _with_nans(res, rng)
+    want = expected_epilogue(a.astype(np.float64) @ b.astype(np.float64), c.astype(np.float64), mode, lo, hi,
+                             bias.astype(np.float64), res.astype(np.float64))
+    ep = epilogue(mode, lo, hi, bias, res)
+    da, db, dc = descriptor(a, a_base), descriptor(b, b_base), descriptor(c, c_base)
+    lib._mlir_ciface_etmlir_uk_batch_matmul_ep(ctypes.byref(da), ctypes.byref(db), ctypes.byref(dc), ctypes.byref(ep))
+    _check(c, want, 24)
+
+
+# (n, c, h, w, f, kh, kw, stride, output layout): pointwise (the input as B), 3x3 (the implicit GEMM
+# with AVX-512, else im2col), a reduction over two K blocks (im2col), a strided output (row-wise
+# epilogue), MobileNetV2's first layer.
+EP_CONV = [(1, 16, 14, 14, 24, 1, 1, 1, "c"), (2, 8, 11, 13, 20, 3, 3, 1, "c"), (1, 50, 9, 9, 10, 3, 3, 1, "c"),
+           (1, 6, 10, 9, 8, 3, 3, 1, "s"), (1, 3, 33, 33, 32, 3, 3, 2, "c")]
+
+
+@pytest.mark.parametrize("case", EP_CONV)
+@pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES)
+def test_conv2d_epilogue_matches_reference(lib, case, mode, lo, hi):
+    n, c, h, w, f, kh, kw, s, layout = case
+    rng = np.random.default_rng(sum(case[:8]) + mode)
+    x, x_base = strided((n, c, h, w), "c", rng)
+    wt, w_base = strided((f, c, kh, kw), "c", rng)
+    oh, ow = conv_out_size(h, kh, s, 1), conv_out_size(w, kw, s, 1)
+    out, out_base = strided((n, f, oh, ow), layout, rng)
+    bias = rng.standard_normal(f).astype(np.float32)
+    res = rng.standard_normal((n, f, oh, ow)).astype(np.float32)
+    _with_nans(res, rng)
+    product = torch.nn.functional.conv2d(torch.from_numpy(x.copy()).double(), torch.from_numpy(wt.copy()).double(),
+                                         stride=s).numpy()
+    want = expected_epilogue(product, out.astype(np.float64), mode, lo, hi,
+                             bias.astype(np.float64)[None, :, None, None], res.astype(np.float64))
+    ep = epilogue(mode, lo, hi, bias, res)
+    dx, dw, do = descriptor(x, x_base), descriptor(wt, w_base), descriptor(out, out_base)
+    lib._mlir_ciface_etmlir_uk_conv2d_nchw_fchw_ep(ctypes.byref(dx), ctypes.byref(dw), ctypes.byref(do), s, s, 1, 1,
+                                                   ctypes.byref(ep))
+    _check(out, want, c * kh * kw)
+
+
+@pytest.mark.parametrize("case", [(1, 32, 18, 18, 3, 1), (2, 5, 35, 36, 3, 2), (1, 4, 11, 13, 5, 1)])
+@pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES)
+def test_depthwise_epilogue_matches_reference(lib, case, mode, lo, hi):
+    n, c, h, w, k, s = case
+    rng = np.random.default_rng(sum(case) + mode)
+    x, x_base = strided((n, c, h, w), "c", rng)
+    wt, w_base = strided((c, k, k), "c", rng)
+    oh, ow = conv_out_size(h, k, s, 1), conv_out_size(w, k, s, 1)
+    out, out_base = strided((n, c, oh, ow), "c", rng)
+    bias = rng.standard_normal(c).astype(np.float32)
+    res = rng.standard_normal((n, c, oh, ow)).astype(np.float32)
+    _with_nans(res, rng)
+    product = torch.nn.functional.conv2d(torch.from_numpy(x.copy()).double(),
+                                         torch.from_numpy(wt.copy()).double()[:, None], stride=s, groups=c).numpy()
+    want = expected_epilogue(product, out.astype(np.float64), mode, lo, hi,
+                             bias.astype(np.float64)[None, :, None, None], res.astype(np.float64))
+    ep = epilogue(mode, lo, hi, bias, res)
+    dx, dw, do = descriptor(x, x_base), descriptor(wt, w_base), descriptor(out, out_base)
+    lib._mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(ctypes.byref(dx), ctypes.byref(dw), ctypes.byref(do), s, s,
+                                                            1, 1, ctypes.byref(ep))
+    _check(out, want, k * k)

@@ -40,3 +40,43 @@ void etmlir_uk_depthwise_conv2d_nchw_chw(D4_ARGS(i_), D3_ARGS(f_), D4_ARGS(o_), 
   etmlir_memref3d_f32 filter = D3_MAKE(f_);
   _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw(&in, &filter, &out, sh, sw, dh, dw);
 }
+
+/* The _ep variants: after the operands, the bias (1-d), the residual (the output's rank), the mode
+ * (etmlir_cpu_payload.h's ETMLIR_EP_* flags) and the bounds. A part the mode does not use is any
+ * memref of the right rank (the compiler passes the output, or a 1-element buffer, for it). */
+#define D1_ARGS(q) float *q##alloc, float *q##ptr, int64_t q##off, int64_t q##size, int64_t q##stride
+#define EP_MAKE(bias_, res_, rank)                                                                  \
+  (void)bias_##alloc;                                                                               \
+  (void)bias_##size;                                                                                \
+  etmlir_epilogue ep = {mode, lo, hi, bias_##ptr + bias_##off, bias_##stride, res_.aligned + res_.offset, {0}}; \
+  for (int i = 0; i < rank; i++) ep.res_strides[i] = res_.strides[i]
+
+void etmlir_uk_matmul_ep(D2_ARGS(a_), D2_ARGS(b_), D2_ARGS(c_), D1_ARGS(bias_), D2_ARGS(r_), int64_t mode, float lo,
+                         float hi) {
+  etmlir_memref2d_f32 a = D2_MAKE(a_), b = D2_MAKE(b_), c = D2_MAKE(c_), r = D2_MAKE(r_);
+  EP_MAKE(bias_, r, 2);
+  _mlir_ciface_etmlir_uk_matmul_ep(&a, &b, &c, &ep);
+}
+
+void etmlir_uk_batch_matmul_ep(D3_ARGS(a_), D3_ARGS(b_), D3_ARGS(c_), D1_ARGS(bias_), D3_ARGS(r_), int64_t mode,
+                               float lo, float hi) {
+  etmlir_memref3d_f32 a = D3_MAKE(a_), b = D3_MAKE(b_), c = D3_MAKE(c_), r = D3_MAKE(r_);
+  EP_MAKE(bias_, r, 3);
+  _mlir_ciface_etmlir_uk_batch_matmul_ep(&a, &b, &c, &ep);
+}
+
+void etmlir_uk_conv2d_nchw_fchw_ep(D4_ARGS(i_), D4_ARGS(f_), D4_ARGS(o_), int64_t sh, int64_t sw, int64_t dh,
+                                   int64_t dw, D1_ARGS(bias_), D4_ARGS(r_), int64_t mode, float lo, float hi) {
+  etmlir_memref4d_f32 in = D4_MAKE(i_), filter = D4_MAKE(f_), out = D4_MAKE(o_), r = D4_MAKE(r_);
+  EP_MAKE(bias_, r, 4);
+  _mlir_ciface_etmlir_uk_conv2d_nchw_fchw_ep(&in, &filter, &out, sh, sw, dh, dw, &ep);
+}
+
+void etmlir_uk_depthwise_conv2d_nchw_chw_ep(D4_ARGS(i_), D3_ARGS(f_), D4_ARGS(o_), int64_t sh, int64_t sw,
+                                            int64_t dh, int64_t dw, D1_ARGS(bias_), D4_ARGS(r_), int64_t mode,
+                                            float lo, float hi) {
+  etmlir_memref4d_f32 in = D4_MAKE(i_), out = D4_MAKE(o_), r = D4_MAKE(r_);
+  etmlir_memref3d_f32 filter = D3_MAKE(f_);
+  EP_MAKE(bias_, r, 4);
+  _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(&in, &filter, &out, sh, sw, dh, dw, &ep);
+}

@@ -110,6 +110,47 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw(etmlir_m
                                                                         int64_t stride_w, int64_t dilation_h,
                                                                         int64_t dilation_w);
 
+/* ---- exported: the same microkernels with a fused epilogue (et-cpu-microkernels fuses the ops that
+ * initialize the output before the product and the elementwise op after it). Per output element:
+ *   v = init (the output's value | 0 | bias) + product;  v += bias (EP_BIAS_AFTER);  v += res (EP_RESIDUAL);
+ *   v = v > lo ? v : lo (NaN -> lo, or NaN kept with the _KEEP_NAN mode);  likewise v < hi ? v : hi.
+ * The bias runs along one dim of the output (matmul: the last; convolutions: the channel dim);
+ * the residual has the output's shape. `mode` packs the flags below. ---- */
+enum {
+  ETMLIR_EP_INIT_MASK = 3,     /* bits 0-1: what the output holds before the product */
+  ETMLIR_EP_INIT_OUTPUT = 0,   /*   its current value (accumulate, as without an epilogue) */
+  ETMLIR_EP_INIT_ZERO = 1,     /*   zero */
+  ETMLIR_EP_INIT_BIAS = 2,     /*   the bias */
+  ETMLIR_EP_BIAS_AFTER = 4,    /* bit 2: the bias is added after the product */
+  ETMLIR_EP_RESIDUAL = 8,      /* bit 3: a residual tensor is added */
+  ETMLIR_EP_LO_SHIFT = 4,      /* bits 4-5: lower bound: 0 none, 1 NaN -> lo, 2 NaN kept */
+  ETMLIR_EP_HI_SHIFT = 6,      /* bits 6-7: upper bound, likewise */
+  ETMLIR_EP_BOUND_NAN_TO_BOUND = 1,
+  ETMLIR_EP_BOUND_KEEP_NAN = 2,
+};
+
+typedef struct {
+  int64_t mode;
+  float lo, hi;
+  const float* bias; /* bias[i * bias_stride], i along the bias dim */
+  int64_t bias_stride;
+  const float* res;  /* res[sum_d index_d * res_strides[d]] */
+  int64_t res_strides[4];
+} etmlir_epilogue;
+
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_matmul_ep(etmlir_memref2d_f32* a, etmlir_memref2d_f32* b,
+                                                        etmlir_memref2d_f32* c, const etmlir_epilogue* ep);
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_batch_matmul_ep(etmlir_memref3d_f32* a, etmlir_memref3d_f32* b,
+                                                              etmlir_memref3d_f32* c, const etmlir_epilogue* ep);
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_nchw_fchw_ep(etmlir_memref4d_f32* in,
+                                                                  etmlir_memref4d_f32* filter,
+                                                                  etmlir_memref4d_f32* out, int64_t stride_h,
+                                                                  int64_t stride_w, int64_t dilation_h,
+                                                                  int64_t dilation_w, const etmlir_epilogue* ep);
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(
+    etmlir_memref4d_f32* in, etmlir_memref3d_f32* filter, etmlir_memref4d_f32* out, int64_t stride_h,
+    int64_t stride_w, int64_t dilation_h, int64_t dilation_w, const etmlir_epilogue* ep);
+
 /* ---- internal (hidden) helpers shared by shim.c and ukernels.c ---- */
 /* 64-byte aligned scratch from the payload's allocator (counted in the arena peak). Call these from
  * the thread that called the microkernel, never from inside a parallel body. */

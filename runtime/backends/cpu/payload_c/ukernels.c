@@ -86,13 +86,179 @@ static mat_view view2(const float* base, int64_t rs, int64_t cs) {
   return v;
 }
 
+/* A fused epilogue (etmlir_epilogue) seen through one 2-d view of the output: element (i, j) of the
+ * view has bias bias[i * bias_rs + j * bias_cs] and residual res[i * res_rs + j * res_cs]. */
+typedef struct {
+  const etmlir_epilogue* ep; /* NULL: the output accumulates the product, nothing else */
+  const float* bias;
+  int64_t bias_rs, bias_cs;
+  const float* res;
+  int64_t res_rs, res_cs;
+} ep_view;
+
+static int ep_inits(const ep_view* e) {
+  return e->ep && (e->ep->mode & ETMLIR_EP_INIT_MASK) != ETMLIR_EP_INIT_OUTPUT;
+}
+
+static int ep_finishes(const ep_view* e) {
+  return e->ep && (e->ep->mode & (ETMLIR_EP_BIAS_AFTER | ETMLIR_EP_RESIDUAL | (15 << ETMLIR_EP_LO_SHIFT)));
+}
+
+/* A block whose rows follow each other in memory (and in the bias and residual) is one long row:
+ * fewer, longer loops (a depthwise plane, a pointwise convolution's output). */
+static void ep_collapse(const ep_view* e, int64_t rsc, int64_t csc, int64_t c0, int64_t* rows, int64_t* cols) {
+  int bias_ok = e->bias_rs == 0 && e->bias_cs == 0;
+  int res_ok = !(e->ep->mode & ETMLIR_EP_RESIDUAL) || (e->res_cs == 1 && e->res_rs == *cols);
+  if (*rows > 1 && csc == 1 && c0 == 0 && rsc == *cols && bias_ok && res_ok) {
+    *cols *= *rows;
+    *rows = 1;
+  }
+}
+
+/* c[i * rsc + j * csc] for i in [r0, r0 + rows), j in [c0, c0 + cols) := the init (zero or bias). */
+static void ep_init(const ep_view* e, float* c, int64_t rsc, int64_t csc, int64_t r0, int64_t rows, int64_t c0,
+                    int64_t cols) {
+  if (!ep_inits(e)) return;
+  ep_collapse(e, rsc, csc, c0, &rows, &cols);
+  int zero = (e->ep->mode & ETMLIR_EP_INIT_MASK) == ETMLIR_EP_INIT_ZERO;
+  for (int64_t i = r0; i < r0 + rows; i++) {
+    float* row = c + i * rsc;
+    const float* b = zero ? NULL : e->bias + i * e->bias_rs;
+    if (zero || e->bias_cs == 0) {
+      float v = zero ? 0.0f : b[0];
+      if (csc == 1) {
+        for (int64_t j = c0; j < c0 + cols; j++) row[j] = v;
+      } else {
+        for (int64_t j = c0; j < c0 + cols; j++) row[j * csc] = v;
+      }
+    } else {
+      for (int64_t j = c0; j < c0 + cols; j++) row[j * csc] = b[j * e->bias_cs];
+    }
+  }
+}
+
+/* One step of the epilogue over n elements x[j * step] (j < n); a row of a tile is in L1, so one
+ * pass per step costs little, and each pass is a branch-free loop the compiler vectorizes when the
+ * step is 1. A bound keeps NaN (KEEP_NAN: lo > v ? lo : v) or replaces it (v > lo ? v : lo). */
+#define EP_PASS(x, step, n, body)                                        \
+  do {                                                                   \
+    if ((step) == 1) {                                                   \
+      for (int64_t j = 0; j < (n); j++) {                                \
+        float* restrict xp = (x) + j;                                    \
+        body;                                                            \
+      }                                                                  \
+    } else {                                                             \
+      for (int64_t j = 0; j < (n); j++) {                                \
+        float* restrict xp = (x) + j * (step);                           \
+        body;                                                            \
+      }                                                                  \
+    }                                                                    \
+  } while (0)
+
+static void ep_finish_row(float* restrict x, int64_t step, int64_t n, const float* restrict b, int64_t bstep,
+                          const float* restrict r, int64_t rstep, int lo_mode, float lo, int hi_mode, float hi) {
+  if (b && bstep == 0) {
+    float bv = b[0];
+    EP_PASS(x, step, n, *xp += bv);
+  } else if (b) {
+    EP_PASS(x, step, n, *xp += b[j * bstep]);
+  }
+  if (r) EP_PASS(x, step, n, *xp += r[j * rstep]);
+  if (lo_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
+    EP_PASS(x, step, n, *xp = lo > *xp ? lo : *xp);
+  } else if (lo_mode) {
+    EP_PASS(x, step, n, *xp = *xp > lo ? *xp : lo);
+  }
+  if (hi_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
+    EP_PASS(x, step, n, *xp = hi < *xp ? hi : *xp);
+  } else if (hi_mode) {
+    EP_PASS(x, step, n, *xp = *xp < hi ? *xp : hi);
+  }
+}
+
+/* The rest of the epilogue (bias after, residual, bounds) over the same block, in place. */
+static void ep_finish(const ep_view* e, float* c, int64_t rsc, int64_t csc, int64_t r0, int64_t rows, int64_t c0,
+                      int64_t cols) {
+  if (!ep_finishes(e)) return;
+  ep_collapse(e, rsc, csc, c0, &rows, &cols);
+  int64_t mode = e->ep->mode;
+  int bias_after = (mode & ETMLIR_EP_BIAS_AFTER) != 0, residual = (mode & ETMLIR_EP_RESIDUAL) != 0;
+  int lo_mode = (int)(mode >> ETMLIR_EP_LO_SHIFT) & 3, hi_mode = (int)(mode >> ETMLIR_EP_HI_SHIFT) & 3;
+  for (int64_t i = r0; i < r0 + rows; i++) {
+    const float* b = bias_after ? e->bias + i * e->bias_rs + c0 * e->bias_cs : NULL;
+    const float* r = residual ? e->res + i * e->res_rs + c0 * e->res_cs : NULL;
+    ep_finish_row(c + i * rsc + c0 * csc, csc, cols, b, e->bias_cs, r, e->res_cs, lo_mode, e->ep->lo, hi_mode,
+                  e->ep->hi);
+  }
+}
+
 typedef struct {
   int64_t M, N, K;
   mat_view a;
   b_view b;
   float* c;
   int64_t rsc, csc;
+  ep_view e; /* the fused epilogue, in C's (row, column) coordinates */
 } gemm_problem;
+
+/* The epilogue of one microkernel tile, applied in registers: the accumulators start at zero or the
+ * bias instead of C (init), and bias, residual and bounds are applied before the store (finish). */
+typedef struct {
+  int init, finish;     /* init: ETMLIR_EP_INIT_ZERO / _BIAS, 0 = load C; finish: 0 or 1 */
+  int bias_rows;        /* the bias runs down the rows (else along the columns, unit step) */
+  int bias_after, lo_mode, hi_mode;
+  const float* bias;    /* the tile's first row's (bias_rows) or first column's bias */
+  int64_t bias_step;    /* between rows (bias_rows) */
+  const float* res;     /* the tile's residual, row stride res_ld, unit column stride; NULL: none */
+  int64_t res_ld;
+  float lo, hi;
+} tile_ep;
+
+/* The tile at (row, col) of a view with unit column stride: 0 when its epilogue does not fit
+ * tile_ep (a bias or residual with a column stride other than 1). */
+static int tile_ep_make(const ep_view* e, int64_t row, int64_t col, int init, int finish, tile_ep* te) {
+  const etmlir_epilogue* ep = e->ep;
+  int64_t mode = ep->mode;
+  int uses_bias = (init && (mode & ETMLIR_EP_INIT_MASK) == ETMLIR_EP_INIT_BIAS) ||
+                  (finish && (mode & ETMLIR_EP_BIAS_AFTER));
+  int residual = finish && (mode & ETMLIR_EP_RESIDUAL);
+  if ((uses_bias && e->bias_cs != 0 && (e->bias_cs != 1 || e->bias_rs != 0)) || (residual && e->res_cs != 1))
+    return 0;
+  te->init = init ? (int)(mode & ETMLIR_EP_INIT_MASK) : 0;
+  te->finish = finish;
+  te->bias_rows = e->bias_cs == 0;
+  te->bias_after = finish && (mode & ETMLIR_EP_BIAS_AFTER) != 0;
+  te->lo_mode = finish ? (int)(mode >> ETMLIR_EP_LO_SHIFT) & 3 : 0;
+  te->hi_mode = finish ? (int)(mode >> ETMLIR_EP_HI_SHIFT) & 3 : 0;
+  te->bias = uses_bias ? e->bias + row * e->bias_rs + col * e->bias_cs : NULL;
+  te->bias_step = e->bias_rs;
+  te->res = residual ? e->res + row * e->res_rs + col : NULL;
+  te->res_ld = e->res_rs;
+  te->lo = ep->lo;
+  te->hi = ep->hi;
+  return 1;
+}
+
+/* tile_ep on a tile of mr x nr elements c[r * rsc + j * csc], element by element (the paths
+ * without a register epilogue). */
+static void tile_ep_generic(const tile_ep* te, int finish_phase, float* c, int64_t rsc, int64_t csc, int mr,
+                            int nr) {
+  for (int r = 0; r < mr; r++) {
+    float* row = c + r * rsc;
+    if (!finish_phase) {
+      if (!te->init) return;
+      for (int j = 0; j < nr; j++)
+        row[j * csc] = te->init == ETMLIR_EP_INIT_ZERO ? 0.0f
+                       : te->bias_rows                 ? te->bias[r * te->bias_step]
+                                                       : te->bias[j];
+      continue;
+    }
+    if (!te->finish) return;
+    ep_finish_row(row, csc, nr, te->bias_after ? (te->bias_rows ? te->bias + r * te->bias_step : te->bias) : NULL,
+                  te->bias_rows ? 0 : 1, te->res ? te->res + r * te->res_ld : NULL, 1, te->lo_mode, te->lo,
+                  te->hi_mode, te->hi);
+  }
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Microkernels: C[mr x nr] += Ap[kc][MR] * Bp[kc][NR] (C row stride rsc, column stride csc)  */
@@ -100,16 +266,77 @@ typedef struct {
 
 #if defined(__AVX512F__)
 
+/* A tile's accumulators start at its epilogue's init (zero or the bias) instead of C. */
+UK_INLINE void ep512_init(const int mr, const int nv, const tile_ep* te, __m512* acc0, __m512* acc1, __mmask16 m0,
+                          __mmask16 m1) {
+  __m512 b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
+  if (te->init == ETMLIR_EP_INIT_BIAS && !te->bias_rows) {
+    b0 = _mm512_maskz_loadu_ps(m0, te->bias);
+    if (nv == 2) b1 = _mm512_maskz_loadu_ps(m1, te->bias + 16);
+  }
+#pragma GCC unroll 14
+  for (int r = 0; r < mr; r++) {
+    if (te->init == ETMLIR_EP_INIT_BIAS && te->bias_rows) b0 = b1 = _mm512_set1_ps(te->bias[r * te->bias_step]);
+    acc0[r] = b0;
+    if (nv == 2) acc1[r] = b1;
+  }
+}
+
+/* The rest of a tile's epilogue on its accumulators, before the store. */
+UK_INLINE void ep512_finish(const int mr, const int nv, const tile_ep* te, __m512* acc0, __m512* acc1,
+                            __mmask16 m0, __mmask16 m1) {
+  __m512 b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
+  __m512 lo = _mm512_set1_ps(te->lo), hi = _mm512_set1_ps(te->hi);
+  if (te->bias_after && !te->bias_rows) {
+    b0 = _mm512_maskz_loadu_ps(m0, te->bias);
+    if (nv == 2) b1 = _mm512_maskz_loadu_ps(m1, te->bias + 16);
+  }
+#pragma GCC unroll 14
+  for (int r = 0; r < mr; r++) {
+    __m512 v0 = acc0[r], v1 = nv == 2 ? acc1[r] : v0;
+    if (te->bias_after) {
+      if (te->bias_rows) b0 = b1 = _mm512_set1_ps(te->bias[r * te->bias_step]);
+      v0 = _mm512_add_ps(v0, b0);
+      if (nv == 2) v1 = _mm512_add_ps(v1, b1);
+    }
+    if (te->res) {
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, te->res + r * te->res_ld));
+      if (nv == 2) v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, te->res + r * te->res_ld + 16));
+    }
+    /* MAXPS/MINPS return their second operand when either is NaN. */
+    if (te->lo_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
+      v0 = _mm512_max_ps(lo, v0);
+      v1 = _mm512_max_ps(lo, v1);
+    } else if (te->lo_mode) {
+      v0 = _mm512_max_ps(v0, lo);
+      v1 = _mm512_max_ps(v1, lo);
+    }
+    if (te->hi_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
+      v0 = _mm512_min_ps(hi, v0);
+      v1 = _mm512_min_ps(hi, v1);
+    } else if (te->hi_mode) {
+      v0 = _mm512_min_ps(v0, hi);
+      v1 = _mm512_min_ps(v1, hi);
+    }
+    acc0[r] = v0;
+    if (nv == 2) acc1[r] = v1;
+  }
+}
+
 /* packed: B is a packed panel (aligned, row stride NR); else B is read in place (row stride ldb)
  * under the column masks, so nothing past column nr is touched. */
 UK_INLINE void kern512(const int mr, const int nv, const int packed, int64_t kc, const float* restrict ap,
                        const float* restrict bp, int64_t ldb, float* restrict c, int64_t ldc, __mmask16 m0,
-                       __mmask16 m1) {
+                       __mmask16 m1, const tile_ep* te) {
   __m512 acc0[UK_MR], acc1[UK_MR];
+  if (te && te->init) {
+    ep512_init(mr, nv, te, acc0, acc1, m0, m1);
+  } else {
 #pragma GCC unroll 14
-  for (int r = 0; r < mr; r++) {
-    acc0[r] = _mm512_maskz_loadu_ps(m0, c + r * ldc);
-    if (nv == 2) acc1[r] = _mm512_maskz_loadu_ps(m1, c + r * ldc + 16);
+    for (int r = 0; r < mr; r++) {
+      acc0[r] = _mm512_maskz_loadu_ps(m0, c + r * ldc);
+      if (nv == 2) acc1[r] = _mm512_maskz_loadu_ps(m1, c + r * ldc + 16);
+    }
   }
 #pragma GCC unroll 2
   for (int64_t k = 0; k < kc; k++) {
@@ -124,6 +351,7 @@ UK_INLINE void kern512(const int mr, const int nv, const int packed, int64_t kc,
     ap += UK_MR;
     bp += packed ? UK_NR : ldb;
   }
+  if (te && te->finish) ep512_finish(mr, nv, te, acc0, acc1, m0, m1);
 #pragma GCC unroll 14
   for (int r = 0; r < mr; r++) {
     _mm512_mask_storeu_ps(c + r * ldc, m0, acc0[r]);
@@ -135,21 +363,21 @@ UK_INLINE void kern512(const int mr, const int nv, const int packed, int64_t kc,
   case R:                                                                 \
     if (nv == 2) {                                                        \
       if (packed) {                                                       \
-        kern512(R, 2, 1, kc, ap, bp, ldb, c, ldc, m0, m1);                \
+        kern512(R, 2, 1, kc, ap, bp, ldb, c, ldc, m0, m1, te);                \
       } else {                                                            \
-        kern512(R, 2, 0, kc, ap, bp, ldb, c, ldc, m0, m1);                \
+        kern512(R, 2, 0, kc, ap, bp, ldb, c, ldc, m0, m1, te);                \
       }                                                                   \
     } else {                                                              \
       if (packed) {                                                       \
-        kern512(R, 1, 1, kc, ap, bp, ldb, c, ldc, m0, m1);                \
+        kern512(R, 1, 1, kc, ap, bp, ldb, c, ldc, m0, m1, te);                \
       } else {                                                            \
-        kern512(R, 1, 0, kc, ap, bp, ldb, c, ldc, m0, m1);                \
+        kern512(R, 1, 0, kc, ap, bp, ldb, c, ldc, m0, m1, te);                \
       }                                                                   \
     }                                                                     \
     break;
 
 static void kern512_dispatch(int mr, int nr, int64_t kc, const float* ap, const float* bp, int packed, int64_t ldb,
-                             float* c, int64_t ldc) {
+                             float* c, int64_t ldc, const tile_ep* te) {
   __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
   __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
   int nv = nr > 16 ? 2 : 1;
@@ -173,30 +401,47 @@ static void kern512_dispatch(int mr, int nr, int64_t kc, const float* ap, const 
   }
 }
 
-/* B: a packed panel (ldb < 0), else read in place with row stride ldb and unit column stride. */
+/* B: a packed panel (ldb < 0), else read in place with row stride ldb and unit column stride.
+ * te (may be NULL): the tile's epilogue. */
 static void micro_kernel(int mr, int nr, int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c,
-                         int64_t rsc, int64_t csc) {
+                         int64_t rsc, int64_t csc, const tile_ep* te) {
   int packed = ldb < 0;
   if (csc == 1) {
-    kern512_dispatch(mr, nr, kc, ap, bp, packed, ldb, c, rsc);
+    kern512_dispatch(mr, nr, kc, ap, bp, packed, ldb, c, rsc, te);
     return;
   }
   float tile[UK_MR * UK_NR] __attribute__((aligned(64)));
   memset(tile, 0, sizeof(tile));
-  kern512_dispatch(mr, nr, kc, ap, bp, packed, ldb, tile, UK_NR);
+  kern512_dispatch(mr, nr, kc, ap, bp, packed, ldb, tile, UK_NR, NULL);
+  if (te) tile_ep_generic(te, 0, c, rsc, csc, mr, nr);
   for (int r = 0; r < mr; r++)
     for (int j = 0; j < nr; j++) c[r * rsc + j * csc] += tile[r * UK_NR + j];
+  if (te) tile_ep_generic(te, 1, c, rsc, csc, mr, nr);
 }
 
 #elif defined(__AVX2__) && defined(__FMA__)
 
 UK_INLINE void kern256(const int mr, int64_t kc, const float* restrict ap, const float* restrict bp,
-                       float* restrict c, int64_t ldc) {
+                       float* restrict c, int64_t ldc, const tile_ep* te) {
   __m256 acc0[UK_MR], acc1[UK_MR];
+  if (te && te->init) {
+    __m256 b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
+    if (te->init == ETMLIR_EP_INIT_BIAS && !te->bias_rows) {
+      b0 = _mm256_loadu_ps(te->bias);
+      b1 = _mm256_loadu_ps(te->bias + 8);
+    }
 #pragma GCC unroll 6
-  for (int r = 0; r < mr; r++) {
-    acc0[r] = _mm256_loadu_ps(c + r * ldc);
-    acc1[r] = _mm256_loadu_ps(c + r * ldc + 8);
+    for (int r = 0; r < mr; r++) {
+      if (te->init == ETMLIR_EP_INIT_BIAS && te->bias_rows) b0 = b1 = _mm256_set1_ps(te->bias[r * te->bias_step]);
+      acc0[r] = b0;
+      acc1[r] = b1;
+    }
+  } else {
+#pragma GCC unroll 6
+    for (int r = 0; r < mr; r++) {
+      acc0[r] = _mm256_loadu_ps(c + r * ldc);
+      acc1[r] = _mm256_loadu_ps(c + r * ldc + 8);
+    }
   }
 #pragma GCC unroll 2
   for (int64_t k = 0; k < kc; k++) {
@@ -211,6 +456,44 @@ UK_INLINE void kern256(const int mr, int64_t kc, const float* restrict ap, const
     ap += UK_MR;
     bp += UK_NR;
   }
+  if (te && te->finish) {
+    __m256 b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
+    __m256 lo = _mm256_set1_ps(te->lo), hi = _mm256_set1_ps(te->hi);
+    if (te->bias_after && !te->bias_rows) {
+      b0 = _mm256_loadu_ps(te->bias);
+      b1 = _mm256_loadu_ps(te->bias + 8);
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < mr; r++) {
+      __m256 v0 = acc0[r], v1 = acc1[r];
+      if (te->bias_after) {
+        if (te->bias_rows) b0 = b1 = _mm256_set1_ps(te->bias[r * te->bias_step]);
+        v0 = _mm256_add_ps(v0, b0);
+        v1 = _mm256_add_ps(v1, b1);
+      }
+      if (te->res) {
+        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(te->res + r * te->res_ld));
+        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(te->res + r * te->res_ld + 8));
+      }
+      /* MAXPS/MINPS return their second operand when either is NaN. */
+      if (te->lo_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
+        v0 = _mm256_max_ps(lo, v0);
+        v1 = _mm256_max_ps(lo, v1);
+      } else if (te->lo_mode) {
+        v0 = _mm256_max_ps(v0, lo);
+        v1 = _mm256_max_ps(v1, lo);
+      }
+      if (te->hi_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
+        v0 = _mm256_min_ps(hi, v0);
+        v1 = _mm256_min_ps(hi, v1);
+      } else if (te->hi_mode) {
+        v0 = _mm256_min_ps(v0, hi);
+        v1 = _mm256_min_ps(v1, hi);
+      }
+      acc0[r] = v0;
+      acc1[r] = v1;
+    }
+  }
 #pragma GCC unroll 6
   for (int r = 0; r < mr; r++) {
     _mm256_storeu_ps(c + r * ldc, acc0[r]);
@@ -218,37 +501,41 @@ UK_INLINE void kern256(const int mr, int64_t kc, const float* restrict ap, const
   }
 }
 
-static void kern256_dispatch(int mr, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc) {
+static void kern256_dispatch(int mr, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
+                             const tile_ep* te) {
   switch (mr) {
-    case 1: kern256(1, kc, ap, bp, c, ldc); break;
-    case 2: kern256(2, kc, ap, bp, c, ldc); break;
-    case 3: kern256(3, kc, ap, bp, c, ldc); break;
-    case 4: kern256(4, kc, ap, bp, c, ldc); break;
-    case 5: kern256(5, kc, ap, bp, c, ldc); break;
-    case 6: kern256(6, kc, ap, bp, c, ldc); break;
+    case 1: kern256(1, kc, ap, bp, c, ldc, te); break;
+    case 2: kern256(2, kc, ap, bp, c, ldc, te); break;
+    case 3: kern256(3, kc, ap, bp, c, ldc, te); break;
+    case 4: kern256(4, kc, ap, bp, c, ldc, te); break;
+    case 5: kern256(5, kc, ap, bp, c, ldc, te); break;
+    case 6: kern256(6, kc, ap, bp, c, ldc, te); break;
     default: break;
   }
 }
 
 static void micro_kernel(int mr, int nr, int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c,
-                         int64_t rsc, int64_t csc) {
+                         int64_t rsc, int64_t csc, const tile_ep* te) {
   (void)ldb; /* always a packed panel here */
   if (csc == 1 && nr == UK_NR) {
-    kern256_dispatch(mr, kc, ap, bp, c, rsc);
+    kern256_dispatch(mr, kc, ap, bp, c, rsc, te);
     return;
   }
   float tile[UK_MR * UK_NR] __attribute__((aligned(32)));
   memset(tile, 0, sizeof(tile));
-  kern256_dispatch(mr, kc, ap, bp, tile, UK_NR);
+  kern256_dispatch(mr, kc, ap, bp, tile, UK_NR, NULL);
+  if (te) tile_ep_generic(te, 0, c, rsc, csc, mr, nr);
   for (int r = 0; r < mr; r++)
     for (int j = 0; j < nr; j++) c[r * rsc + j * csc] += tile[r * UK_NR + j];
+  if (te) tile_ep_generic(te, 1, c, rsc, csc, mr, nr);
 }
 
 #else
 
 static void micro_kernel(int mr, int nr, int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c,
-                         int64_t rsc, int64_t csc) {
+                         int64_t rsc, int64_t csc, const tile_ep* te) {
   (void)ldb; /* always a packed panel here */
+  if (te) tile_ep_generic(te, 0, c, rsc, csc, mr, nr);
   float acc[UK_MR][UK_NR];
   memset(acc, 0, sizeof(acc));
   for (int64_t k = 0; k < kc; k++) {
@@ -261,6 +548,7 @@ static void micro_kernel(int mr, int nr, int64_t kc, const float* ap, const floa
   }
   for (int r = 0; r < mr; r++)
     for (int j = 0; j < nr; j++) c[r * rsc + j * csc] += acc[r][j];
+  if (te) tile_ep_generic(te, 1, c, rsc, csc, mr, nr);
 }
 
 #endif
@@ -583,7 +871,15 @@ static void gemm_range(const gemm_problem* g, const blocking* bl, int64_t m0, in
           float* c_row = g->c + row * g->rsc;
           for (int64_t jr = 0; jr < nc; jr += UK_NR) {
             int nr = (int)MIN(UK_NR, nc - jr);
-            micro_kernel(h, nr, kc, a_panel, b_block + jr * b_col, ldb, c_row + (jc + jr) * g->csc, g->rsc, g->csc);
+            /* The epilogue runs on each tile in registers: its init instead of loading C in the first
+             * K block, the rest before the store in the last (element by element where it must). */
+            tile_ep te;
+            int init = ik == 0 && ep_inits(&g->e), finish = ik == nk - 1 && ep_finishes(&g->e);
+            int fused = (init || finish) && tile_ep_make(&g->e, row, jc + jr, init, finish, &te);
+            if (init && !fused) ep_init(&g->e, g->c, g->rsc, g->csc, row, h, jc + jr, nr);
+            micro_kernel(h, nr, kc, a_panel, b_block + jr * b_col, ldb, c_row + (jc + jr) * g->csc, g->rsc, g->csc,
+                         fused ? &te : NULL);
+            if (finish && !fused) ep_finish(&g->e, g->c, g->rsc, g->csc, row, h, jc + jr, nr);
           }
           row += h;
         }
@@ -793,7 +1089,9 @@ static void gemm_job_body(void* arg, int64_t begin, int64_t end) {
       split_range(g->N, job->tasks_n, job->gemv ? 16 : UK_NR, tn, &n0, &n1);
       if (m0 >= m1 || n0 >= n1) continue;
       if (job->gemv) {
+        ep_init(&g->e, g->c, g->rsc, g->csc, 0, g->M, n0, n1 - n0);
         gemv_range(g, n0, n1);
+        ep_finish(&g->e, g->c, g->rsc, g->csc, 0, g->M, n0, n1 - n0);
       } else {
         gemm_range(g, &job->bl, m0, m1, n0, n1, scratch);
       }
@@ -806,7 +1104,13 @@ static void gemm_run(gemm_problem* probs, int64_t batch) {
   const gemm_problem* g0 = &probs[0];
   int64_t M = g0->M, N = g0->N, K = g0->K;
   if (batch <= 0 || M <= 0 || N <= 0) return;
-  if (K <= 0) return;
+  if (K <= 0) { /* no product: the epilogue alone */
+    for (int64_t i = 0; i < batch; i++) {
+      ep_init(&probs[i].e, probs[i].c, probs[i].rsc, probs[i].csc, 0, M, 0, N);
+      ep_finish(&probs[i].e, probs[i].c, probs[i].rsc, probs[i].csc, 0, M, 0, N);
+    }
+    return;
+  }
   for (int64_t i = 0; i < batch; i++) {
     gemm_problem* g = &probs[i];
     /* Strides of unit dims are irrelevant: normalize them so the fast paths see them. */
@@ -887,16 +1191,41 @@ static void gemm_run(gemm_problem* probs, int64_t batch) {
   if (tail) {
     float* col = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)K);
     for (int64_t i = 0; i < batch; i++) {
-      gemm_tail_columns(&probs[i], N, N + tail, col);
-      probs[i].N += tail;
+      gemm_problem* g = &probs[i];
+      ep_init(&g->e, g->c, g->rsc, g->csc, 0, M, N, tail);
+      gemm_tail_columns(g, N, N + tail, col);
+      ep_finish(&g->e, g->c, g->rsc, g->csc, 0, M, N, tail);
+      g->N += tail;
     }
     etmlir_cpu_scratch_free(col);
   }
 #endif
 }
 
+/* The epilogue of a matrix product: the bias runs along the last dim (columns). */
+static ep_view product_epilogue(const etmlir_epilogue* ep, int64_t batch_index, int64_t rank) {
+  ep_view e;
+  memset(&e, 0, sizeof(e));
+  if (!ep) return e;
+  e.ep = ep;
+  e.bias = ep->bias;
+  e.bias_cs = ep->bias_stride;
+  if (ep->mode & ETMLIR_EP_RESIDUAL) {
+    const int64_t* rs = ep->res_strides;
+    e.res = ep->res + (rank == 3 ? batch_index * rs[0] : 0);
+    e.res_rs = rs[rank - 2];
+    e.res_cs = rs[rank - 1];
+  }
+  return e;
+}
+
 ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_matmul(etmlir_memref2d_f32* a, etmlir_memref2d_f32* b,
                                                      etmlir_memref2d_f32* c) {
+  _mlir_ciface_etmlir_uk_matmul_ep(a, b, c, NULL);
+}
+
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_matmul_ep(etmlir_memref2d_f32* a, etmlir_memref2d_f32* b,
+                                                        etmlir_memref2d_f32* c, const etmlir_epilogue* ep) {
   gemm_problem g;
   memset(&g, 0, sizeof(g));
   g.M = a->sizes[0];
@@ -907,6 +1236,7 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_matmul(etmlir_memref2d_f32* a, etm
   g.c = c->aligned + c->offset;
   g.rsc = c->strides[0];
   g.csc = c->strides[1];
+  g.e = product_epilogue(ep, 0, 2);
   gemm_run(&g, 1);
 }
 
@@ -914,6 +1244,11 @@ enum { BATCH_ON_STACK = 64 };
 
 ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_batch_matmul(etmlir_memref3d_f32* a, etmlir_memref3d_f32* b,
                                                            etmlir_memref3d_f32* c) {
+  _mlir_ciface_etmlir_uk_batch_matmul_ep(a, b, c, NULL);
+}
+
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_batch_matmul_ep(etmlir_memref3d_f32* a, etmlir_memref3d_f32* b,
+                                                              etmlir_memref3d_f32* c, const etmlir_epilogue* ep) {
   int64_t batch = a->sizes[0];
   if (batch <= 0) return;
   gemm_problem on_stack[BATCH_ON_STACK];
@@ -930,6 +1265,7 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_batch_matmul(etmlir_memref3d_f32* 
     g->c = c->aligned + c->offset + i * c->strides[0];
     g->rsc = c->strides[1];
     g->csc = c->strides[2];
+    g->e = product_epilogue(ep, i, 3);
   }
   gemm_run(probs, batch);
   if (probs != on_stack) etmlir_cpu_scratch_free(probs);
@@ -939,19 +1275,41 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_batch_matmul(etmlir_memref3d_f32* 
 /* Convolution: one GEMM per image, W[F, C*KH*KW] x im2col(in)[C*KH*KW, OH*OW]               */
 /* ------------------------------------------------------------------------------------------ */
 
+/* The epilogue of a convolution's output rows [f][ow] at image n, output row oh: the bias runs along
+ * the channels (the view's rows), the residual is read at the same (n, f, oh, ow). */
+static ep_view conv_row_epilogue(const etmlir_epilogue* ep, int64_t n, int64_t oh) {
+  ep_view e;
+  memset(&e, 0, sizeof(e));
+  if (!ep) return e;
+  e.ep = ep;
+  e.bias = ep->bias;
+  e.bias_rs = ep->bias_stride;
+  if (ep->mode & ETMLIR_EP_RESIDUAL) {
+    const int64_t* rs = ep->res_strides;
+    e.res = ep->res + n * rs[0] + oh * rs[2];
+    e.res_rs = rs[1];
+    e.res_cs = rs[3];
+  }
+  return e;
+}
+
 #if defined(__AVX512F__)
 /* Implicit GEMM for convolutions with a short reduction (C*KH*KW <= KC_MAX) and unit-stride rows:
  * the microkernel reads its B vectors straight from the input (no im2col, no B packing). A tile is
  * up to 32 output columns of one output row; koff[k] is the input offset of reduction index k. */
 UK_INLINE void kconv512(const int mr, const int nv, const int s2, int64_t kc, const float* restrict ap,
                         const float* restrict src, const int64_t* restrict koff, float* restrict c, int64_t ldc,
-                        __mmask16 m0, __mmask16 m1, uint64_t lbits) {
+                        __mmask16 m0, __mmask16 m1, uint64_t lbits, const tile_ep* te) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   __m512 acc0[UK_MR], acc1[UK_MR];
+  if (te && te->init) {
+    ep512_init(mr, nv, te, acc0, acc1, m0, m1);
+  } else {
 #pragma GCC unroll 14
-  for (int r = 0; r < mr; r++) {
-    acc0[r] = _mm512_maskz_loadu_ps(m0, c + r * ldc);
-    if (nv == 2) acc1[r] = _mm512_maskz_loadu_ps(m1, c + r * ldc + 16);
+    for (int r = 0; r < mr; r++) {
+      acc0[r] = _mm512_maskz_loadu_ps(m0, c + r * ldc);
+      if (nv == 2) acc1[r] = _mm512_maskz_loadu_ps(m1, c + r * ldc + 16);
+    }
   }
   for (int64_t k = 0; k < kc; k++) {
     const float* p = src + koff[k];
@@ -974,6 +1332,7 @@ UK_INLINE void kconv512(const int mr, const int nv, const int s2, int64_t kc, co
     }
     ap += UK_MR;
   }
+  if (te && te->finish) ep512_finish(mr, nv, te, acc0, acc1, m0, m1);
 #pragma GCC unroll 14
   for (int r = 0; r < mr; r++) {
     _mm512_mask_storeu_ps(c + r * ldc, m0, acc0[r]);
@@ -985,21 +1344,21 @@ UK_INLINE void kconv512(const int mr, const int nv, const int s2, int64_t kc, co
   case R:                                                                              \
     if (nv == 2) {                                                                     \
       if (s2) {                                                                        \
-        kconv512(R, 2, 1, kc, ap, src, koff, c, ldc, m0, m1, lbits);                   \
+        kconv512(R, 2, 1, kc, ap, src, koff, c, ldc, m0, m1, lbits, te);                   \
       } else {                                                                         \
-        kconv512(R, 2, 0, kc, ap, src, koff, c, ldc, m0, m1, lbits);                   \
+        kconv512(R, 2, 0, kc, ap, src, koff, c, ldc, m0, m1, lbits, te);                   \
       }                                                                                \
     } else {                                                                           \
       if (s2) {                                                                        \
-        kconv512(R, 1, 1, kc, ap, src, koff, c, ldc, m0, m1, lbits);                   \
+        kconv512(R, 1, 1, kc, ap, src, koff, c, ldc, m0, m1, lbits, te);                   \
       } else {                                                                         \
-        kconv512(R, 1, 0, kc, ap, src, koff, c, ldc, m0, m1, lbits);                   \
+        kconv512(R, 1, 0, kc, ap, src, koff, c, ldc, m0, m1, lbits, te);                   \
       }                                                                                \
     }                                                                                  \
     break;
 
 static void kconv512_dispatch(int mr, int nr, int s2, int64_t kc, const float* ap, const float* src,
-                              const int64_t* koff, float* c, int64_t ldc) {
+                              const int64_t* koff, float* c, int64_t ldc, const tile_ep* te) {
   __mmask16 m0 = mask16(nr), m1 = mask16(MAX(0, nr - 16));
   uint64_t lbits = (1ull << (2 * nr - 1)) - 1; /* stride 2: input columns [0, 2 nr - 1) */
   int nv = nr > 16 ? 2 : 1;
@@ -1033,6 +1392,7 @@ typedef struct {
   int64_t out_n, out_f, out_row;
   int64_t str_w;
   int64_t tasks;
+  const etmlir_epilogue* ep;
 } conv_job;
 
 static void conv_job_body(void* arg, int64_t begin, int64_t end) {
@@ -1045,22 +1405,31 @@ static void conv_job_body(void* arg, int64_t begin, int64_t end) {
       int64_t n = r / j->OH, oh = r % j->OH;
       const float* src_row = j->in + n * j->in_n + oh * j->in_row;
       float* out_row = j->out + n * j->out_n + oh * j->out_row;
+      /* The epilogue in registers, a tile at a time (element by element when it does not fit). */
+      ep_view e = conv_row_epilogue(j->ep, n, oh);
+      int init = ep_inits(&e), finish = ep_finishes(&e);
+      tile_ep te;
+      int fused = (init || finish) && tile_ep_make(&e, 0, 0, init, finish, &te);
+      if (init && !fused) ep_init(&e, out_row, j->out_f, 1, 0, j->F, 0, j->OW);
       for (int64_t ow = 0; ow < j->OW; ow += 32) {
         int nr = (int)MIN(32, j->OW - ow);
         for (int64_t ip = 0, f = 0; ip < np; ip++) {
           int h = (int)(hbase + (ip < hextra));
+          if (fused) tile_ep_make(&e, f, ow, init, finish, &te);
           kconv512_dispatch(h, nr, j->str_w == 2, j->K, j->ap + ip * UK_MR * j->K, src_row + ow * j->str_w, j->koff,
-                            out_row + f * j->out_f + ow, j->out_f);
+                            out_row + f * j->out_f + ow, j->out_f, fused ? &te : NULL);
           f += h;
         }
       }
+      if (finish && !fused) ep_finish(&e, out_row, j->out_f, 1, 0, j->F, 0, j->OW);
     }
   }
 }
 
 /* Returns 0 when the convolution does not suit the implicit GEMM (the caller then uses im2col GEMM). */
 static int conv_direct(etmlir_memref4d_f32* in, etmlir_memref4d_f32* filter, etmlir_memref4d_f32* out,
-                       int64_t stride_h, int64_t stride_w, int64_t dilation_h, int64_t dilation_w) {
+                       int64_t stride_h, int64_t stride_w, int64_t dilation_h, int64_t dilation_w,
+                       const etmlir_epilogue* ep) {
   int64_t nb = out->sizes[0], F = out->sizes[1], OH = out->sizes[2], OW = out->sizes[3];
   int64_t C = filter->sizes[1], KH = filter->sizes[2], KW = filter->sizes[3], K = C * KH * KW;
   const int64_t* is = in->strides;
@@ -1103,6 +1472,7 @@ static int conv_direct(etmlir_memref4d_f32* in, etmlir_memref4d_f32* filter, etm
   j.out_f = os[1];
   j.out_row = os[2];
   j.str_w = stride_w;
+  j.ep = ep;
   int nt = etmlir_cpu_num_threads();
   double flops = 2.0 * (double)F * (double)K * (double)(j.rows * OW);
   j.tasks = nt > 1 && flops >= PAR_MIN_FLOPS ? MIN(nt, j.rows) : 1;
@@ -1120,12 +1490,34 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_nchw_fchw(etmlir_memref4d_f
                                                                etmlir_memref4d_f32* out, int64_t stride_h,
                                                                int64_t stride_w, int64_t dilation_h,
                                                                int64_t dilation_w) {
+  _mlir_ciface_etmlir_uk_conv2d_nchw_fchw_ep(in, filter, out, stride_h, stride_w, dilation_h, dilation_w, NULL);
+}
+
+/* The epilogue over one image's output, a row (oh) at a time: for the paths whose output is not one
+ * flat [F, OH*OW] matrix. */
+static void conv_image_epilogue(const etmlir_epilogue* ep, float* o, const int64_t* os, int64_t n, int64_t F,
+                                int64_t OH, int64_t OW, int finish) {
+  for (int64_t oh = 0; oh < OH; oh++) {
+    ep_view e = conv_row_epilogue(ep, n, oh);
+    if (finish) {
+      ep_finish(&e, o + oh * os[2], os[1], os[3], 0, F, 0, OW);
+    } else {
+      ep_init(&e, o + oh * os[2], os[1], os[3], 0, F, 0, OW);
+    }
+  }
+}
+
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_nchw_fchw_ep(etmlir_memref4d_f32* in,
+                                                                  etmlir_memref4d_f32* filter,
+                                                                  etmlir_memref4d_f32* out, int64_t stride_h,
+                                                                  int64_t stride_w, int64_t dilation_h,
+                                                                  int64_t dilation_w, const etmlir_epilogue* ep) {
   int64_t nb = out->sizes[0], F = out->sizes[1], OH = out->sizes[2], OW = out->sizes[3];
   int64_t C = filter->sizes[1], KH = filter->sizes[2], KW = filter->sizes[3];
   if (nb <= 0 || F <= 0 || OH <= 0 || OW <= 0) return;
   int64_t K = C * KH * KW, N = OH * OW;
 #if defined(__AVX512F__)
-  if (conv_direct(in, filter, out, stride_h, stride_w, dilation_h, dilation_w)) return;
+  if (conv_direct(in, filter, out, stride_h, stride_w, dilation_h, dilation_w, ep)) return;
 #endif
   const int64_t* fs = filter->strides;
   const int64_t* is = in->strides;
@@ -1179,6 +1571,15 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_nchw_fchw(etmlir_memref4d_f
       g.b.dil_h = dilation_h;
       g.b.dil_w = dilation_w;
     }
+    /* The epilogue runs inside the GEMM when the output and the residual are flat [F, OH*OW]
+     * matrices, else a row at a time before and after it. */
+    const int64_t* rs = ep ? ep->res_strides : NULL;
+    int res_flat = !ep || !(ep->mode & ETMLIR_EP_RESIDUAL) || OH == 1 || rs[2] == OW * rs[3];
+    if (out_flat && res_flat) {
+      g.e = conv_row_epilogue(ep, n, 0);
+    } else if (ep) {
+      conv_image_epilogue(ep, o, os, n, F, OH, OW, 0);
+    }
     if (out_flat) {
       g.c = o;
       g.rsc = os[1];
@@ -1199,6 +1600,7 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_nchw_fchw(etmlir_memref4d_f
           for (int64_t ow = 0; ow < OW; ow++)
             o[f * os[1] + oh * os[2] + ow * os[3]] = out_copy[(f * OH + oh) * OW + ow];
     }
+    if (ep && !(out_flat && res_flat)) conv_image_epilogue(ep, o, os, n, F, OH, OW, 1);
   }
   if (filter_copy) etmlir_cpu_scratch_free(filter_copy);
   if (out_copy) etmlir_cpu_scratch_free(out_copy);
@@ -1216,6 +1618,7 @@ typedef struct {
   int64_t is[4], fs[3], os[4];
   int64_t sh, sw, dh, dw;
   int64_t tasks, planes;
+  const etmlir_epilogue* ep;
 } dw_job;
 
 /* Any kernel size, stride and dilation; vectorizes along ow when rows are contiguous. */
@@ -1454,6 +1857,8 @@ static void dw_plane_3x3_avx2(const dw_job* j, int s, const float* in, const flo
 }
 #endif
 
+static void dw_plane(const dw_job* j, const float* in, const float* f, float* out);
+
 static void dw_job_body(void* arg, int64_t begin, int64_t end) {
   const dw_job* j = (const dw_job*)arg;
   for (int64_t t = begin; t < end; t++) {
@@ -1464,22 +1869,40 @@ static void dw_job_body(void* arg, int64_t begin, int64_t end) {
       const float* in = j->in + n * j->is[0] + c * j->is[1];
       const float* f = j->filter + c * j->fs[0];
       float* out = j->out + n * j->os[0] + c * j->os[1];
-#if defined(__AVX512F__)
-      int fast = j->KH == 3 && j->KW == 3 && j->dh == 1 && j->dw == 1 && j->is[3] == 1 && j->os[3] == 1;
-      if (fast && j->sh == j->sw && (j->sw == 1 || j->sw == 2)) {
-        dw_plane_3x3(j, (int)j->sw, in, f, out);
-        continue;
+      /* The epilogue over the plane [oh][ow]: one bias value, the residual's plane. */
+      ep_view e;
+      memset(&e, 0, sizeof(e));
+      if (j->ep) {
+        const int64_t* rs = j->ep->res_strides;
+        e.ep = j->ep;
+        e.bias = j->ep->bias + c * j->ep->bias_stride;
+        if (j->ep->mode & ETMLIR_EP_RESIDUAL) {
+          e.res = j->ep->res + n * rs[0] + c * rs[1];
+          e.res_rs = rs[2];
+          e.res_cs = rs[3];
+        }
       }
-#elif defined(__AVX2__) && defined(__FMA__)
-      int fast = j->KH == 3 && j->KW == 3 && j->dh == 1 && j->dw == 1 && j->is[3] == 1 && j->os[3] == 1;
-      if (fast && j->sh == j->sw && (j->sw == 1 || j->sw == 2)) {
-        dw_plane_3x3_avx2(j, (int)j->sw, in, f, out);
-        continue;
-      }
-#endif
-      dw_plane_generic(j, in, f, out);
+      ep_init(&e, out, j->os[2], j->os[3], 0, j->OH, 0, j->OW);
+      dw_plane(j, in, f, out);
+      ep_finish(&e, out, j->os[2], j->os[3], 0, j->OH, 0, j->OW);
     }
   }
+}
+
+/* One (image, channel) plane: the 3x3 fast paths where they apply, else the generic loop. */
+static void dw_plane(const dw_job* j, const float* in, const float* f, float* out) {
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+  int fast = j->KH == 3 && j->KW == 3 && j->dh == 1 && j->dw == 1 && j->is[3] == 1 && j->os[3] == 1;
+  if (fast && j->sh == j->sw && (j->sw == 1 || j->sw == 2)) {
+#if defined(__AVX512F__)
+    dw_plane_3x3(j, (int)j->sw, in, f, out);
+#else
+    dw_plane_3x3_avx2(j, (int)j->sw, in, f, out);
+#endif
+    return;
+  }
+#endif
+  dw_plane_generic(j, in, f, out);
 }
 
 ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw(etmlir_memref4d_f32* in,
@@ -1487,6 +1910,13 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw(etmlir_m
                                                                         etmlir_memref4d_f32* out, int64_t stride_h,
                                                                         int64_t stride_w, int64_t dilation_h,
                                                                         int64_t dilation_w) {
+  _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(in, filter, out, stride_h, stride_w, dilation_h, dilation_w,
+                                                      NULL);
+}
+
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(
+    etmlir_memref4d_f32* in, etmlir_memref3d_f32* filter, etmlir_memref4d_f32* out, int64_t stride_h,
+    int64_t stride_w, int64_t dilation_h, int64_t dilation_w, const etmlir_epilogue* ep) {
   dw_job j;
   memset(&j, 0, sizeof(j));
   j.in = in->aligned + in->offset;
@@ -1505,6 +1935,7 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw(etmlir_m
   j.sw = stride_w;
   j.dh = dilation_h;
   j.dw = dilation_w;
+  j.ep = ep;
   j.planes = out->sizes[0] * j.C;
   if (j.planes <= 0 || j.OH <= 0 || j.OW <= 0) return;
   int nt = etmlir_cpu_num_threads();

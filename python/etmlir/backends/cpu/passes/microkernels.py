@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
+from etmlir.backends.cpu import epilogue
 from etmlir.backends.cpu.ir_util import declare_function
 from etmlir.passes.registry import register_pass
 
@@ -78,33 +79,95 @@ def microkernels(module: ir.Operation) -> None:
     use_microkernels(module)
 
 
+def _cast(value: ir.Value, rank: int) -> ir.Value:
+    return ir.Operation.create("memref.cast", results=[dynamic_memref(rank)], operands=[value]).result
+
+
+def _constant(t: ir.Type, attr: ir.Attribute) -> ir.Value:
+    return ir.Operation.create("arith.constant", results=[t], attributes={"value": attr}).result
+
+
+def _erase_dead_buffer(buffer: ir.Value) -> None:
+    """An allocation left with only views, casts and deallocs of it: all of them go."""
+    owner = buffer.owner
+    if isinstance(owner, ir.Block) or owner.name != "memref.alloc":
+        return
+    users: list[ir.Operation] = []
+    stack = [buffer]
+    while stack:
+        for use in stack.pop().uses:
+            user = use.owner
+            if user.name in ("memref.dealloc",) or (user.name in epilogue.VIEWS and user.operands[0] in stack + [buffer]):
+                users.append(user)
+                if user.name != "memref.dealloc":
+                    if any(u.owner.name not in ("memref.dealloc", *epilogue.VIEWS) for r in user.results for u in r.uses):
+                        return
+                    stack.extend(user.results)
+            else:
+                return
+    for user in reversed(users):
+        user.erase()
+    owner.erase()
+
+
+def _block_ops(op: ir.Operation) -> list[ir.Operation]:
+    """The ops of the block holding `op`, in order."""
+    for region in op.parent.regions:
+        for block in region.blocks:
+            ops = [o.operation for o in block.operations]
+            if op in ops:
+                return ops
+    return [op]
+
+
 def use_microkernels(module: ir.Module | ir.Operation) -> dict[str, int]:
-    """Replace every contraction a kernel takes by a call of it; returns calls per kernel."""
-    targets: list[tuple[ir.Operation, str]] = []
+    """Replace every contraction a kernel takes by a call of it; returns calls per kernel.
+
+    The op initializing its output and the elementwise op after it are fused into the call where
+    `epilogue.match` says they can be (the `_ep` kernels)."""
+    targets: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         if op.name in KERNELS and _takes(op, KERNELS[op.name][1]):
-            targets.append((op, op.name))
+            targets.append(op)
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
     counts: dict[str, int] = {}
+    declared: dict[str, list[ir.Type]] = {}
     with module.operation.context:
-        i64 = ir.IntegerType.get_signless(64)
-        for op, name in targets:
+        i64, f32 = ir.IntegerType.get_signless(64), ir.F32Type.get()
+        for op in targets:
+            name = op.name
             kernel, ranks, pairs = KERNELS[name]
+            ops = _block_ops(op)
+            fusion = epilogue.match(ops, ops.index(op.operation))
+            out_rank = ranks[-1]
             with op.location, ir.InsertionPoint(op):
-                operands = [ir.Operation.create("memref.cast", results=[dynamic_memref(rank)],
-                                                operands=[value]).result for value, rank in zip(op.operands, ranks)]
+                operands = [_cast(value, rank) for value, rank in zip(list(op.operands)[:-1], ranks[:-1])]
+                output = _cast(fusion.output if fusion.output is not None else op.operands[-1], out_rank)
+                operands.append(output)
                 for attr_name in pairs:
                     for v in _pair(op.attributes[attr_name]):
-                        operands.append(ir.Operation.create(
-                            "arith.constant", results=[i64], attributes={"value": ir.IntegerAttr.get(i64, v)}).result)
-                ir.Operation.create("func.call", operands=operands,
-                                    attributes={"callee": ir.FlatSymbolRefAttr.get(kernel)})
+                        operands.append(_constant(i64, ir.IntegerAttr.get(i64, v)))
+                if fusion.fused:
+                    kernel += "_ep"
+                    bias = fusion.bias if fusion.bias is not None else ir.Operation.create(
+                        "memref.alloca", results=[ir.MemRefType.get([1], f32)],
+                        attributes={"operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 0])}).result
+                    operands.append(_cast(bias, 1))
+                    operands.append(_cast(fusion.residual, out_rank) if fusion.residual is not None else output)
+                    operands.append(_constant(i64, ir.IntegerAttr.get(i64, fusion.mode)))
+                    operands.append(_constant(f32, ir.FloatAttr.get(f32, fusion.lo)))
+                    operands.append(_constant(f32, ir.FloatAttr.get(f32, fusion.hi)))
+                ir.Operation.create("func.call", operands=operands, attributes={"callee": ir.FlatSymbolRefAttr.get(kernel)})
+                declared[kernel] = [o.type for o in operands]
+            for fused in fusion.erase:
+                fused.erase()
             op.erase()
+            if fusion.dead_buffer is not None:
+                _erase_dead_buffer(fusion.dead_buffer)
             counts[kernel] = counts.get(kernel, 0) + 1
-        for kernel, ranks, pairs in KERNELS.values():
-            if kernel in counts:
-                declare_function(module, kernel, [dynamic_memref(r) for r in ranks] + [i64] * (2 * len(pairs)))
+        for kernel, types in declared.items():
+            declare_function(module, kernel, types)
     return counts
