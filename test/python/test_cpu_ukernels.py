@@ -538,7 +538,7 @@ NAN_TO_BOUND, KEEP_NAN = 1, 2
 class Epilogue(ctypes.Structure):
     _fields_ = [("mode", ctypes.c_int64), ("lo", ctypes.c_float), ("hi", ctypes.c_float),
                 ("bias", ctypes.c_void_p), ("bias_stride", ctypes.c_int64), ("res", ctypes.c_void_p),
-                ("res_strides", ctypes.c_int64 * 4)]
+                ("res_strides", ctypes.c_int64 * 4), ("pad_top", ctypes.c_int64), ("pad_left", ctypes.c_int64)]
 
 
 def epilogue(mode: int, lo: float, hi: float, bias: np.ndarray | None, res: np.ndarray | None) -> Epilogue:
@@ -685,6 +685,33 @@ def test_depthwise_epilogue_matches_reference(lib, case, mode, lo, hi):
     want = expected_epilogue(product, out.astype(np.float64), mode, lo, hi,
                              bias.astype(np.float64)[None, :, None, None], res.astype(np.float64))
     ep = epilogue(mode, lo, hi, bias, res)
+    dx, dw, do = descriptor(x, x_base), descriptor(wt, w_base), descriptor(out, out_base)
+    lib._mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(ctypes.byref(dx), ctypes.byref(dw), ctypes.byref(do), s, s,
+                                                            1, 1, ctypes.byref(ep))
+    _check(out, want, k * k)
+
+
+# (n, c, h, w, k, stride, pad): an unpadded input the kernel pads itself (MobileNetV2's 3x3 stride 1
+# and 2, an odd plane, a 5x5 kernel with padding 2, a plane narrower than a vector).
+@pytest.mark.parametrize("case", [(1, 32, 16, 16, 3, 1, 1), (2, 5, 33, 34, 3, 2, 1), (1, 4, 11, 13, 5, 1, 2),
+                                  (1, 3, 7, 5, 3, 2, 1), (1, 8, 9, 9, 3, 1, 0)])
+@pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES[:3])
+def test_depthwise_absorbs_padding(lib, case, mode, lo, hi):
+    n, c, h, w, k, s, pad = case
+    rng = np.random.default_rng(sum(case) + mode)
+    x, x_base = strided((n, c, h, w), "c", rng)
+    wt, w_base = strided((c, k, k), "c", rng)
+    oh, ow = conv_out_size(h + 2 * pad, k, s, 1), conv_out_size(w + 2 * pad, k, s, 1)
+    out, out_base = strided((n, c, oh, ow), "c", rng)
+    bias = rng.standard_normal(c).astype(np.float32)
+    res = rng.standard_normal((n, c, oh, ow)).astype(np.float32)
+    product = torch.nn.functional.conv2d(torch.from_numpy(x.copy()).double(),
+                                         torch.from_numpy(wt.copy()).double()[:, None], stride=s, padding=pad,
+                                         groups=c).numpy()
+    want = expected_epilogue(product, out.astype(np.float64), mode, lo, hi,
+                             bias.astype(np.float64)[None, :, None, None], res.astype(np.float64))
+    ep = epilogue(mode, lo, hi, bias, res)
+    ep.pad_top = ep.pad_left = pad
     dx, dw, do = descriptor(x, x_base), descriptor(wt, w_base), descriptor(out, out_base)
     lib._mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(ctypes.byref(dx), ctypes.byref(dw), ctypes.byref(do), s, s,
                                                             1, 1, ctypes.byref(ep))

@@ -38,3 +38,119 @@ func.func @double(%a: memref<2x8xf64>, %b: memref<8x4xf64>, %c: memref<2x4xf64>)
   linalg.matmul ins(%a, %b : memref<2x8xf64>, memref<8x4xf64>) outs(%c : memref<2x4xf64>)
   return
 }
+
+// -----
+
+// A linear layer with ReLU: the zero fill before the product and the bias + ReLU after it become
+// the kernel's epilogue (mode 37 = zero init | bias after | lower bound keeping NaN, ReLU's
+// `cmpf ugt` + select), so neither loop is left.
+// CHECK-LABEL: func.func @linear_relu
+// CHECK-NOT: linalg.fill
+// CHECK-NOT: linalg.generic
+// CHECK: %[[MODE:.*]] = arith.constant 37 : i64
+// CHECK: call @etmlir_uk_matmul_ep(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[MODE]], %{{.*}}, %{{.*}})
+func.func @linear_relu(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %bias: memref<16xf32>, %c: memref<4x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x16xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%bias, %c : memref<16xf32>, memref<4x16xf32>) outs(%c : memref<4x16xf32>) {
+  ^bb0(%bv: f32, %v: f32, %o: f32):
+    %s = arith.addf %bv, %v : f32
+    %p = arith.cmpf ugt, %s, %zero : f32
+    %r = arith.select %p, %s, %zero : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// A convolution with a bias broadcast before it and ReLU6 after it, writing another buffer: mode
+// 146 = bias init | NaN -> 0 below (ogt) | NaN kept above (olt), bounds 0 and 6; the kernel writes
+// %y directly and the intermediate buffer goes away.
+// CHECK-LABEL: func.func @conv_relu6
+// CHECK-NOT: memref.alloc
+// CHECK-NOT: linalg.broadcast
+// CHECK: %[[Y:.*]] = memref.cast %arg3
+// CHECK: %[[MODE:.*]] = arith.constant 146 : i64
+// CHECK: %[[LO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[HI:.*]] = arith.constant 6.000000e+00 : f32
+// CHECK: call @etmlir_uk_conv2d_nchw_fchw_ep(%{{.*}}, %{{.*}}, %[[Y]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[MODE]], %[[LO]], %[[HI]])
+// CHECK-NOT: linalg.generic
+func.func @conv_relu6(%x: memref<1x3x8x8xf32>, %w: memref<4x3x3x3xf32>, %bias: memref<4xf32>, %y: memref<1x4x6x6xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %six = arith.constant 6.0 : f32
+  %o = memref.alloc() : memref<1x4x6x6xf32>
+  linalg.broadcast ins(%bias : memref<4xf32>) outs(%o : memref<1x4x6x6xf32>) dimensions = [0, 2, 3]
+  linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>}
+      ins(%x, %w : memref<1x3x8x8xf32>, memref<4x3x3x3xf32>) outs(%o : memref<1x4x6x6xf32>)
+  linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%o : memref<1x4x6x6xf32>) outs(%y : memref<1x4x6x6xf32>) {
+  ^bb0(%v: f32, %out: f32):
+    %p = arith.cmpf ogt, %v, %zero : f32
+    %r = arith.select %p, %v, %zero : f32
+    %q = arith.cmpf olt, %six, %r : f32
+    %t = arith.select %q, %six, %r : f32
+    linalg.yield %t : f32
+  }
+  memref.dealloc %o : memref<1x4x6x6xf32>
+  return
+}
+
+// -----
+
+// A depthwise convolution whose input is a zero-filled buffer with a copy of %x inside: the kernel
+// reads %x and pads it itself (the last two arguments: top 2, left 1); the padded buffer, its fill
+// and the copy go away.
+// CHECK-LABEL: func.func @depthwise_padded
+// CHECK-NOT: linalg.map
+// CHECK-NOT: linalg.generic
+// CHECK-NOT: memref.subview
+// CHECK: %[[X:.*]] = memref.cast %arg0
+// CHECK: %[[T:.*]] = arith.constant 2 : i64
+// CHECK-NEXT: %[[L:.*]] = arith.constant 1 : i64
+// CHECK-NEXT: call @etmlir_uk_depthwise_conv2d_nchw_chw_ep(%[[X]], {{.*}}, %[[T]], %[[L]]) : {{.*}}, i64, f32, f32, i64, i64) -> ()
+func.func @depthwise_padded(%x: memref<1x4x6x6xf32>, %w: memref<4x3x3xf32>, %y: memref<1x4x7x6xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %p = memref.alloc() : memref<1x4x9x8xf32>
+  linalg.map outs(%p : memref<1x4x9x8xf32>) (%init: f32) { linalg.yield %zero : f32 }
+  %v = memref.subview %p[0, 0, 2, 1] [1, 4, 6, 6] [1, 1, 1, 1] : memref<1x4x9x8xf32> to memref<1x4x6x6xf32, strided<[288, 72, 8, 1], offset: 17>>
+  linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%x : memref<1x4x6x6xf32>) outs(%v : memref<1x4x6x6xf32, strided<[288, 72, 8, 1], offset: 17>>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%y : memref<1x4x7x6xf32>)
+  linalg.depthwise_conv_2d_nchw_chw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>}
+      ins(%p, %w : memref<1x4x9x8xf32>, memref<4x3x3xf32>) outs(%y : memref<1x4x7x6xf32>)
+  memref.dealloc %p : memref<1x4x9x8xf32>
+  return
+}
+
+// -----
+
+// An epilogue the kernel cannot express (a multiply) stays a loop; the zero fill is still absorbed.
+// CHECK-LABEL: func.func @scaled
+// CHECK-NOT: linalg.fill
+// CHECK: %[[MODE:.*]] = arith.constant 1 : i64
+// CHECK: call @etmlir_uk_matmul_ep({{.*}}, %[[MODE]],
+// CHECK: linalg.generic
+// CHECK: arith.mulf
+func.func @scaled(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %two = arith.constant 2.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x16xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<4x16xf32>) outs(%c : memref<4x16xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %m = arith.mulf %v, %two : f32
+    linalg.yield %m : f32
+  }
+  return
+}

@@ -50,6 +50,7 @@ class Fusion:
     output: ir.Value | None = None          # where the kernel writes (the epilogue's output when fused)
     erase: list[ir.Operation] = dataclasses.field(default_factory=list)  # the init and epilogue ops
     dead_buffer: ir.Value | None = None     # the contraction's own buffer, unused once the epilogue is fused
+    hoist: list[ir.Operation] = dataclasses.field(default_factory=list)  # the output's alloc/views, made later
 
     @property
     def fused(self) -> bool:
@@ -237,6 +238,24 @@ class _Body:
         return False
 
 
+def _overwrites(op: ir.Operation, buffer: ir.Value) -> bool:
+    """`op` writes all of `buffer` without reading it (a fill, a broadcast)."""
+    if _zero_fill(op, buffer):
+        return True
+    if op.name == "linalg.fill":
+        return _whole(op.operands[1], buffer)
+    return op.name == "linalg.broadcast" and _whole(op.operands[1], buffer) and root(op.operands[0]) != buffer
+
+
+def _dead_after(ops: list[ir.Operation], at: int, buffer: ir.Value) -> bool:
+    """Nothing after ops[at] reads `buffer`'s current value: the next op touching it frees it or
+    overwrites all of it (bufferization reuses a dead buffer for a later result)."""
+    for op in ops[at + 1:]:
+        if buffer in _roots_touched(op):
+            return op.name == "memref.dealloc" or _overwrites(op, buffer)
+    return True
+
+
 def _find_epilogue(ops: list[ir.Operation], at: int, contraction: ir.Operation, bias_dim: int,
                    fusion: Fusion) -> None:
     out = contraction.operands[-1]
@@ -290,9 +309,21 @@ def _find_epilogue(ops: list[ir.Operation], at: int, contraction: ir.Operation, 
             return  # the kernel would overwrite an input it reads
         if residual and root(residual[1]) == root(dest):
             return  # the tile's residual would be overwritten by the product first
-        if any(r in _roots_touched(op) and op.name != "memref.dealloc" for op in ops[later + 1:]):
+        if not _dead_after(ops, later, r):
             return  # the product itself is still needed
-    if any(involved & _roots_touched(op) for op in ops[at + 1:later]):
+    # The output's buffer (and views of it) may be made between the contraction and the epilogue:
+    # they move before the call (an alloc of a static shape and views depend on nothing else).
+    hoist = []
+    value = dest
+    while not isinstance(value.owner, ir.Block) and value.owner in ops[at + 1:later]:
+        owner = value.owner
+        if owner.name != "memref.alloc" and owner.name not in VIEWS or (owner.name == "memref.alloc" and owner.operands):
+            return
+        hoist.insert(0, owner)
+        if owner.name == "memref.alloc":
+            break
+        value = owner.operands[0]
+    if any(involved & _roots_touched(op) for op in ops[at + 1:later] if op not in hoist):
         return
     fusion.mode |= body.mode
     fusion.lo, fusion.hi = body.lo, body.hi
@@ -304,6 +335,87 @@ def _find_epilogue(ops: list[ir.Operation], at: int, contraction: ir.Operation, 
     if writes_elsewhere:
         fusion.output = dest
         fusion.dead_buffer = r
+        fusion.hoist = hoist
+
+
+@dataclasses.dataclass
+class Padding:
+    """A depthwise convolution's zero padding, taken over by the kernel (no padded copy of the input)."""
+    source: ir.Value                 # the unpadded input
+    top: int
+    left: int
+    erase: list[ir.Operation]        # the fill and the copy into the padded buffer
+    buffer: ir.Value                 # the padded buffer, unused once they are gone
+    # The convolution's output reused the input's buffer (bufferization does when the input dies at
+    # the copy): the output then needs a buffer of its own, and the uses after it move there.
+    new_output: bool = False
+
+
+def _zero_fill(op: ir.Operation, buffer: ir.Value) -> bool:
+    if op.name == "linalg.fill":
+        return _constant(op.operands[0]) == 0.0 and _whole(op.operands[1], buffer)
+    if op.name == "linalg.map" and len(op.operands) == 1 and _whole(op.operands[0], buffer):
+        body = list(op.regions[0].blocks[0].operations)
+        return len(body) == 1 and body[0].name == "linalg.yield" and _constant(body[0].operands[0]) == 0.0
+    return False
+
+
+def match_padding(block_ops: list[ir.Operation], at: int, fusion: Fusion) -> Padding | None:
+    """The depthwise convolution at block_ops[at] reads a buffer that is only zeros plus a copy of
+    another tensor at an offset in its two spatial dims: that tensor and the offset, or None.
+
+        %p = memref.alloc() : memref<1x32x114x114xf32>
+        linalg.map outs(%p) { linalg.yield %zero }
+        %v = memref.subview %p[0, 0, 1, 1] [1, 32, 112, 112] [1, 1, 1, 1]
+        linalg.generic (copy) ins(%x) outs(%v)
+        <depthwise convolution> ins(%p, %w) ...
+    """
+    contraction = block_ops[at]
+    padded = contraction.operands[0]
+    buffer = root(padded)
+    owner = buffer.owner
+    if isinstance(owner, ir.Block) or owner.name != "memref.alloc" or not _whole(padded, buffer):
+        return None
+    fill = copy = None
+    for i, op in enumerate(block_ops):
+        if op == owner or buffer not in _roots_touched(op):
+            continue
+        if i < at and fill is None and copy is None and _zero_fill(op, buffer):
+            fill = op
+        elif i < at and fill is not None and copy is None and op.name == "memref.subview":
+            continue
+        elif (i < at and fill is not None and copy is None and op.name == "linalg.generic" and _is_copy(op)
+              and root(op.operands[1]) == buffer and op.operands[1].owner.name == "memref.subview"):
+            copy = (i, op)
+        elif i == at or op.name == "memref.dealloc" or (op.name == "memref.cast" and i < at):
+            continue
+        else:
+            return None
+    if fill is None or copy is None:
+        return None
+    index, copy_op = copy
+    view = copy_op.operands[1].owner
+    offsets = list(ir.DenseI64ArrayAttr(view.attributes["static_offsets"]))
+    strides = list(ir.DenseI64ArrayAttr(view.attributes["static_strides"]))
+    if len(view.operands) != 1 or offsets[:2] != [0, 0] or strides != [1] * 4 or min(offsets) < 0:
+        return None  # dynamic offsets, or an offset in the batch or channel dims
+    if _shape(copy_op.operands[1])[:2] != _shape(padded)[:2]:
+        return None
+    source = copy_op.operands[0]
+    written = fusion.output if fusion.output is not None else contraction.operands[-1]
+    new_output = root(written) == root(source)
+    if any(root(source) in _roots_touched(op) and not (new_output and op in fusion.erase)
+           for op in block_ops[index + 1:at]):
+        return None  # the source changes between the copy and the convolution
+    if new_output:
+        old = root(written)
+        if (isinstance(old.owner, ir.Block) or old.owner.name != "memref.alloc" or not _whole(written, old)
+                or not ir.MemRefType(old.type).has_static_shape):
+            return None
+        for op in block_ops[at + 1:]:
+            if any(root(v) == old and v != old for v in op.operands if isinstance(v.type, ir.MemRefType)):
+                return None  # a view of it made before the convolution is used after it
+    return Padding(source, offsets[2], offsets[3], [copy_op, fill], buffer, new_output)
 
 
 def match(block_ops: list[ir.Operation], at: int) -> Fusion:

@@ -48,7 +48,7 @@ void etmlir_uk_depthwise_conv2d_nchw_chw(D4_ARGS(i_), D3_ARGS(f_), D4_ARGS(o_), 
 #define EP_MAKE(bias_, res_, rank)                                                                  \
   (void)bias_##alloc;                                                                               \
   (void)bias_##size;                                                                                \
-  etmlir_epilogue ep = {mode, lo, hi, bias_##ptr + bias_##off, bias_##stride, res_.aligned + res_.offset, {0}}; \
+  etmlir_epilogue ep = {mode, lo, hi, bias_##ptr + bias_##off, bias_##stride, res_.aligned + res_.offset, {0}, 0, 0}; \
   for (int i = 0; i < rank; i++) ep.res_strides[i] = res_.strides[i]
 
 void etmlir_uk_matmul_ep(D2_ARGS(a_), D2_ARGS(b_), D2_ARGS(c_), D1_ARGS(bias_), D2_ARGS(r_), int64_t mode, float lo,
@@ -72,11 +72,14 @@ void etmlir_uk_conv2d_nchw_fchw_ep(D4_ARGS(i_), D4_ARGS(f_), D4_ARGS(o_), int64_
   _mlir_ciface_etmlir_uk_conv2d_nchw_fchw_ep(&in, &filter, &out, sh, sw, dh, dw, &ep);
 }
 
+/* ... and, for the depthwise kernel, the padding it adds around its input (top, left). */
 void etmlir_uk_depthwise_conv2d_nchw_chw_ep(D4_ARGS(i_), D3_ARGS(f_), D4_ARGS(o_), int64_t sh, int64_t sw,
                                             int64_t dh, int64_t dw, D1_ARGS(bias_), D4_ARGS(r_), int64_t mode,
-                                            float lo, float hi) {
+                                            float lo, float hi, int64_t pad_top, int64_t pad_left) {
   etmlir_memref4d_f32 in = D4_MAKE(i_), out = D4_MAKE(o_), r = D4_MAKE(r_);
   etmlir_memref3d_f32 filter = D3_MAKE(f_);
   EP_MAKE(bias_, r, 4);
+  ep.pad_top = pad_top;
+  ep.pad_left = pad_left;
   _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(&in, &filter, &out, sh, sw, dh, dw, &ep);
 }

@@ -136,6 +136,9 @@ typedef struct {
   int64_t bias_stride;
   const float* res;  /* res[sum_d index_d * res_strides[d]] */
   int64_t res_strides[4];
+  /* Depthwise convolution only: the input is not padded; it starts at row pad_top, column pad_left
+   * of the padded plane the kernel reads, and every element outside it is zero. */
+  int64_t pad_top, pad_left;
 } etmlir_epilogue;
 
 ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_matmul_ep(etmlir_memref2d_f32* a, etmlir_memref2d_f32* b,

@@ -1619,7 +1619,32 @@ typedef struct {
   int64_t sh, sw, dh, dw;
   int64_t tasks, planes;
   const etmlir_epilogue* ep;
+  /* Padding absorbed (ep->pad_*): each task builds a plane's padded copy, PH x PW, in its slot of
+   * scratch (in L2, unlike a padded copy of the whole tensor), and the kernel reads that. */
+  int64_t IH, in_w, PH, PW, pad_t, pad_l, slot;
+  float* scratch;
 } dw_job;
+
+/* The padded plane: zero outside the input, the input's rows (stride ish, ics) inside. */
+static void dw_pad_plane(const dw_job* j, const float* in, float* dst) {
+  for (int64_t r = 0; r < j->PH; r++) {
+    float* row = dst + r * j->PW;
+    int64_t sr = r - j->pad_t;
+    if (sr < 0 || sr >= j->IH) {
+      memset(row, 0, sizeof(float) * (size_t)j->PW);
+      continue;
+    }
+    const float* src = in + sr * j->is[2];
+    int64_t c0 = MIN(j->pad_l, j->PW), c1 = MIN(j->PW, j->pad_l + j->in_w);
+    memset(row, 0, sizeof(float) * (size_t)c0);
+    if (j->is[3] == 1) {
+      memcpy(row + c0, src + (c0 - j->pad_l), sizeof(float) * (size_t)(c1 - c0));
+    } else {
+      for (int64_t c = c0; c < c1; c++) row[c] = src[(c - j->pad_l) * j->is[3]];
+    }
+    if (c1 < j->PW) memset(row + c1, 0, sizeof(float) * (size_t)(j->PW - c1));
+  }
+}
 
 /* Any kernel size, stride and dilation; vectorizes along ow when rows are contiguous. */
 static void dw_plane_generic(const dw_job* j, const float* restrict in, const float* restrict f,
@@ -1883,7 +1908,17 @@ static void dw_job_body(void* arg, int64_t begin, int64_t end) {
         }
       }
       ep_init(&e, out, j->os[2], j->os[3], 0, j->OH, 0, j->OW);
-      dw_plane(j, in, f, out);
+      if (j->scratch) {
+        float* padded = j->scratch + t * j->slot;
+        dw_job pj = *j;
+        dw_pad_plane(j, in, padded);
+        pj.is[2] = j->PW;
+        pj.is[3] = 1;
+        pj.IW = j->PW;
+        dw_plane(&pj, padded, f, out);
+      } else {
+        dw_plane(j, in, f, out);
+      }
       ep_finish(&e, out, j->os[2], j->os[3], 0, j->OH, 0, j->OW);
     }
   }
@@ -1941,9 +1976,20 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(
   int nt = etmlir_cpu_num_threads();
   double work = (double)j.planes * (double)(j.OH * j.OW * j.KH * j.KW);
   j.tasks = nt > 1 && work >= PAR_MIN_FLOPS / 2 ? MIN(nt, j.planes) : 1;
+  if (ep && (ep->pad_top || ep->pad_left)) {
+    j.IH = in->sizes[2];
+    j.in_w = in->sizes[3];
+    j.pad_t = ep->pad_top;
+    j.pad_l = ep->pad_left;
+    j.PH = (j.OH - 1) * j.sh + (j.KH - 1) * j.dh + 1;
+    j.PW = (j.OW - 1) * j.sw + (j.KW - 1) * j.dw + 1;
+    j.slot = CEIL_DIV(j.PH * j.PW, 16) * 16;
+    j.scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(j.slot * j.tasks));
+  }
   if (j.tasks == 1) {
     dw_job_body(&j, 0, 1);
   } else {
     etmlir_cpu_parallel_for(j.tasks, dw_job_body, &j);
   }
+  if (j.scratch) etmlir_cpu_scratch_free(j.scratch);
 }

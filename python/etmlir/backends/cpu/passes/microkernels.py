@@ -20,6 +20,24 @@ convention); `payload_c/abi.c` rebuilds the descriptors and calls the
 kernel (`_mlir_ciface_etmlir_uk_matmul(A*, B*, C*)`). Ops with a form a
 kernel does not take (another element type, extra attributes) are left to
 the generic lowering.
+
+Around each call, what the kernel can do itself goes into it (the `_ep`
+kernels; `etmlir.backends.cpu.epilogue` says what fits):
+- the op initializing the output (a zero fill, a bias broadcast): the
+  accumulators start there instead of in memory;
+- the elementwise op after it, when it is a bias add, a residual add and/or
+  a clamp (ReLU, ReLU6, hardtanh): applied before the store, writing the
+  elementwise op's output directly;
+- a depthwise convolution's zero padding (a filled buffer with a copy of the
+  input inside): the kernel reads the unpadded input.
+
+    linalg.fill ins(%zero) outs(%c)
+    linalg.matmul ins(%a, %b) outs(%c)
+    linalg.generic ins(%bias, %c) outs(%c) { addf, cmpf ugt + select (ReLU) }
+
+becomes
+
+    func.call @etmlir_uk_matmul_ep(%a, %b, %c, %bias, %c, %mode, %lo, %hi)   // mode 37: zero | bias | ReLU
 """
 
 from __future__ import annotations
@@ -47,6 +65,10 @@ _DEFAULT_MAPS = {
     "linalg.batch_matmul": "[affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>, "
                            "affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>]",
 }
+
+
+# Kernels that take their input's zero padding as arguments (the _ep variant's last two: top, left).
+PADDED = ("linalg.depthwise_conv_2d_nchw_chw",)
 
 
 def dynamic_memref(rank: int) -> ir.Type:
@@ -110,6 +132,17 @@ def _erase_dead_buffer(buffer: ir.Value) -> None:
     owner.erase()
 
 
+def _move_uses_after(call: ir.Operation, old: ir.Value, new: ir.Value) -> None:
+    """The ops after `call` use `new` where they used `old`; `old` is freed right after `call`."""
+    ops = _block_ops(call)
+    for later in ops[ops.index(call) + 1:]:
+        for i, value in enumerate(list(later.operands)):
+            if value == old:
+                later.operands[i] = new
+    with call.location, ir.InsertionPoint.after(call):
+        ir.Operation.create("memref.dealloc", operands=[old])
+
+
 def _block_ops(op: ir.Operation) -> list[ir.Operation]:
     """The ops of the block holding `op`, in order."""
     for region in op.parent.regions:
@@ -142,15 +175,27 @@ def use_microkernels(module: ir.Module | ir.Operation) -> dict[str, int]:
             kernel, ranks, pairs = KERNELS[name]
             ops = _block_ops(op)
             fusion = epilogue.match(ops, ops.index(op.operation))
+            padding = epilogue.match_padding(ops, ops.index(op.operation), fusion) if name in PADDED else None
             out_rank = ranks[-1]
+            written = fusion.output if fusion.output is not None else op.operands[-1]
+            old_output = epilogue.root(written) if padding is not None and padding.new_output else None
+            for hoisted in fusion.hoist:
+                hoisted.move_before(op)
             with op.location, ir.InsertionPoint(op):
-                operands = [_cast(value, rank) for value, rank in zip(list(op.operands)[:-1], ranks[:-1])]
-                output = _cast(fusion.output if fusion.output is not None else op.operands[-1], out_rank)
+                if old_output is not None:
+                    written = ir.Operation.create("memref.alloc", results=[old_output.type], attributes={
+                        "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 0]),
+                        "alignment": ir.IntegerAttr.get(i64, 64)}).result
+                inputs = list(op.operands)[:-1]
+                if padding is not None:
+                    inputs[0] = padding.source
+                operands = [_cast(value, rank) for value, rank in zip(inputs, ranks[:-1])]
+                output = _cast(written, out_rank)
                 operands.append(output)
                 for attr_name in pairs:
                     for v in _pair(op.attributes[attr_name]):
                         operands.append(_constant(i64, ir.IntegerAttr.get(i64, v)))
-                if fusion.fused:
+                if fusion.fused or padding is not None:
                     kernel += "_ep"
                     bias = fusion.bias if fusion.bias is not None else ir.Operation.create(
                         "memref.alloca", results=[ir.MemRefType.get([1], f32)],
@@ -160,13 +205,23 @@ def use_microkernels(module: ir.Module | ir.Operation) -> dict[str, int]:
                     operands.append(_constant(i64, ir.IntegerAttr.get(i64, fusion.mode)))
                     operands.append(_constant(f32, ir.FloatAttr.get(f32, fusion.lo)))
                     operands.append(_constant(f32, ir.FloatAttr.get(f32, fusion.hi)))
-                ir.Operation.create("func.call", operands=operands, attributes={"callee": ir.FlatSymbolRefAttr.get(kernel)})
+                    if name in PADDED:
+                        for pad in (padding.top, padding.left) if padding is not None else (0, 0):
+                            operands.append(_constant(i64, ir.IntegerAttr.get(i64, pad)))
+                call = ir.Operation.create("func.call", operands=operands,
+                                           attributes={"callee": ir.FlatSymbolRefAttr.get(kernel)})
                 declared[kernel] = [o.type for o in operands]
+            if old_output is not None:
+                _move_uses_after(call, old_output, written)
             for fused in fusion.erase:
                 fused.erase()
             op.erase()
-            if fusion.dead_buffer is not None:
+            if fusion.dead_buffer is not None and (padding is None or fusion.dead_buffer != epilogue.root(padding.source)):
                 _erase_dead_buffer(fusion.dead_buffer)
+            if padding is not None:
+                for fused in padding.erase:
+                    fused.erase()
+                _erase_dead_buffer(padding.buffer)
             counts[kernel] = counts.get(kernel, 0) + 1
         for kernel, types in declared.items():
             declare_function(module, kernel, types)
