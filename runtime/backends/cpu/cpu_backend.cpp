@@ -66,8 +66,12 @@ using ResetArenaFn = void (*)();
 
 // num_threads - 1 persistent workers plus the calling thread. parallel_for
 // splits [0, n) into min(num_threads, n) contiguous chunks: the caller runs
-// chunk 0, worker w chunk w + 1. Workers sleep on a condition variable between
-// loops; nothing is allocated per call. A loop started while one runs (a
+// chunk 0, worker w chunk w + 1. A model is dozens of short parallel loops in
+// a row, and waking a sleeping thread costs tens of microseconds, more than a
+// small loop's chunk: so between loops a worker spins for a while (kSpin
+// polls of the loop counter) before it sleeps on a condition variable, and
+// the caller spins the same way before it waits for the workers to finish.
+// Nothing is allocated per call. A loop started while one runs (a
 // nested or concurrent call) runs serially on its caller. The worker tables
 // come from the method allocator (bytes(num_threads) of it); the threads
 // themselves (their stacks) are the system's, created at start, joined at stop.
@@ -104,6 +108,16 @@ class ThreadPool {
     *end = *begin + base + (c < extra ? 1 : 0);
   }
 
+  // Polls of an atomic between loops before sleeping (about 50 us with the pause instruction).
+  static constexpr int kSpin = 2000;
+  static void relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+
   pthread_mutex_t mutex_ = PTHREAD_MUTEX_INITIALIZER;
   pthread_cond_t wake_ = PTHREAD_COND_INITIALIZER;
   pthread_cond_t done_ = PTHREAD_COND_INITIALIZER;
@@ -111,9 +125,11 @@ class ThreadPool {
   Worker* workers_ = nullptr;
   int num_workers_ = 0;   // requested
   int num_started_ = 0;   // running (joined by stop)
-  bool stopping_ = false;
-  uint64_t generation_ = 0;  // one per parallel loop
-  int pending_ = 0;          // workers with a chunk still running
+  std::atomic<bool> stopping_{false};
+  // One per parallel loop; the loop's fields below are written before it is incremented (under the
+  // mutex, release) and read after it is seen (acquire).
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};  // workers with a chunk still running
   int64_t n_ = 0;
   int chunks_ = 0;
   ParallelBody body_ = nullptr;
@@ -147,7 +163,7 @@ Error ThreadPool::start(int num_threads, MemoryAllocator& allocator) {
 void ThreadPool::stop() {
   if (num_started_ > 0) {
     pthread_mutex_lock(&mutex_);
-    stopping_ = true;
+    stopping_.store(true, std::memory_order_release);
     pthread_cond_broadcast(&wake_);
     pthread_mutex_unlock(&mutex_);
     for (int w = 0; w < num_started_; ++w) pthread_join(threads_[w], nullptr);
@@ -165,25 +181,40 @@ void* ThreadPool::worker_main(void* worker) {
 
 void ThreadPool::run_worker(int index) {
   uint64_t seen = 0;
-  pthread_mutex_lock(&mutex_);
   for (;;) {
-    while (!stopping_ && generation_ == seen) pthread_cond_wait(&wake_, &mutex_);
-    if (stopping_) break;
-    seen = generation_;
-    int c = index + 1;
-    if (c >= chunks_) continue;  // a loop too short for this worker (still holding the lock)
-    int64_t n = n_;
+    uint64_t generation = generation_.load(std::memory_order_acquire);
+    for (int i = 0; i < kSpin && generation == seen && !stopping_.load(std::memory_order_relaxed); ++i) {
+      relax();
+      generation = generation_.load(std::memory_order_acquire);
+    }
+    if (generation == seen) {
+      pthread_mutex_lock(&mutex_);
+      while (!stopping_.load(std::memory_order_relaxed) && generation_.load(std::memory_order_acquire) == seen)
+        pthread_cond_wait(&wake_, &mutex_);
+      generation = generation_.load(std::memory_order_acquire);
+      pthread_mutex_unlock(&mutex_);
+    }
+    if (stopping_.load(std::memory_order_acquire)) break;
     int chunks = chunks_;
+    int64_t n = n_;
     ParallelBody body = body_;
     void* arg = arg_;
-    pthread_mutex_unlock(&mutex_);
+    // A newer loop started while these were read: this worker had no chunk in the one it saw (its
+    // caller waits for every chunk before it starts another loop); read the newer one's instead.
+    if (generation_.load(std::memory_order_acquire) != generation) continue;
+    seen = generation;
+    int c = index + 1;
+    if (c >= chunks) continue;  // a loop too short for this worker
     int64_t begin, end;
     chunk(c, n, chunks, &begin, &end);
     body(arg, begin, end);
-    pthread_mutex_lock(&mutex_);
-    if (--pending_ == 0) pthread_cond_signal(&done_);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // The caller may be asleep on done_: it checks pending_ under the mutex before it waits.
+      pthread_mutex_lock(&mutex_);
+      pthread_cond_signal(&done_);
+      pthread_mutex_unlock(&mutex_);
+    }
   }
-  pthread_mutex_unlock(&mutex_);
 }
 
 void ThreadPool::parallel_for(void* ctx, int64_t n, ParallelBody body, void* arg) {
@@ -200,16 +231,19 @@ void ThreadPool::parallel_for(void* ctx, int64_t n, ParallelBody body, void* arg
   pool->chunks_ = chunks;
   pool->body_ = body;
   pool->arg_ = arg;
-  pool->pending_ = chunks - 1;
-  ++pool->generation_;
+  pool->pending_.store(chunks - 1, std::memory_order_relaxed);
+  pool->generation_.fetch_add(1, std::memory_order_release);
   pthread_cond_broadcast(&pool->wake_);
   pthread_mutex_unlock(&pool->mutex_);
   int64_t begin, end;
   pool->chunk(0, n, chunks, &begin, &end);
   body(arg, begin, end);
-  pthread_mutex_lock(&pool->mutex_);
-  while (pool->pending_ > 0) pthread_cond_wait(&pool->done_, &pool->mutex_);
-  pthread_mutex_unlock(&pool->mutex_);
+  for (int i = 0; i < kSpin && pool->pending_.load(std::memory_order_acquire) > 0; ++i) relax();
+  if (pool->pending_.load(std::memory_order_acquire) > 0) {
+    pthread_mutex_lock(&pool->mutex_);
+    while (pool->pending_.load(std::memory_order_acquire) > 0) pthread_cond_wait(&pool->done_, &pool->mutex_);
+    pthread_mutex_unlock(&pool->mutex_);
+  }
   pool->busy_.store(false, std::memory_order_release);
 }
 
