@@ -37,6 +37,16 @@ def _conv2d_only(op: ir.Operation) -> str | None:
     return None
 
 
+def _max_pool_values_only(op: ir.Operation) -> str | None:
+    """Max pooling whose indices nothing reads (inference): the values lower to a linalg pooling op."""
+    if any(True for _ in op.results[1].uses):
+        return "max pooling whose indices are used is not compiled by the cpu backend"
+    rank = ir.RankedTensorType(op.operands[0].type).rank
+    if rank != 4:
+        return f"only 2-d max pooling (4-d inputs) is compiled; this one has a rank-{rank} input"
+    return None
+
+
 # Op name -> None, or a check of one instance (a reason when refused).
 CPU_OPS: dict[str, OpPredicate | None] = {
     # Contractions: microkernels.
@@ -51,6 +61,7 @@ CPU_OPS: dict[str, OpPredicate | None] = {
     "edge.log_softmax": None,
     "edge.mean_dim": None,
     "edge.avg_pool2d": None,
+    "edge.max_pool2d_with_indices": _max_pool_values_only,
     "edge.adaptive_avg_pool2d": None,
     # Elementwise arithmetic and activations.
     "edge.add_tensor": None,
@@ -91,7 +102,8 @@ CPU_OPS: dict[str, OpPredicate | None] = {
 
 
 def float_tensors(op: ir.Operation) -> str | None:
-    """Every tensor is f32, except 0-d Scalar operands (alpha, beta, sizes), and where's boolean condition."""
+    """Every tensor is f32, except 0-d Scalar operands (alpha, beta, sizes), where's boolean condition and
+    max pooling's unused indices."""
     for kind, values in (("operand", op.operands), ("result", op.results)):
         for i, value in enumerate(values):
             if not isinstance(value.type, ir.RankedTensorType):
@@ -101,6 +113,9 @@ def float_tensors(op: ir.Operation) -> str | None:
                 continue
             if kind == "operand" and i == 0 and op.name == "edge.where_self" and str(t.element_type) == "i1":
                 continue
+            if kind == "result" and i == 1 and op.name == "edge.max_pool2d_with_indices" and not any(
+                    True for _ in value.uses):
+                continue  # indices nothing reads (the op's own predicate refuses the rest)
             if str(t.element_type) != "f32":
                 return f"{kind} {i} has dtype {t.element_type}; the cpu backend compiles f32 tensors"
     return None

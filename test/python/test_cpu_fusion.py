@@ -1,0 +1,174 @@
+"""The cpu backend's graph-level speedups, end to end on ordinary torch.nn models written here:
+batch norm folding (et-fold-batch-norm), fused microkernel epilogues and absorbed depthwise padding
+(et-cpu-microkernels), max pooling inside the delegate.
+
+Each model is exported, delegated to `cpu` whole (the delegation report must show no op left out),
+run on the C++ runtime and compared with eager on the same inputs: atol 1e-4 / rtol 1e-4 for the
+convolution models (float32 sums over up to 3*3*64 terms, batch-norm statistics folded into the
+weights), 1e-5 for the linear ones. Each also checks what the compiler did, from the delegate's
+compile result: which microkernels it calls (an `_ep` kernel means an epilogue was fused).
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import etmlir
+import etmlir.runtime as rt
+from etmlir import backends
+from etmlir.backends.cpu import pipeline
+from etmlir.devtools import delegation_info
+
+
+@pytest.fixture
+def compiled(monkeypatch) -> collections.Counter:
+    """Microkernel calls of every delegate compiled while the test runs."""
+    calls: collections.Counter = collections.Counter()
+    original = pipeline.compile_delegate
+
+    def recording(*args, **kwargs):
+        result = original(*args, **kwargs)
+        calls.update(result.microkernel_calls)
+        return result
+
+    monkeypatch.setattr(pipeline, "compile_delegate", recording)
+    return calls
+
+
+def _run(model: nn.Module, *inputs: torch.Tensor, atol: float) -> None:
+    model.eval()
+    program = etmlir.to_edge(etmlir.export(model, inputs)).to_backend(backends.partitioner("cpu"))
+    info = delegation_info(program)
+    assert info.num_non_delegated_ops == 0, info.why_not_delegated()
+    method = rt.load(program.to_executorch().buffer).method("forward")
+    got = method(*[x.numpy() for x in inputs])
+    with torch.no_grad():
+        want = model(*inputs)
+    want = want if isinstance(want, tuple) else (want,)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), w.numpy(), atol=atol, rtol=atol)
+
+
+def _randomize_norms(model: nn.Module) -> None:
+    torch.manual_seed(0)
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.normal_(0, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+            m.weight.data.normal_(1, 0.3)
+            m.bias.data.normal_(0, 0.3)
+
+
+class BasicBlock(nn.Module):
+    """ResNet's block: conv-BN-ReLU, conv-BN, plus the input, ReLU (the residual add and the ReLU
+    become the second convolution's epilogue)."""
+
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.conv2, self.bn2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(y)) + x)
+
+
+class Stem(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(3, 16, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(16)
+        self.pool = nn.MaxPool2d(3, 2, 1)
+        self.block = BasicBlock(16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.block(self.pool(torch.relu(self.bn(self.conv(x)))))
+
+
+def test_resnet_stem_and_block(compiled):
+    model = Stem()
+    _randomize_norms(model)
+    _run(model, torch.randn(1, 3, 40, 44), atol=1e-4)
+    # Three convolutions, each with its batch norm folded and its ReLU (and the residual) fused.
+    assert compiled == {"etmlir_uk_conv2d_nchw_fchw_ep": 3}
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV2's block, written out: expand (1x1, ReLU6), depthwise 3x3 with padding, project."""
+
+    def __init__(self, c: int, expand: int, stride: int, kernel: int = 3, dilation: int = 1) -> None:
+        super().__init__()
+        hidden = c * expand
+        pad = dilation * (kernel - 1) // 2
+        self.layers = nn.Sequential(
+            nn.Conv2d(c, hidden, 1, bias=False), nn.BatchNorm2d(hidden), nn.ReLU6(),
+            nn.Conv2d(hidden, hidden, kernel, stride, pad, dilation=dilation, groups=hidden, bias=False),
+            nn.BatchNorm2d(hidden), nn.Hardtanh(-1.5, 2.5),
+            nn.Conv2d(hidden, c, 1, bias=False), nn.BatchNorm2d(c))
+        self.residual = stride == 1
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.layers(x)
+        return x + y if self.residual else y
+
+
+@pytest.mark.parametrize("stride,kernel,dilation", [(1, 3, 1), (2, 3, 1), (1, 5, 1), (1, 3, 2)])
+def test_inverted_residual(compiled, stride, kernel, dilation):
+    model = InvertedResidual(8, 4, stride, kernel, dilation)
+    _randomize_norms(model)
+    _run(model, torch.randn(2, 8, 15, 13), atol=1e-4)
+    assert compiled["etmlir_uk_depthwise_conv2d_nchw_chw_ep"] == 1
+    assert compiled["etmlir_uk_conv2d_nchw_fchw_ep"] == 2
+
+
+@pytest.mark.parametrize("activation", [nn.ReLU(), nn.ReLU6(), nn.Hardtanh(-0.5, 0.25), nn.Identity()])
+def test_linear_with_activation(compiled, activation):
+    model = nn.Sequential(nn.Linear(24, 40), activation, nn.Linear(40, 7))
+    _run(model, torch.randn(5, 24), atol=1e-5)
+    assert compiled == {"etmlir_uk_matmul_ep": 2}
+
+
+def test_gelu_is_not_an_epilogue_but_still_matches(compiled):
+    """GELU is no clamp: it stays a loop after the product (the bias is still fused)."""
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU())
+    _run(model, torch.randn(9, 16), atol=1e-5)
+
+
+def _nan_model(activation: nn.Module) -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(1)
+    layer = nn.Linear(4, 6)
+    with torch.no_grad():
+        layer.weight[2, 0] = float("nan")
+    return nn.Sequential(layer, activation).eval(), torch.randn(3, 4)
+
+
+def _delegated(model: nn.Module, x: torch.Tensor) -> np.ndarray:
+    program = etmlir.to_edge(etmlir.export(model, (x,))).to_backend(backends.partitioner("cpu"))
+    return np.asarray(rt.load(program.to_executorch().buffer).method("forward")(x.numpy())[0])
+
+
+def test_fused_relu_keeps_nan_like_eager():
+    model, x = _nan_model(nn.ReLU())
+    got = _delegated(model, x)
+    with torch.no_grad():
+        want = model(x).numpy()
+    assert np.isnan(got[:, 2]).all()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(got[ok], want[ok], atol=1e-6)
+
+
+def test_fused_bounds_follow_the_lowered_code_bit_for_bit(monkeypatch):
+    """A fused bound does what the loop it replaces did, NaN included. (torch-mlir lowers hardtanh's
+    lower bound as `x > lo ? x : lo`, so ReLU6(NaN) is 0 there where eager gives NaN, fused or not.)"""
+    from etmlir.backends.cpu import epilogue
+
+    model, x = _nan_model(nn.ReLU6())
+    fused = _delegated(model, x)
+    monkeypatch.setattr(epilogue, "match", lambda ops, at: epilogue.Fusion())
+    loops = _delegated(model, x)
+    np.testing.assert_array_equal(fused, loops)
