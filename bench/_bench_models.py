@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from etmlir import models
+from etmlir.models.architectures import seeded_init
 
 LLAMA_CONFIG = dict(vocab_size=2048, hidden_size=256, intermediate_size=768, num_hidden_layers=4,
                     num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=512)
@@ -69,18 +70,7 @@ class ResNet18(nn.Module):
 
 def _seeded_resnet18() -> ResNet18:
     model = ResNet18().eval()
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
-            if not tensor.is_floating_point():
-                continue
-            if name.endswith("running_var"):
-                tensor.copy_(torch.rand(tensor.shape, generator=generator) + 0.5)
-            elif name.endswith("running_mean") or tensor.dim() == 1:
-                tensor.copy_(torch.randn(tensor.shape, generator=generator) * 0.1
-                             + (1.0 if name.endswith("weight") else 0.0))
-            else:
-                tensor.copy_(torch.randn(tensor.shape, generator=generator) / tensor[0].numel() ** 0.5)
+    seeded_init(model)  # the same seeded weights and batch-norm statistics as the test architectures
     return model
 
 

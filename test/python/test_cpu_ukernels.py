@@ -603,39 +603,32 @@ EP_MATMUL = [(64, 48, 96, "c"), (20, 30, 70, "c"), (1, 40, 33, "c"), (6, 64, 40,
              (9, 900, 37, "c"), (3, 1, 5, "c")]
 
 
-@pytest.mark.parametrize("m,k,n,layout", EP_MATMUL)
-@pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES)
-def test_matmul_epilogue_matches_reference(lib, m, k, n, layout, mode, lo, hi):
-    rng = np.random.default_rng(m * 1000 + k + n)
-    a, a_base = strided((m, k), "c", rng)
-    b, b_base = strided((k, n), layout, rng)
-    c, c_base = strided((m, n), "c", rng)
-    bias = rng.standard_normal(n).astype(np.float32)
-    res = rng.standard_normal((m, n)).astype(np.float32)
+def _check_product_epilogue(lib, kernel, a_shape, b_shape, layout, mode, lo, hi, seed):
+    rng = np.random.default_rng(seed)
+    a, a_base = strided(a_shape, "c", rng)
+    b, b_base = strided(b_shape, layout, rng)
+    c, c_base = strided(a_shape[:-1] + b_shape[-1:], "c", rng)
+    bias = rng.standard_normal(b_shape[-1]).astype(np.float32)
+    res = rng.standard_normal(c.shape).astype(np.float32)
     _with_nans(res, rng)
     want = expected_epilogue(a.astype(np.float64) @ b.astype(np.float64), c.astype(np.float64), mode, lo, hi,
                              bias.astype(np.float64), res.astype(np.float64))
     ep = epilogue(mode, lo, hi, bias, res)
     da, db, dc = descriptor(a, a_base), descriptor(b, b_base), descriptor(c, c_base)
-    lib._mlir_ciface_etmlir_uk_matmul_ep(ctypes.byref(da), ctypes.byref(db), ctypes.byref(dc), ctypes.byref(ep))
-    _check(c, want, k)
+    getattr(lib, f"_mlir_ciface_etmlir_uk_{kernel}_ep")(ctypes.byref(da), ctypes.byref(db), ctypes.byref(dc),
+                                                        ctypes.byref(ep))
+    _check(c, want, a_shape[-1])
+
+
+@pytest.mark.parametrize("m,k,n,layout", EP_MATMUL)
+@pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES)
+def test_matmul_epilogue_matches_reference(lib, m, k, n, layout, mode, lo, hi):
+    _check_product_epilogue(lib, "matmul", (m, k), (k, n), layout, mode, lo, hi, m * 1000 + k + n)
 
 
 @pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES)
 def test_batch_matmul_epilogue_matches_reference(lib, mode, lo, hi):
-    rng = np.random.default_rng(mode)
-    a, a_base = strided((3, 17, 24), "c", rng)
-    b, b_base = strided((3, 24, 40), "c", rng)
-    c, c_base = strided((3, 17, 40), "c", rng)
-    bias = rng.standard_normal(40).astype(np.float32)
-    res = rng.standard_normal((3, 17, 40)).astype(np.float32)
-    _with_nans(res, rng)
-    want = expected_epilogue(a.astype(np.float64) @ b.astype(np.float64), c.astype(np.float64), mode, lo, hi,
-                             bias.astype(np.float64), res.astype(np.float64))
-    ep = epilogue(mode, lo, hi, bias, res)
-    da, db, dc = descriptor(a, a_base), descriptor(b, b_base), descriptor(c, c_base)
-    lib._mlir_ciface_etmlir_uk_batch_matmul_ep(ctypes.byref(da), ctypes.byref(db), ctypes.byref(dc), ctypes.byref(ep))
-    _check(c, want, 24)
+    _check_product_epilogue(lib, "batch_matmul", (3, 17, 24), (3, 24, 40), "c", mode, lo, hi, mode)
 
 
 # (n, c, h, w, f, kh, kw, stride, output layout): pointwise (the input as B), 3x3 (the implicit GEMM

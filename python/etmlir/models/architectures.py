@@ -52,7 +52,7 @@ def _hf(class_name: str, config_name: str, fields: tuple[str, ...], inputs: Call
         part: str | None = None, arg_names: tuple[str, ...] = (), reinit: bool = False, **config: Any
         ) -> Callable[[], tuple[nn.Module, tuple[Any, ...]]]:
     """A `transformers` model built from its config; `part` picks a submodule (`"encoder"`), `arg_names`
-    passes the inputs by keyword, `reinit` replaces the library's initialisation (see `_reinit`)."""
+    passes the inputs by keyword, `reinit` replaces the library's initialisation (see `seeded_init`)."""
     def make() -> tuple[nn.Module, tuple[Any, ...]]:
         transformers = importlib.import_module("transformers")
         torch.manual_seed(0)
@@ -60,12 +60,12 @@ def _hf(class_name: str, config_name: str, fields: tuple[str, ...], inputs: Call
         if part is not None:
             model = getattr(model, part)
         if reinit:
-            _reinit(model)
+            seeded_init(model)
         return Fields(model, fields, arg_names), inputs()
     return make
 
 
-def _reinit(model: nn.Module) -> None:
+def seeded_init(model: nn.Module) -> None:
     """Seeded fan-in-scaled weights and non-trivial batch-norm statistics, in place.
 
     Some libraries' initialisations make a deep CNN's output vanish (MobileNetV2's and
