@@ -49,7 +49,7 @@ enum {
   KC_MAX = 384,             /* K block: an A micro-panel (MR x KC) stays in L1 */
   B_BLOCK_FLOATS = 96 << 10, /* packed B block (KC x NC) budget: 384 KiB, in L2 */
   A_BLOCK_FLOATS = 128 << 10, /* packed A block (MC x KC) budget: 512 KiB */
-  PAR_MIN_FLOPS = 1 << 17,  /* below this a GEMM runs on one thread */
+  PAR_MIN_FLOPS = 1 << 21,  /* below this (~20 us on one core) a GEMM runs on one thread: waking a worker costs more */
   B_IN_PLACE_MAX_M = 2 * UK_MR, /* up to this many rows of A, row-contiguous B is not packed */
 #if defined(__AVX512F__)
   GEMV_MAX_M = 8,           /* up to this many rows of A, a transposed B is not packed either */
