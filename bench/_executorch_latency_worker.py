@@ -121,6 +121,27 @@ def cpu_usage(fn: Callable[[], Any]) -> tuple[Any, dict[str, float]]:
     return result, usage
 
 
+def cached_build(directory: str | None, name: str, suffix: str, build: Callable[[], tuple[bytes, dict[str, Any]]],
+                 say: Callable[[str], None] = log) -> tuple[bytes, dict[str, Any]]:
+    """A model's compiled bytes and their build record: read back from `directory` when an earlier
+    worker launch wrote them there (the record then says cached), else built and written there.
+    Shared by this worker and bench/_iree_latency_worker.py (`say` is the worker's log)."""
+    cached = os.path.join(directory, f"{name}{suffix}") if directory else None
+    if cached and os.path.exists(cached):
+        say(f"{name}: loading {cached} (built by an earlier request)")
+        with open(cached, "rb") as f:
+            data = f.read()
+        with open(cached[:-len(suffix)] + ".json") as f:
+            return data, dict(json.load(f), cached=True)
+    data, record = build()
+    if cached:
+        with open(cached, "wb") as f:
+            f.write(data)
+        with open(cached[:-len(suffix)] + ".json", "w") as f:
+            json.dump(record, f)
+    return data, record
+
+
 def build_program(name: str, partitioner: str | None = None) -> tuple[Any, dict[str, float]]:
     """(ExecuTorch program, compile seconds: export_s, lower_s (to_edge[_transform_and_lower]),
     to_executorch_s, total_s) of benchmark model `name` (bench/_bench_models.py)."""
@@ -235,29 +256,18 @@ def main(argv: list[str]) -> int:
         name = case["model"]
         try:
             if name not in methods:
-                cached = os.path.join(request["pte_dir"], f"{name}.pte") if request.get("pte_dir") else None
-                if cached and os.path.exists(cached):
-                    log(f"{name}: loading {cached} (built by an earlier request)")
-                    with open(cached, "rb") as f:
-                        buffers[name] = f.read()
-                    with open(cached[:-len(".pte")] + ".json") as f:
-                        result["models"][name] = dict(json.load(f), cached=True)
-                else:
+                def build(name: str = name) -> tuple[bytes, dict[str, Any]]:
                     log(f"{name}: torch.export -> " + ("to_edge" if partitioner is None else
                                                        f"to_edge_transform_and_lower ({partitioner})")
                         + " -> to_executorch")
-                    program, build = build_program(name, partitioner)
+                    program, seconds = build_program(name, partitioner)
                     ops = program_ops(program)
-                    buffers[name] = program.buffer
-                    result["models"][name] = {"build_s": build["total_s"], "build": build,
-                                              "pte_bytes": len(program.buffer), "ops": ops,
-                                              "optimized_ops": [op for op in ops if op in OPTIMIZED_OPS],
-                                              "instructions": program_instructions(program)}
-                    if cached:
-                        with open(cached, "wb") as f:
-                            f.write(program.buffer)
-                        with open(cached[:-len(".pte")] + ".json", "w") as f:
-                            json.dump(result["models"][name], f)
+                    return program.buffer, {"build_s": seconds["total_s"], "build": seconds,
+                                            "pte_bytes": len(program.buffer), "ops": ops,
+                                            "optimized_ops": [op for op in ops if op in OPTIMIZED_OPS],
+                                            "instructions": program_instructions(program)}
+
+                buffers[name], result["models"][name] = cached_build(request.get("pte_dir"), name, ".pte", build)
                 loaded = runtime.load_program(buffers[name])
                 methods[name] = loaded.load_method("forward")._method  # ExecuTorchMethod
             method = methods[name]

@@ -54,7 +54,8 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _executorch_latency_worker import MAX_ITERATIONS, MIN_ITERATIONS, cpu_usage, time_runs  # noqa: E402
+from _executorch_latency_worker import (MAX_ITERATIONS, MIN_ITERATIONS, cached_build, cpu_usage,  # noqa: E402
+                                        time_runs)
 
 IREE_FLAGS = (
     "--iree-llvmcpu-target-cpu=host",
@@ -134,22 +135,12 @@ def main(argv: list[str]) -> int:
         name = case["model"]
         try:
             if name not in functions:
-                cached = os.path.join(request["vmfb_dir"], f"{name}.vmfb") if request.get("vmfb_dir") else None
-                if cached and os.path.exists(cached):
-                    log(f"{name}: loading {cached} (compiled by an earlier request)")
-                    with open(cached, "rb") as f:
-                        vmfb = f.read()
-                    with open(cached[:-len(".vmfb")] + ".json") as f:
-                        result["models"][name] = dict(json.load(f), cached=True)
-                else:
+                def build(name: str = name) -> tuple[bytes, dict[str, Any]]:
                     log(f"{name}: torch.export -> run_decompositions (turbine's table) -> iree.turbine.aot.export "
                         f"-> iree-compile (llvm-cpu)")
-                    vmfb, result["models"][name] = build_module(name)
-                    if cached:
-                        with open(cached, "wb") as f:
-                            f.write(vmfb)
-                        with open(cached[:-len(".vmfb")] + ".json", "w") as f:
-                            json.dump(result["models"][name], f)
+                    return build_module(name)
+
+                vmfb, result["models"][name] = cached_build(request.get("vmfb_dir"), name, ".vmfb", build, log)
                 context = iree.runtime.SystemContext(config=config)
                 context.add_vm_module(iree.runtime.VmModule.copy_buffer(context.instance, vmfb))
                 functions[name] = context.modules.module["main"]
