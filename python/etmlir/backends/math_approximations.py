@@ -22,6 +22,7 @@ a dense sweep (test/python/test_math_approximations.py):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from torch_mlir import ir
 
@@ -119,7 +120,7 @@ class _Builder:
         return self.select(self.cmp(_OLT, magnitude, self.const(ERF_SMALL)), small, large)
 
 
-def _replace(op: ir.Operation, build: "callable[[_Builder, ir.Value], ir.Value]") -> None:
+def _replace(op: ir.Operation, build: Callable[[_Builder, ir.Value], ir.Value]) -> None:
     with op.location, ir.InsertionPoint(op):
         result = build(_Builder(op.operands[0].type), op.operands[0])
     op.results[0].replace_all_uses_with(result)

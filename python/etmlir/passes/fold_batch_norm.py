@@ -86,7 +86,7 @@ def _try_fold(norm: ir.Operation) -> bool:
     weight = _constant(conv_args["weight"][0])
     bias_value, gamma_value, beta_value = _one(conv_args["bias"]), _one(norm_args["weight"]), _one(norm_args["bias"])
     mean, var = _constant(norm_args["running_mean"][0]), _constant(norm_args["running_var"][0])
-    bias, gamma, beta = (_constant(v) if v is not None else None for v in (bias_value, gamma_value, beta_value))
+    bias, gamma, beta = map(_constant, (bias_value, gamma_value, beta_value))
     if weight is None or mean is None or var is None or any(
             v is not None and c is None for v, c in ((bias_value, bias), (gamma_value, gamma), (beta_value, beta))):
         return False
@@ -101,7 +101,7 @@ def _try_fold(norm: ir.Operation) -> bool:
     name = _param(conv_args["weight"][0])
     w = _new_constant(new_weight, weight_type, list(weight_type.shape), f"{name}.bn_folded", conv)
     b = _new_constant(np.broadcast_to(new_bias, (channels,)), weight_type, [channels], f"{name}.bn_folded_bias", conv)
-    attributes = {named.name: named.attr for named in map(conv.attributes.__getitem__, range(len(conv.attributes)))}
+    attributes = {name: conv.attributes[name] for name in conv.attributes}
     attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([1, 1, 1, 0])
     location = ir.Location.fused([conv.location, norm.location])
     handle = debug_handle(norm)

@@ -26,7 +26,7 @@ import dataclasses
 from torch_mlir import ir
 
 # etmlir_cpu_payload.h's ETMLIR_EP_* flags.
-INIT_OUTPUT, INIT_ZERO, INIT_BIAS = 0, 1, 2
+INIT_MASK, INIT_OUTPUT, INIT_ZERO, INIT_BIAS = 3, 0, 1, 2
 BIAS_AFTER, RESIDUAL = 4, 8
 LO_SHIFT, HI_SHIFT = 4, 6
 NAN_TO_BOUND, KEEP_NAN = 1, 2
@@ -97,6 +97,15 @@ def _constant(value: ir.Value) -> float | None:
     return ir.FloatAttr(owner.attributes["value"]).value
 
 
+def _zero_fill(op: ir.Operation, buffer: ir.Value) -> bool:
+    if op.name == "linalg.fill":
+        return _constant(op.operands[0]) == 0.0 and _whole(op.operands[1], buffer)
+    if op.name == "linalg.map" and len(op.operands) == 1 and _whole(op.operands[0], buffer):
+        body = list(op.regions[0].blocks[0].operations)
+        return len(body) == 1 and body[0].name == "linalg.yield" and _constant(body[0].operands[0]) == 0.0
+    return False
+
+
 def _maps(op: ir.Operation) -> list[str]:
     return [str(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
 
@@ -122,7 +131,7 @@ def _find_init(ops: list[ir.Operation], at: int, out: ir.Value, bias_dim: int, f
         if r not in _roots_touched(op):
             continue
         rank = len(_shape(out))
-        if op.name == "linalg.fill" and _constant(op.operands[0]) == 0.0 and _whole(op.operands[1], out):
+        if op.name == "linalg.fill" and _zero_fill(op, out):
             fusion.mode |= INIT_ZERO
             fusion.erase.append(op)
         elif (op.name == "linalg.broadcast" and _whole(op.operands[1], out) and len(_shape(op.operands[0])) == 1
@@ -136,8 +145,8 @@ def _find_init(ops: list[ir.Operation], at: int, out: ir.Value, bias_dim: int, f
             # buffer is reused later): the copy goes, the fill stays.
             source = op.operands[0]
             writer = next((ops[j] for j in range(i - 1, -1, -1) if root(source) in _roots_touched(ops[j])), None)
-            if (writer is not None and writer.name == "linalg.fill" and _constant(writer.operands[0]) == 0.0
-                    and _whole(writer.operands[1], source) and _shape(source) == _shape(out)):
+            if (writer is not None and writer.name == "linalg.fill" and _zero_fill(writer, source)
+                    and _shape(source) == _shape(out)):
                 fusion.mode |= INIT_ZERO
                 fusion.erase.append(op)
         return
@@ -239,12 +248,12 @@ class _Body:
 
 
 def _overwrites(op: ir.Operation, buffer: ir.Value) -> bool:
-    """`op` writes all of `buffer` without reading it (a fill, a broadcast)."""
-    if _zero_fill(op, buffer):
-        return True
+    """`op` writes all of `buffer` without reading it (a fill, a zero map, a broadcast)."""
     if op.name == "linalg.fill":
         return _whole(op.operands[1], buffer)
-    return op.name == "linalg.broadcast" and _whole(op.operands[1], buffer) and root(op.operands[0]) != buffer
+    if op.name == "linalg.broadcast":
+        return _whole(op.operands[1], buffer) and root(op.operands[0]) != buffer
+    return _zero_fill(op, buffer)
 
 
 def _dead_after(ops: list[ir.Operation], at: int, buffer: ir.Value) -> bool:
@@ -303,7 +312,7 @@ def _find_epilogue(ops: list[ir.Operation], at: int, contraction: ir.Operation, 
     writes_elsewhere = root(dest) != r
     involved = {root(dest)} | {root(v) for v in ((bias[1],) if bias else ()) + ((residual[1],) if residual else ())}
     if writes_elsewhere:
-        if fusion.mode & 3 == INIT_OUTPUT:
+        if fusion.mode & INIT_MASK == INIT_OUTPUT:
             return  # the product accumulates into its own buffer's old value: it cannot move
         if any(root(v) == root(dest) for v in list(contraction.operands)[:-1]):
             return  # the kernel would overwrite an input it reads
@@ -317,11 +326,12 @@ def _find_epilogue(ops: list[ir.Operation], at: int, contraction: ir.Operation, 
     value = dest
     while not isinstance(value.owner, ir.Block) and value.owner in ops[at + 1:later]:
         owner = value.owner
-        if owner.name != "memref.alloc" and owner.name not in VIEWS or (owner.name == "memref.alloc" and owner.operands):
-            return
-        hoist.insert(0, owner)
-        if owner.name == "memref.alloc":
+        if owner.name == "memref.alloc" and not owner.operands:
+            hoist.insert(0, owner)
             break
+        if owner.name not in VIEWS:
+            return  # made from something else, or an alloc with dynamic sizes
+        hoist.insert(0, owner)
         value = owner.operands[0]
     if any(involved & _roots_touched(op) for op in ops[at + 1:later] if op not in hoist):
         return
@@ -349,15 +359,6 @@ class Padding:
     # The convolution's output reused the input's buffer (bufferization does when the input dies at
     # the copy): the output then needs a buffer of its own, and the uses after it move there.
     new_output: bool = False
-
-
-def _zero_fill(op: ir.Operation, buffer: ir.Value) -> bool:
-    if op.name == "linalg.fill":
-        return _constant(op.operands[0]) == 0.0 and _whole(op.operands[1], buffer)
-    if op.name == "linalg.map" and len(op.operands) == 1 and _whole(op.operands[0], buffer):
-        body = list(op.regions[0].blocks[0].operations)
-        return len(body) == 1 and body[0].name == "linalg.yield" and _constant(body[0].operands[0]) == 0.0
-    return False
 
 
 def match_padding(block_ops: list[ir.Operation], at: int, fusion: Fusion) -> Padding | None:

@@ -67,9 +67,7 @@ def approximate_math(module: ir.Operation) -> None:
                     body_op.attributes["fastmath"] = flag
                 return ir.WalkResult.ADVANCE
 
-            for block in op.regions[0].blocks:
-                for body_op in block.operations:
-                    body_op.operation.walk(inner)
+            op.walk(inner)
         return ir.WalkResult.ADVANCE
 
     module.walk(mark)

@@ -110,7 +110,7 @@ def _constant(t: ir.Type, attr: ir.Attribute) -> ir.Value:
 
 
 def _erase_dead_buffer(buffer: ir.Value) -> None:
-    """An allocation left with only views, casts and deallocs of it: all of them go."""
+    """An allocation left with only views, casts and deallocs of it (and of them): all of them go."""
     owner = buffer.owner
     if isinstance(owner, ir.Block) or owner.name != "memref.alloc":
         return
@@ -119,15 +119,11 @@ def _erase_dead_buffer(buffer: ir.Value) -> None:
     while stack:
         for use in stack.pop().uses:
             user = use.owner
-            if user.name in ("memref.dealloc",) or (user.name in epilogue.VIEWS and user.operands[0] in stack + [buffer]):
-                users.append(user)
-                if user.name != "memref.dealloc":
-                    if any(u.owner.name not in ("memref.dealloc", *epilogue.VIEWS) for r in user.results for u in r.uses):
-                        return
-                    stack.extend(user.results)
-            else:
-                return
-    for user in reversed(users):
+            if user.name not in ("memref.dealloc", *epilogue.VIEWS):
+                return  # something still reads or writes it
+            users.append(user)
+            stack.extend(user.results)
+    for user in reversed(users):  # a view's users were found after it
         user.erase()
     owner.erase()
 
@@ -174,8 +170,9 @@ def use_microkernels(module: ir.Module | ir.Operation) -> dict[str, int]:
             name = op.name
             kernel, ranks, pairs = KERNELS[name]
             ops = _block_ops(op)
-            fusion = epilogue.match(ops, ops.index(op.operation))
-            padding = epilogue.match_padding(ops, ops.index(op.operation), fusion) if name in PADDED else None
+            at = ops.index(op.operation)
+            fusion = epilogue.match(ops, at)
+            padding = epilogue.match_padding(ops, at, fusion) if name in PADDED else None
             out_rank = ranks[-1]
             written = fusion.output if fusion.output is not None else op.operands[-1]
             old_output = epilogue.root(written) if padding is not None and padding.new_output else None
