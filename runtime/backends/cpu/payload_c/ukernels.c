@@ -101,6 +101,7 @@ static int ep_inits(const ep_view* e) {
 }
 
 static int ep_finishes(const ep_view* e) {
+  /* 15 << LO_SHIFT: both bounds' bits (4-7). */
   return e->ep && (e->ep->mode & (ETMLIR_EP_BIAS_AFTER | ETMLIR_EP_RESIDUAL | (15 << ETMLIR_EP_LO_SHIFT)));
 }
 
