@@ -22,7 +22,9 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <atomic>
 #include <set>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -344,6 +346,46 @@ TEST_P(CpuThreads, AddAndDynamicScaleMatch) {
   ASSERT_FALSE(execute(s_d.handle, {&x.value, &y.value}, threads));
   EXPECT_EQ(y.tensor.size(0), 37);
   for (int i = 0; i < 37 * 4; ++i) ASSERT_EQ(y.at<float>()[i], 2.f * i) << i;
+}
+
+// The delegates of one backend instance share its pool: the same workers run
+// both delegates' loops. The last destroy joins the workers and the next init
+// starts new ones, which must not mistake the old pool's last loop for a new
+// one. Two threads executing at once each get every chunk done (one of them
+// runs its loops serially while the other holds the pool).
+TEST_F(CpuBackendTest, DelegatesShareOnePoolThatRestartsAfterTheLast) {
+  constexpr int kThreads = 3;
+  std::vector<uint8_t> payload = test::write_cpu_payload(chunks_header(), so_);
+  auto worker_ids = [&](DelegateHandle handle) {
+    OwnedTensor begins(ScalarType::Int64, {16}, 16), ids(ScalarType::Int64, {16}, 16);
+    Error e = execute(handle, {&begins.value, &ids.value}, kThreads);
+    EXPECT_FALSE(e) << e.message();
+    return std::set<int64_t>(ids.at<int64_t>(), ids.at<int64_t>() + 16);
+  };
+  for (int round = 0; round < 3; ++round) {
+    Result<DelegateHandle> first = init(payload, kThreads), second = init(payload, kThreads, 1);
+    ASSERT_TRUE(first.ok()) << first.error().message();
+    ASSERT_TRUE(second.ok()) << second.error().message();
+    Delegate a(backend(kThreads), first.get()), b(backend(kThreads), second.get());
+    std::set<int64_t> from_a = worker_ids(a.handle), from_b = worker_ids(b.handle);
+    EXPECT_EQ(from_a.size(), static_cast<size_t>(kThreads)) << "round " << round;
+    EXPECT_EQ(from_a, from_b) << "round " << round << ": one pool, the same workers";
+
+    std::atomic<int> complete{0};
+    auto hammer = [&](DelegateHandle handle) {
+      for (int run = 0; run < 200; ++run) {
+        OwnedTensor begins(ScalarType::Int64, {16}, 16), ids(ScalarType::Int64, {16}, 16);
+        if (execute(handle, {&begins.value, &ids.value}, kThreads)) return;
+        std::set<int64_t> starts(begins.at<int64_t>(), begins.at<int64_t>() + 16);
+        if (!starts.count(0)) return;
+      }
+      complete.fetch_add(1);
+    };
+    std::thread other(hammer, b.handle);
+    hammer(a.handle);
+    other.join();
+    EXPECT_EQ(complete.load(), 2) << "round " << round;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, CpuThreads, ::testing::Values(1, 2, 3),

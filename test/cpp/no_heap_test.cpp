@@ -334,7 +334,7 @@ TEST(NoHeap, AFailureInsideANestedDelegateAllocatesNothing) {
 
 // "cpu" delegates (runtime/backends/cpu) take everything at init, from the
 // method allocator: the descriptors, the shape buffer, the payload's arena and
-// the thread pool's tables (its threads start at init too).
+// nothing else (the backend's shared thread pool starts at the first init).
 // Called directly (a static and a dynamic payload, one and two threads) and
 // through a Method.
 struct Float2d {

@@ -64,17 +64,23 @@ using ResetArenaFn = void (*)();
 
 // ---- Thread pool --------------------------------------------------------------------
 
-// num_threads - 1 persistent workers plus the calling thread. parallel_for
-// splits [0, n) into min(num_threads, n) contiguous chunks: the caller runs
-// chunk 0, worker w chunk w + 1. A model is dozens of short parallel loops in
-// a row, and waking a sleeping thread costs tens of microseconds, more than a
-// small loop's chunk: so between loops a worker spins for a while (kSpin
-// polls of the loop counter) before it sleeps on a condition variable, and
-// the caller spins the same way before it waits for the workers to finish.
-// Nothing is allocated per call. A loop started while one runs (a
-// nested or concurrent call) runs serially on its caller. The worker tables
-// come from the method allocator (bytes(num_threads) of it); the threads
-// themselves (their stacks) are the system's, created at start, joined at stop.
+// num_threads - 1 persistent workers plus the calling thread, shared by every
+// delegate of one backend instance (one instance per thread count): a model
+// cut into many delegates (a LLaMA decoder has 17) keeps one set of warm
+// workers instead of one sleeping set per delegate. parallel_for splits
+// [0, n) into min(num_threads, n) contiguous chunks: the caller runs chunk 0,
+// worker w chunk w + 1. A model is dozens of short parallel loops in a row,
+// and waking a sleeping thread costs tens of microseconds (about 100 us on a
+// VM), more than a small loop's chunk: so between loops a worker polls the
+// loop counter for about a millisecond (kWorkerSpin) before it sleeps on a
+// condition variable, which keeps it warm from one execute() to the next when
+// they run back to back; the caller polls for about 50 us (kCallerSpin)
+// before it waits for the workers to finish. Nothing is allocated per call.
+// A loop started while one runs (a nested call, or two methods executing at
+// once on different threads) runs serially on its caller. The worker tables
+// are members (kCpuMaxThreads - 1 entries); the threads themselves (their
+// stacks) are the system's, created when the first delegate of the instance
+// is initialized and joined when the last one is destroyed.
 class ThreadPool {
  public:
   ThreadPool() = default;
@@ -82,14 +88,11 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
   ~ThreadPool() { stop(); }
 
-  // What start(num_threads) takes from its allocator, at most.
-  static size_t bytes(int num_threads) {
-    size_t workers = num_threads > 1 ? static_cast<size_t>(num_threads - 1) : 0;
-    return workers * sizeof(pthread_t) + alignof(pthread_t) + workers * sizeof(Worker) + alignof(Worker);
-  }
-  Error start(int num_threads, MemoryAllocator& allocator);
-  void stop();
-  int num_threads() const { return num_workers_ + 1; }
+  // A delegate's hold on the pool: the first acquire() starts num_threads - 1
+  // workers, the last release() joins them. Thread-safe (delegates of
+  // different methods may be initialized and destroyed on different threads).
+  Error acquire(int num_threads);
+  void release();
 
   // The etmlir_parallel_fn given to the payload (ctx is the pool).
   static void parallel_for(void* ctx, int64_t n, ParallelBody body, void* arg);
@@ -98,9 +101,12 @@ class ThreadPool {
   struct Worker {
     ThreadPool* pool;
     int index;
+    uint64_t seen;  // the last loop generation before it started: it has no chunk in that one or earlier
   };
+  Error start(int num_threads);
+  void stop();
   static void* worker_main(void* worker);
-  void run_worker(int index);
+  void run_worker(int index, uint64_t seen);
   void chunk(int c, int64_t n, int chunks, int64_t* begin, int64_t* end) const {
     int64_t base = n / chunks;
     int64_t extra = n % chunks;
@@ -108,8 +114,10 @@ class ThreadPool {
     *end = *begin + base + (c < extra ? 1 : 0);
   }
 
-  // Polls of an atomic between loops before sleeping (about 50 us with the pause instruction).
-  static constexpr int kSpin = 2000;
+  // Polls of an atomic before sleeping, each a pause instruction (about 25 ns on x86-64): a worker
+  // between loops about 1 ms, the caller waiting for its workers about 50 us.
+  static constexpr int kWorkerSpin = 40000;
+  static constexpr int kCallerSpin = 2000;
   static void relax() {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -121,9 +129,10 @@ class ThreadPool {
   pthread_mutex_t mutex_ = PTHREAD_MUTEX_INITIALIZER;
   pthread_cond_t wake_ = PTHREAD_COND_INITIALIZER;
   pthread_cond_t done_ = PTHREAD_COND_INITIALIZER;
-  pthread_t* threads_ = nullptr;
-  Worker* workers_ = nullptr;
-  int num_workers_ = 0;   // requested
+  pthread_mutex_t users_mutex_ = PTHREAD_MUTEX_INITIALIZER;  // guards users_ and starting or stopping
+  int users_ = 0;                                             // delegates holding the pool
+  pthread_t threads_[kCpuMaxThreads - 1] = {};
+  Worker workers_[kCpuMaxThreads - 1] = {};
   int num_started_ = 0;   // running (joined by stop)
   std::atomic<bool> stopping_{false};
   // One per parallel loop; the loop's fields below are written before it is incremented (under the
@@ -137,24 +146,30 @@ class ThreadPool {
   std::atomic<bool> busy_{false};
 };
 
-Error ThreadPool::start(int num_threads, MemoryAllocator& allocator) {
-  num_workers_ = num_threads - 1;
-  if (num_workers_ <= 0) return Error::ok();
-  threads_ = static_cast<pthread_t*>(
-      allocator.allocate(sizeof(pthread_t) * static_cast<size_t>(num_workers_), alignof(pthread_t)));
-  workers_ =
-      static_cast<Worker*>(allocator.allocate(sizeof(Worker) * static_cast<size_t>(num_workers_), alignof(Worker)));
-  if (threads_ == nullptr || workers_ == nullptr)
-    return Error::make(ErrorCode::OutOfMemory,
-                       "the method allocator has no room for the thread pool's %d workers (size it with "
-                       "MethodMeta::method_allocator_bytes(backends))",
-                       num_workers_);
-  for (int w = 0; w < num_workers_; ++w) {
-    workers_[w] = Worker{this, w};
+Error ThreadPool::acquire(int num_threads) {
+  pthread_mutex_lock(&users_mutex_);
+  Error error = users_ == 0 ? start(num_threads) : Error::ok();
+  if (!error) ++users_;
+  pthread_mutex_unlock(&users_mutex_);
+  return error;
+}
+
+void ThreadPool::release() {
+  pthread_mutex_lock(&users_mutex_);
+  if (users_ > 0 && --users_ == 0) stop();
+  pthread_mutex_unlock(&users_mutex_);
+}
+
+Error ThreadPool::start(int num_threads) {
+  stopping_.store(false, std::memory_order_relaxed);
+  for (int w = 0; w < num_threads - 1 && w < kCpuMaxThreads - 1; ++w) {
+    workers_[w] = Worker{this, w, generation_.load(std::memory_order_acquire)};
     int rc = pthread_create(&threads_[w], nullptr, &ThreadPool::worker_main, &workers_[w]);
-    if (rc != 0)
+    if (rc != 0) {
+      stop();
       return Error::make(ErrorCode::Internal, "cannot start thread %d of %d for the thread pool: %s", w + 2,
                          num_threads, std::strerror(rc));
+    }
     ++num_started_;
   }
   return Error::ok();
@@ -169,21 +184,18 @@ void ThreadPool::stop() {
     for (int w = 0; w < num_started_; ++w) pthread_join(threads_[w], nullptr);
     num_started_ = 0;
   }
-  threads_ = nullptr;  // method allocator memory: not ours to free
-  workers_ = nullptr;
 }
 
 void* ThreadPool::worker_main(void* worker) {
   Worker* w = static_cast<Worker*>(worker);
-  w->pool->run_worker(w->index);
+  w->pool->run_worker(w->index, w->seen);
   return nullptr;
 }
 
-void ThreadPool::run_worker(int index) {
-  uint64_t seen = 0;
+void ThreadPool::run_worker(int index, uint64_t seen) {
   for (;;) {
     uint64_t generation = generation_.load(std::memory_order_acquire);
-    for (int i = 0; i < kSpin && generation == seen && !stopping_.load(std::memory_order_relaxed); ++i) {
+    for (int i = 0; i < kWorkerSpin && generation == seen && !stopping_.load(std::memory_order_relaxed); ++i) {
       relax();
       generation = generation_.load(std::memory_order_acquire);
     }
@@ -238,7 +250,7 @@ void ThreadPool::parallel_for(void* ctx, int64_t n, ParallelBody body, void* arg
   int64_t begin, end;
   pool->chunk(0, n, chunks, &begin, &end);
   body(arg, begin, end);
-  for (int i = 0; i < kSpin && pool->pending_.load(std::memory_order_acquire) > 0; ++i) relax();
+  for (int i = 0; i < kCallerSpin && pool->pending_.load(std::memory_order_acquire) > 0; ++i) relax();
   if (pool->pending_.load(std::memory_order_acquire) > 0) {
     pthread_mutex_lock(&pool->mutex_);
     while (pool->pending_.load(std::memory_order_acquire) > 0) pthread_cond_wait(&pool->done_, &pool->mutex_);
@@ -408,7 +420,7 @@ struct CpuDelegate {
   CpuDelegate(const CpuDelegate&) = delete;
   CpuDelegate& operator=(const CpuDelegate&) = delete;
   ~CpuDelegate() {
-    pool.stop();
+    if (pool != nullptr) pool->release();
     if (library != nullptr) dlclose(library);
   }
 
@@ -439,15 +451,15 @@ struct CpuDelegate {
   RegionTrace trace;
   void* arena = nullptr;
   uint64_t arena_bytes = 0;
-  ThreadPool pool;
+  ThreadPool* pool = nullptr;  // the backend instance's, held from init to destroy (threads > 1)
   CpuDelegateStats stats;
 };
 
 // The most init() takes from the method allocator for `layout` (every piece
 // plus its worst alignment padding).
-size_t delegate_bytes(const Layout& layout, int num_threads) {
+size_t delegate_bytes(const Layout& layout) {
   return sizeof(CpuDelegate) + alignof(CpuDelegate) + layout.block_bytes() + 16 + layout.arena_allocation() +
-         kAlignment + ThreadPool::bytes(num_threads);
+         kAlignment;
 }
 
 std::atomic<uint64_t> g_total_heap_fallbacks{0};
@@ -480,6 +492,7 @@ class CpuBackend : public Backend {
   int num_threads = 1;
 
  private:
+  ThreadPool pool_;  // shared by this instance's delegates (num_threads > 1)
   Error load(CpuDelegate& d, const PayloadView& view, const Layout& layout, MemoryAllocator& allocator);
 };
 
@@ -707,8 +720,9 @@ Error CpuBackend::load(CpuDelegate& d, const PayloadView& view, const Layout& la
   // ---- The arena and the thread pool ----
   if (d.arena_bytes > 0) set_arena(d.arena, d.arena_bytes);
   if (num_threads > 1) {
-    ET_CHECK_OK(d.pool.start(num_threads, allocator));
-    set_parallel(&ThreadPool::parallel_for, &d.pool, num_threads);
+    ET_CHECK_OK(pool_.acquire(num_threads));
+    d.pool = &pool_;
+    set_parallel(&ThreadPool::parallel_for, &pool_, num_threads);
   } else {
     set_parallel(nullptr, nullptr, 1);
   }
@@ -727,7 +741,7 @@ Result<size_t> CpuBackend::method_allocator_bytes(const BackendInitContext& cont
     error.prefix("cpu delegate %u", context.delegate_index);
     return error;
   }
-  return delegate_bytes(layout, num_threads);
+  return delegate_bytes(layout);
 }
 
 Result<DelegateHandle> CpuBackend::init(BackendInitContext& context, Span<const uint8_t> payload,

@@ -25,11 +25,12 @@
 // its own globals), and takes from the method allocator (BackendInitContext)
 // everything execute() will use: the delegate state, the payload's arena
 // (scratch_bytes, 64-byte aligned), the memref descriptors and packed argument
-// arrays, the output-shape buffer and the thread pool's worker tables;
-// method_allocator_bytes() says how much, from the header alone. What is not
-// method-allocator memory: the dlopen'ed copy of the shared object and, with
-// more than one thread, the pool's threads - 1 persistent workers (their
-// stacks), both the system's. destroy() stops the pool and dlcloses the copy.
+// arrays and the output-shape buffer; method_allocator_bytes() says how much,
+// from the header alone. What is not method-allocator memory: the dlopen'ed
+// copy of the shared object and, with more than one thread, the thread pool:
+// threads - 1 persistent workers (their stacks, the system's) shared by every
+// delegate of the backend instance, started by the first delegate's init()
+// and joined by the last one's destroy(). destroy() dlcloses the copy.
 // execute() allocates nothing. The payload bytes are only read during init().
 //
 // Errors at init start with "cpu delegate <index>: " and say what is wrong
@@ -46,9 +47,10 @@ namespace etmlir {
 // BackendOptions::threads for this backend: 1 to kCpuMaxThreads.
 constexpr int kCpuMaxThreads = kMaxBackendThreads;
 
-// Adds the backend under "cpu", with options.threads threads per delegate
+// Adds the backend under "cpu", with options.threads threads per delegate call
 // (the calling thread included). Backends with the same thread count are one
-// static instance; a registry holds one "cpu" backend (a second add fails).
+// static instance with one thread pool; a registry holds one "cpu" backend (a
+// second add fails).
 Error register_cpu_backend(BackendRegistry& registry, const BackendOptions& options = {});
 
 // The payload header's cpu_features bits that the running CPU has (0 on
