@@ -222,6 +222,9 @@ def _bound_sizes(shape_env: torch.fx.experimental.symbolic_shapes.ShapeEnv, valu
     return sizes
 
 
+_SIZES_ONLY = {"aten.view.default": "aten.reshape.default", "aten._unsafe_view.default": "aten.reshape.default"}
+
+
 def _evaluate(op: ir.Operation, env: dict[ir.Value, Any], mode: torch._subclasses.fake_tensor.FakeTensorMode) -> list[Any]:
     name = op.name
     if name.startswith("torch.constant."):
@@ -244,6 +247,9 @@ def _evaluate(op: ir.Operation, env: dict[ir.Value, Any], mode: torch._subclasse
             return [UNKNOWN]
         return [family.fold(*inputs)]
     overload_name = op_overload_name(op)
+    # Only sizes matter here: a view of an expanded (stride-0) tensor, which export leaves in place of a
+    # reshape's copy (grouped-query attention's key repeat), is evaluated as the reshape it stands for.
+    overload_name = _SIZES_ONLY.get(overload_name, overload_name) if overload_name else None
     overload = lookup_overload(SIZE_QUERY_ALIASES.get(overload_name, overload_name)) if overload_name else None
     if overload is None:
         return [UNKNOWN] * len(op.results)

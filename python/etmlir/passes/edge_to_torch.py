@@ -223,6 +223,15 @@ def _convert_op(op: ir.Operation, builder: _Builder) -> None:
                                              builder.constant("int", op.attributes["dim"].value)])
         builder.ints[op.results[0]] = size.result
         return
+    if op.name == "edge.to_dim_order_copy":
+        # Our own operator has no torch-mlir lowering; with the identity dim order (the only one a
+        # backend takes) it is a dtype conversion, aten.to.dtype.
+        dtype = fx_importer.TORCH_DTYPE_TO_INT[torch_dtype(op.results[0].type)]
+        new = ir.Operation.create("torch.aten.to.dtype", results=[torch_type(op.results[0].type)], operands=[
+            builder.tensor(op.operands[0]), builder.constant("int", dtype), builder.constant("bool", False),
+            builder.constant("bool", False), builder.constant("none", None)])
+        builder.values[op.results[0]] = new.result
+        return
     family = SYM_OPS.get(op.name.removeprefix("edge."))
     if family is not None:
         builder.ints[op.results[0]] = _size_arithmetic(family, [builder.scalar(v) for v in op.operands],

@@ -169,10 +169,15 @@ class _Outliner:
             for value in op.operands:
                 if defining_op(value) not in inside and value not in live_ins:
                     live_ins.append(value)
+        # A size query of a member's result that only the group reads is copied in and dropped outside:
+        # it is no reason for the delegate to return that result.
+        internal = {op for op in copied
+                    if all(use.owner.operation in inside for r in op.results for use in r.uses)}
         live_outs: list[ir.Value] = []
         for op in members:
             for result in op.results:
-                if any(use.owner.operation not in member_set for use in result.uses):
+                if any(use.owner.operation not in member_set and use.owner.operation not in internal
+                       for use in result.uses):
                     live_outs.append(result)
 
         in_types = [v.type for v in live_ins]
@@ -222,9 +227,12 @@ class _Outliner:
                 anchor = op
         for old, new in zip(live_outs, call.results):
             old.replace_all_uses_with(new)
-        for op in reversed(members):
-            op.erase()
-        for op in reversed(copied):
+        # Members and the queries of them only members read use each other: erase last-first.
+        internal_at = {position[op] for op in internal}
+        kept = [op for op in copied if position[op] not in internal_at]  # (an erased op cannot be hashed)
+        for i in sorted(group | internal_at, reverse=True):
+            graph.ops[i].erase()
+        for op in reversed(kept):
             if all(not list(r.uses) for r in op.results):
                 op.erase()
 

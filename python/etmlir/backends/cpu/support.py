@@ -7,11 +7,20 @@ stopping at every reshape. Everything else (embeddings, masks built from
 integer and boolean ops, indexing) stays on the portable kernels, which
 the delegation report says op by op.
 
-Every tensor an op reads or writes must be f32 (0-d constant Scalar
+Every tensor a compute op reads or writes must be f32 (0-d constant Scalar
 operands such as addmm's alpha aside): the code generator and its
-microkernels are single precision. Dynamic dimensions are fine (the payload
-computes output shapes at run time), so nanoGPT's sequence length stays
-dynamic inside a delegate.
+microkernels are single precision. The ops that build masks and positions
+around them (comparisons, logic, `any`, `full_like`, dtype conversions, integer
+adds, and the copies and views) also take bool, int32 and int64 tensors
+(`ANY_DTYPE_OPS`), so that a decoder's attention mask and rotary positions
+do not cut its layers into separate delegates. Dynamic dimensions are fine
+(the payload computes output shapes at run time), so nanoGPT's sequence
+length stays dynamic inside a delegate. Tensors of rank up to 6 are taken
+(grouped-query attention repeats its keys through rank-5 views).
+
+`CPU_OPS` is the part of the table the vulkan backend shares; `CPU_ONLY_OPS`
+is what only this backend compiles (transcendentals that the SPIR-V path
+does not lower, and the non-f32 ops).
 """
 
 from __future__ import annotations
@@ -100,6 +109,67 @@ CPU_OPS: dict[str, OpPredicate | None] = {
 }
 
 
+def _contiguous_dim_order(op: ir.Operation) -> str | None:
+    """A dtype conversion; a dim order other than the identity (channels-last) is a layout change."""
+    if "dim_order" in op.attributes:
+        order = list(ir.DenseI64ArrayAttr(op.attributes["dim_order"]))
+        if order != sorted(order):
+            return f"a copy to dim order {order} (not contiguous) is not compiled by the cpu backend"
+    return None
+
+
+# Compiled by this backend only (not by vulkan, which shares CPU_OPS).
+CPU_ONLY_OPS: dict[str, OpPredicate | None] = {
+    # Transcendentals and powers (rotary embeddings, RMSNorm).
+    "edge.cos": None,
+    "edge.sin": None,
+    "edge.pow_tensor_scalar": None,
+    "edge.sqrt": None,
+    "edge.log": None,
+    "edge.abs": None,
+    "edge.reciprocal": None,
+    "edge.maximum": None,
+    "edge.minimum": None,
+    "edge.sum_dim_intlist": None,
+    "edge.amax": None,
+    # Masks and positions: comparisons, logic, conversions.
+    "edge.eq_scalar": None,
+    "edge.eq_tensor": None,
+    "edge.ne_scalar": None,
+    "edge.lt_scalar": None,
+    "edge.le_scalar": None,
+    "edge.gt_scalar": None,
+    "edge.ge_scalar": None,
+    "edge.lt_tensor": None,
+    "edge.le_tensor": None,
+    "edge.gt_tensor": None,
+    "edge.ge_tensor": None,
+    "edge.logical_not": None,
+    "edge.logical_and": None,
+    "edge.logical_or": None,
+    "edge.bitwise_not": None,
+    "edge.bitwise_and_tensor": None,
+    "edge.bitwise_or_tensor": None,
+    "edge.any_dim": None,
+    "edge.full_like": None,
+    "edge.scalar_tensor": None,
+    "edge.to_dim_order_copy": _contiguous_dim_order,
+}
+
+# Ops whose tensors may be bool, int32 or int64 as well as f32 (every other op is f32 only).
+ANY_DTYPE_OPS = frozenset((
+    "edge.eq_scalar", "edge.eq_tensor", "edge.ne_scalar", "edge.lt_scalar", "edge.le_scalar", "edge.gt_scalar",
+    "edge.ge_scalar", "edge.lt_tensor", "edge.le_tensor", "edge.gt_tensor", "edge.ge_tensor", "edge.logical_not",
+    "edge.logical_and", "edge.logical_or", "edge.bitwise_not", "edge.bitwise_and_tensor", "edge.bitwise_or_tensor",
+    "edge.any_dim", "edge.full_like", "edge.to_dim_order_copy", "edge.where_self",
+    "edge.add_tensor", "edge.add_scalar", "edge.sub_tensor", "edge.sub_scalar", "edge.mul_tensor", "edge.mul_scalar",
+    "edge.view_copy", "edge.permute_copy", "edge.transpose_copy_int", "edge.expand_copy", "edge.unsqueeze_copy",
+    "edge.squeeze_copy_dims", "edge.squeeze_copy_dim", "edge.clone", "edge.alias_copy", "edge.cat",
+    "edge.slice_copy_tensor", "edge.split_with_sizes_copy",
+))
+_ANY_DTYPES = ("f32", "i1", "i32", "i64")
+
+
 
 def float_tensors(op: ir.Operation) -> str | None:
     """Every tensor is f32, except 0-d Scalar operands (alpha, beta, sizes), where's boolean condition and
@@ -127,4 +197,21 @@ def _is_constant_or_size(value: ir.Value) -> bool:
     return isinstance(owner, (ir.Operation, ir.OpView)) and owner.name in ("edge.constant", "edge.sym_size_int")
 
 
-CPU_SUPPORT = OperatorSupport(ops=CPU_OPS, max_rank=4, predicates=(float_tensors,))
+def cpu_tensors(op: ir.Operation) -> str | None:
+    """float_tensors, except that ANY_DTYPE_OPS may also read and write bool, int32 and int64 tensors."""
+    if op.name not in ANY_DTYPE_OPS:
+        return float_tensors(op)
+    for kind, values in (("operand", op.operands), ("result", op.results)):
+        for i, value in enumerate(values):
+            if isinstance(value.type, ir.RankedTensorType):
+                t = ir.RankedTensorType(value.type)
+                if kind == "operand" and t.rank == 0 and _is_constant_or_size(value):
+                    continue
+                if str(t.element_type) not in _ANY_DTYPES:
+                    return (f"{kind} {i} has dtype {t.element_type}; the cpu backend compiles "
+                            f"{', '.join(_ANY_DTYPES)} tensors for this op")
+    return None
+
+
+MAX_RANK = 6
+CPU_SUPPORT = OperatorSupport(ops={**CPU_OPS, **CPU_ONLY_OPS}, max_rank=MAX_RANK, predicates=(cpu_tensors,))

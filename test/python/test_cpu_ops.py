@@ -1,0 +1,159 @@
+"""The ops only the `cpu` backend compiles (support.CPU_ONLY_OPS) and its non-f32 ops, end to end.
+
+Each module uses the ops the way ordinary model code does (a rotary
+embedding, an RMSNorm, grouped-query attention's rank-5 key repeat, a causal
+mask built from integer positions and booleans) and must be delegated as one
+piece, then match eager on the C++ runtime. Tolerances: integer and bool
+results exact; float results atol/rtol 1e-5 (cos, sin, pow, sqrt, log are
+libm's or LLVM's in float32, a few ulp from eager's), the decoder block 1e-4
+(two matrix products and a softmax accumulate in another order).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import etmlir
+import etmlir.runtime as rt
+from etmlir import backends
+from etmlir.delegation.partitioner import is_delegate_call
+from etmlir.devtools import delegation_info
+
+
+def _compile(model: nn.Module, args: tuple, dynamic_shapes=None) -> tuple[etmlir.EdgeProgram, rt.Method]:
+    edge = etmlir.to_edge(etmlir.export(model, args, dynamic_shapes=dynamic_shapes))
+    lowered = edge.to_backend(backends.partitioner("cpu"))
+    return lowered, rt.load(lowered.to_executorch().buffer).method("forward")
+
+
+def _outside(program: etmlir.EdgeProgram) -> dict[str, int]:
+    """Ops left outside every delegate: name -> count."""
+    return {name: counts[1] for name, counts in delegation_info(program).op_counts.items() if counts[1]}
+
+
+def _delegates(program: etmlir.EdgeProgram) -> int:
+    return sum(is_delegate_call(op.operation) for op in program.function.regions[0].blocks[0].operations)
+
+
+def _check(actual: list, expected: tuple, atol: float = 1e-5, rtol: float = 1e-5) -> None:
+    assert len(actual) == len(expected)
+    for got, want in zip(actual, expected):
+        assert got.dtype == want.dtype, (got.dtype, want.dtype)
+        assert tuple(got.shape) == tuple(want.shape)
+        if want.dtype.is_floating_point:
+            np.testing.assert_allclose(got.numpy(), want.numpy(), atol=atol, rtol=rtol)
+        else:
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+class MathOps(nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        positive = x.abs() + 0.5
+        return (x.cos() * y.sin(), positive.pow(2) + positive.pow(0.5), positive.sqrt() + positive.log(),
+                positive.reciprocal(), torch.maximum(x, y) - torch.minimum(x, y), x.sum(dim=-1, keepdim=True),
+                x.amax(dim=1))
+
+
+def test_transcendentals_powers_and_reductions_match_eager():
+    g = torch.Generator().manual_seed(0)
+    args = (torch.randn(4, 8, 16, generator=g) * 3, torch.randn(4, 8, 16, generator=g) * 3)
+    program, method = _compile(MathOps(), args)
+    assert _outside(program) == {}, _outside(program)
+    with torch.no_grad():
+        _check(method(*args), MathOps()(*args))
+
+
+class MaskOps(nn.Module):
+    """Integer positions and boolean masks, as attention-mask code builds them."""
+
+    def forward(self, positions: torch.Tensor, padding: torch.Tensor, scores: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        q = positions.unsqueeze(-1)
+        k = positions.unsqueeze(-2)
+        causal = k <= q                                    # le_tensor on int64
+        keep = causal & padding.unsqueeze(-2).logical_not().logical_not()
+        keep = keep | (q == 0)                             # eq_scalar, logical_or
+        empty = torch.logical_not(keep).any(dim=-1)        # any_dim
+        shifted = positions * 2 + 1 - positions            # integer arithmetic
+        big = positions > 3
+        masked = torch.where(keep, scores, torch.full_like(scores, -1e9))
+        return keep, empty, shifted, big.to(torch.float32), positions.to(torch.float32) * 0.5, masked.softmax(-1)
+
+
+def test_integer_and_boolean_mask_ops_match_eager_exactly():
+    positions = torch.arange(6).reshape(1, 6).expand(2, 6).contiguous()
+    padding = torch.tensor([[False] * 6, [False] * 4 + [True] * 2])
+    scores = torch.randn(2, 6, 6, generator=torch.Generator().manual_seed(1))
+    args = (positions, padding, scores)
+    program, method = _compile(MaskOps(), args)
+    assert _outside(program) == {}, _outside(program)
+    with torch.no_grad():
+        _check(method(*args), MaskOps()(*args))
+
+
+class DecoderAttention(nn.Module):
+    """RMSNorm, rotary embedding, grouped-query attention (keys repeated through rank 5), causal mask."""
+
+    def __init__(self, dim: int = 64, heads: int = 4, kv_heads: int = 2) -> None:
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
+        self.norm_weight = nn.Parameter(torch.rand(dim) + 0.5)
+        self.q = nn.Linear(dim, dim, bias=False)
+        self.kv = nn.Linear(dim, 2 * kv_heads * self.head_dim, bias=False)
+        self.o = nn.Linear(dim, dim, bias=False)
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
+        self.register_buffer("inv_freq", inv_freq)
+
+    def _rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        half = x.shape[-1] // 2
+        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+        return x * cos + rotated * sin
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.norm_weight
+        freqs = positions.to(torch.float32).unsqueeze(-1) * self.inv_freq
+        angles = torch.cat((freqs, freqs), dim=-1).unsqueeze(1)
+        cos, sin = angles.cos(), angles.sin()
+        q = self.q(h).view(b, t, self.heads, self.head_dim).transpose(1, 2)
+        k, v = self.kv(h).view(b, t, 2, self.kv_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
+        repeat = self.heads // self.kv_heads
+        k = k[:, :, None].expand(b, self.kv_heads, repeat, t, self.head_dim).reshape(b, self.heads, t, self.head_dim)
+        v = v[:, :, None].expand(b, self.kv_heads, repeat, t, self.head_dim).reshape(b, self.heads, t, self.head_dim)
+        causal = positions.unsqueeze(-1) >= positions.unsqueeze(-2)
+        scores = (q @ k.transpose(-1, -2)) * self.head_dim ** -0.5
+        scores = scores.masked_fill(causal.logical_not().unsqueeze(1), float("-inf"))
+        out = scores.softmax(-1) @ v
+        return x + self.o(out.transpose(1, 2).reshape(b, t, d))
+
+
+@pytest.mark.parametrize("length", [5, 16])
+def test_decoder_attention_with_rope_gqa_and_mask_is_one_delegate(length):
+    torch.manual_seed(2)
+    model = DecoderAttention().eval()
+    x = torch.randn(2, 16, 64)
+    positions = torch.arange(16).expand(2, 16).contiguous()
+    seq = torch.export.Dim("seq", min=2, max=32)
+    program, method = _compile(model, (x, positions), dynamic_shapes=({1: seq}, {1: seq}))
+    assert _outside(program) == {}, _outside(program)
+    assert _delegates(program) == 1
+    args = (torch.randn(2, length, 64), torch.arange(length).expand(2, length).contiguous())
+    with torch.no_grad():
+        _check(method(*args), (model(*args),), atol=1e-4, rtol=1e-4)
+
+
+def test_a_channels_last_copy_stays_outside_with_its_reason():
+    class ToChannelsLast(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return (x * 2).to(memory_format=torch.channels_last) + 1
+
+    x = torch.randn(1, 3, 4, 4)
+    edge = etmlir.to_edge(etmlir.export(ToChannelsLast(), (x,)))
+    lowered = edge.to_backend(backends.partitioner("cpu"))
+    assert _outside(lowered) == {"edge.to_dim_order_copy": 1}
+    assert "a copy to dim order [0, 2, 3, 1] (not contiguous) is not compiled" in str(delegation_info(lowered))
+    (actual,) = rt.load(lowered.to_executorch().buffer).method("forward")(x)
+    np.testing.assert_allclose(actual.numpy(), (x * 2 + 1).numpy(), atol=1e-6)
