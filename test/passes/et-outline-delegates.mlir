@@ -116,3 +116,22 @@ func.func @dynamic(%x: tensor<1x?xf32> {etmlir.dynamic_dims = {"1" = {max = 64 :
   %0 = "edge.relu"(%x) {etmlir.delegation_tag = "nested_0", etmlir.upper_bounds = [array<i64: 1, 64>]} : (tensor<1x?xf32>) -> tensor<1x?xf32>
   return %0 : tensor<1x?xf32>
 }
+
+// -----
+
+// A size query of a member's result that only the group reads is copied in and dropped outside:
+// the delegate returns just the result the caller uses, not the queried one too.
+// CHECK-LABEL: func.func @size_of_a_member
+// CHECK-NEXT: %[[R:.*]] = call @nested_0.forward(%arg0) {{.*}} : (tensor<?x4xf32>) -> tensor<?xf32>
+// CHECK-NEXT: return %[[R]]
+// CHECK: func.func @forward(%arg0: tensor<?x4xf32>) -> tensor<?xf32>
+// CHECK-NEXT: %[[A:.*]] = "edge.relu"(%arg0)
+// CHECK-NEXT: %[[N:.*]] = "edge.sym_size_int"(%[[A]]) {dim = 0 : i64}
+// CHECK-NEXT: %[[M:.*]] = "edge.view_copy"(%[[A]], %[[N]])
+// CHECK-NEXT: return %[[M]]
+func.func @size_of_a_member(%x: tensor<?x4xf32>) -> tensor<?xf32> {
+  %0 = "edge.relu"(%x) {etmlir.delegation_tag = "nested_0"} : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %1 = "edge.sym_size_int"(%0) {dim = 0 : i64} : (tensor<?x4xf32>) -> tensor<i64>
+  %2 = "edge.view_copy"(%0, %1) {etmlir.delegation_tag = "nested_0", size = array<i64: -9223372036854775808>} : (tensor<?x4xf32>, tensor<i64>) -> tensor<?xf32>
+  return %2 : tensor<?xf32>
+}

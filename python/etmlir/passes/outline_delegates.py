@@ -173,6 +173,9 @@ class _Outliner:
         # it is no reason for the delegate to return that result.
         internal = {op for op in copied
                     if all(use.owner.operation in inside for r in op.results for use in r.uses)}
+        # Positions, taken now: moving and erasing ops below leaves their Python handles unusable as keys.
+        internal_at = {position[op] for op in internal}
+        kept = [op for op in copied if position[op] not in internal_at]
         live_outs: list[ir.Value] = []
         for op in members:
             for result in op.results:
@@ -228,8 +231,6 @@ class _Outliner:
         for old, new in zip(live_outs, call.results):
             old.replace_all_uses_with(new)
         # Members and the queries of them only members read use each other: erase last-first.
-        internal_at = {position[op] for op in internal}
-        kept = [op for op in copied if position[op] not in internal_at]  # (an erased op cannot be hashed)
         for i in sorted(group | internal_at, reverse=True):
             graph.ops[i].erase()
         for op in reversed(kept):
