@@ -197,7 +197,9 @@ def test_cpu_partitioner_leaves_size_arithmetic_on_portable_kernels(delegated_ed
     top = [op.operation for op in lowered.function.regions[0].blocks[0].operations]
     assert any(is_delegate_call(op) for op in top), "the cpu backend took nothing"
     arithmetic = [op for op in top if op.name.removeprefix("edge.") in SYM_OPS]
-    assert {op.name for op in arithmetic} == {"edge.sym_mul", "edge.sym_floordiv", "edge.sym_max"}
+    # n0 * n1 and n1 // 2 are read only inside the delegate (the reshape, the scalar_tensor), so they are
+    # copied in; sym_max sizes the `full` left on portable kernels and stays with it.
+    assert {op.name for op in arithmetic} == {"edge.sym_max"}
     for op in arithmetic:
         assert "size arithmetic stays with its readers" in str(op.attributes["etmlir.not_delegated"])
     _run_against_eager(lowered)
