@@ -157,3 +157,30 @@ def test_a_channels_last_copy_stays_outside_with_its_reason():
     assert "a copy to dim order [0, 2, 3, 1] (not contiguous) is not compiled" in str(delegation_info(lowered))
     (actual,) = rt.load(lowered.to_executorch().buffer).method("forward")(x)
     np.testing.assert_allclose(actual.numpy(), (x * 2 + 1).numpy(), atol=1e-6)
+
+
+class ExplicitPadding(nn.Module):
+    """F.pad before a convolution, as TF-style "same" padding does (transformers' MobileNetV2, EfficientNet):
+    asymmetric pads, bottom/right only included, before depthwise and dense convolutions at strides 1 and 2."""
+
+    PADS = ((0, 1, 0, 1), (1, 1, 1, 1), (1, 0, 1, 0), (0, 0, 1, 1), (2, 1, 0, 1))
+
+    def __init__(self, channels: int = 8) -> None:
+        super().__init__()
+        self.convs = nn.ModuleList(nn.Conv2d(channels, channels, 3, stride=stride, groups=groups, bias=False)
+                                   for groups in (channels, 1) for stride in (1, 2) for _ in self.PADS)
+
+    def forward(self, *xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        # One input per convolution: a pad of an input nothing else reads is what the kernels absorb.
+        pads = self.PADS * 4
+        return tuple(conv(nn.functional.pad(x, pad)) for conv, pad, x in zip(self.convs, pads, xs))
+
+
+def test_explicit_padding_before_convolutions_matches_eager():
+    torch.manual_seed(3)
+    model = ExplicitPadding().eval()
+    xs = tuple(torch.randn(1, 8, 9, 9) for _ in model.convs)
+    program, method = _compile(model, xs)
+    assert _outside(program) == {}, _outside(program)
+    with torch.no_grad():
+        _check(method(*xs), model(*xs), atol=1e-5, rtol=1e-5)

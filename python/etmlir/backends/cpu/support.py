@@ -13,7 +13,8 @@ microkernels are single precision. The ops that build masks and positions
 around them (comparisons, logic, `any`, `full_like`, dtype conversions, integer
 adds, and the copies and views) also take bool, int32 and int64 tensors
 (`ANY_DTYPE_OPS`), so that a decoder's attention mask and rotary positions
-do not cut its layers into separate delegates. Dynamic dimensions are fine
+do not cut its layers into separate delegates; creation ops (`full`,
+`arange`, `scalar_tensor`) and constant padding likewise. Dynamic dimensions are fine
 (the payload computes output shapes at run time), so nanoGPT's sequence
 length stays dynamic inside a delegate. Tensors of rank up to 6 are taken
 (grouped-query attention repeats its keys through rank-5 views).
@@ -124,6 +125,7 @@ CPU_ONLY_OPS: dict[str, OpPredicate | None] = {
     "edge.cos": None,
     "edge.sin": None,
     "edge.pow_tensor_scalar": None,
+    "edge.pow_tensor_tensor": None,
     "edge.sqrt": None,
     "edge.log": None,
     "edge.abs": None,
@@ -152,7 +154,12 @@ CPU_ONLY_OPS: dict[str, OpPredicate | None] = {
     "edge.bitwise_or_tensor": None,
     "edge.any_dim": None,
     "edge.full_like": None,
+    "edge.full": None,
     "edge.scalar_tensor": None,
+    "edge.arange_start_step": None,
+    # Padding (TF-style "same" convolutions pad explicitly) and indexing by a constant.
+    "edge.constant_pad_nd": None,
+    "edge.select_copy_int": None,
     "edge.to_dim_order_copy": _contiguous_dim_order,
 }
 
@@ -161,7 +168,9 @@ ANY_DTYPE_OPS = frozenset((
     "edge.eq_scalar", "edge.eq_tensor", "edge.ne_scalar", "edge.lt_scalar", "edge.le_scalar", "edge.gt_scalar",
     "edge.ge_scalar", "edge.lt_tensor", "edge.le_tensor", "edge.gt_tensor", "edge.ge_tensor", "edge.logical_not",
     "edge.logical_and", "edge.logical_or", "edge.bitwise_not", "edge.bitwise_and_tensor", "edge.bitwise_or_tensor",
-    "edge.any_dim", "edge.full_like", "edge.to_dim_order_copy", "edge.where_self",
+    "edge.any_dim", "edge.full_like", "edge.full", "edge.scalar_tensor", "edge.arange_start_step",
+    "edge.to_dim_order_copy", "edge.where_self", "edge.constant_pad_nd", "edge.select_copy_int",
+    "edge.maximum", "edge.minimum", "edge.abs", "edge.neg",
     "edge.add_tensor", "edge.add_scalar", "edge.sub_tensor", "edge.sub_scalar", "edge.mul_tensor", "edge.mul_scalar",
     "edge.view_copy", "edge.permute_copy", "edge.transpose_copy_int", "edge.expand_copy", "edge.unsqueeze_copy",
     "edge.squeeze_copy_dims", "edge.squeeze_copy_dim", "edge.clone", "edge.alias_copy", "edge.cat",

@@ -1977,13 +1977,18 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(
   int nt = etmlir_cpu_num_threads();
   double work = (double)j.planes * (double)(j.OH * j.OW * j.KH * j.KW);
   j.tasks = nt > 1 && work >= PAR_MIN_FLOPS / 2 ? MIN(nt, j.planes) : 1;
-  if (ep && (ep->pad_top || ep->pad_left)) {
+  /* The rows and columns the windows read; more than the input's (after the top and left padding) means
+   * padding at the bottom or right, which needs the padded copy even when top and left are 0 (TF "same"
+   * padding at stride 1 pads only there). */
+  int64_t reach_h = (j.OH - 1) * j.sh + (j.KH - 1) * j.dh + 1, reach_w = (j.OW - 1) * j.sw + (j.KW - 1) * j.dw + 1;
+  if (ep && (ep->pad_top || ep->pad_left || reach_h > ep->pad_top + in->sizes[2] ||
+             reach_w > ep->pad_left + in->sizes[3])) {
     j.IH = in->sizes[2];
     j.in_w = in->sizes[3];
     j.pad_t = ep->pad_top;
     j.pad_l = ep->pad_left;
-    j.PH = (j.OH - 1) * j.sh + (j.KH - 1) * j.dh + 1;
-    j.PW = (j.OW - 1) * j.sw + (j.KW - 1) * j.dw + 1;
+    j.PH = reach_h;
+    j.PW = reach_w;
     j.slot = CEIL_DIV(j.PH * j.PW, 16) * 16;
     j.scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(j.slot * j.tasks));
   }
