@@ -685,26 +685,29 @@ def test_depthwise_epilogue_matches_reference(lib, case, mode, lo, hi):
 
 
 # (n, c, h, w, k, stride, pad): an unpadded input the kernel pads itself (MobileNetV2's 3x3 stride 1
-# and 2, an odd plane, a 5x5 kernel with padding 2, a plane narrower than a vector).
+# and 2, an odd plane, a 5x5 kernel with padding 2, a plane narrower than a vector); pad is all four sides
+# or (top, bottom, left, right): TF "same" padding pads only the bottom and right at stride 1.
 @pytest.mark.parametrize("case", [(1, 32, 16, 16, 3, 1, 1), (2, 5, 33, 34, 3, 2, 1), (1, 4, 11, 13, 5, 1, 2),
-                                  (1, 3, 7, 5, 3, 2, 1), (1, 8, 9, 9, 3, 1, 0)])
+                                  (1, 3, 7, 5, 3, 2, 1), (1, 8, 9, 9, 3, 1, 0), (1, 8, 9, 9, 3, 1, (0, 1, 0, 1)),
+                                  (1, 6, 10, 12, 3, 2, (0, 1, 0, 1)), (1, 4, 8, 9, 3, 1, (0, 2, 1, 0))])
 @pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES[:3])
 def test_depthwise_absorbs_padding(lib, case, mode, lo, hi):
     n, c, h, w, k, s, pad = case
-    rng = np.random.default_rng(sum(case) + mode)
+    top, bottom, left, right = (pad,) * 4 if isinstance(pad, int) else pad
+    rng = np.random.default_rng(h + w + k + c + mode)
     x, x_base = strided((n, c, h, w), "c", rng)
     wt, w_base = strided((c, k, k), "c", rng)
-    oh, ow = conv_out_size(h + 2 * pad, k, s, 1), conv_out_size(w + 2 * pad, k, s, 1)
+    oh, ow = conv_out_size(h + top + bottom, k, s, 1), conv_out_size(w + left + right, k, s, 1)
     out, out_base = strided((n, c, oh, ow), "c", rng)
     bias = rng.standard_normal(c).astype(np.float32)
     res = rng.standard_normal((n, c, oh, ow)).astype(np.float32)
-    product = torch.nn.functional.conv2d(torch.from_numpy(x.copy()).double(),
-                                         torch.from_numpy(wt.copy()).double()[:, None], stride=s, padding=pad,
+    padded = torch.nn.functional.pad(torch.from_numpy(x.copy()).double(), (left, right, top, bottom))
+    product = torch.nn.functional.conv2d(padded, torch.from_numpy(wt.copy()).double()[:, None], stride=s,
                                          groups=c).numpy()
     want = expected_epilogue(product, out.astype(np.float64), mode, lo, hi,
                              bias.astype(np.float64)[None, :, None, None], res.astype(np.float64))
     ep = epilogue(mode, lo, hi, bias, res)
-    ep.pad_top = ep.pad_left = pad
+    ep.pad_top, ep.pad_left = top, left
     dx, dw, do = descriptor(x, x_base), descriptor(wt, w_base), descriptor(out, out_base)
     lib._mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(ctypes.byref(dx), ctypes.byref(dw), ctypes.byref(do), s, s,
                                                             1, 1, ctypes.byref(ep))
