@@ -172,3 +172,25 @@ def test_fused_bounds_follow_the_lowered_code_bit_for_bit(monkeypatch):
     monkeypatch.setattr(epilogue, "match", lambda ops, at: epilogue.Fusion())
     loops = _delegated(model, x)
     np.testing.assert_array_equal(fused, loops)
+
+
+class Conv1dStack(nn.Module):
+    """1-d convolutions as audio front ends use them: padded, strided, depthwise, pointwise, dilated grouped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv1d(8, 16, 3, padding=1)
+        self.b = nn.Conv1d(16, 16, 5, stride=2, padding=2, groups=16)
+        self.c = nn.Conv1d(16, 4, 1, bias=False)
+        self.d = nn.Conv1d(4, 6, 3, dilation=2, groups=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.d(self.c(torch.relu(self.b(torch.relu(self.a(x))))))
+
+
+def test_conv1d_runs_on_the_2d_microkernels(compiled):
+    """et-conv1d-to-conv2d gives each a unit height, so the conv2d and depthwise kernels take them."""
+    torch.manual_seed(7)
+    _run(Conv1dStack(), torch.randn(2, 8, 50), atol=1e-5)
+    # a and c on the conv2d kernel, b on the depthwise one, each with its epilogue; d (2 groups) as loops.
+    assert compiled == {"etmlir_uk_conv2d_nchw_fchw_ep": 2, "etmlir_uk_depthwise_conv2d_nchw_chw_ep": 1}

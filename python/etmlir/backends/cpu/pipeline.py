@@ -1,6 +1,7 @@
 """One outlined delegate -> a `cpu` payload: the backend's named pass pipeline, then serialisation.
 
     edge @forward
+      --et-conv1d-to-conv2d--> 1-d convolutions as 2-d ones over a height-1 image
       --et-fold-constants--> edge (weight transposes and reshapes folded)
       --et-fold-batch-norm--> inference batch norms folded into the convolutions before them
       --et-edge-to-torch--> torch dialect --et-torch-to-linalg--> linalg on tensors
@@ -78,7 +79,7 @@ def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> Preproces
 
 def pipeline(*, microkernels: bool = True, trace_regions: bool = True) -> str:
     """The pass pipeline from an outlined edge delegate to the LLVM dialect."""
-    passes = ["et-fold-constants", "et-fold-batch-norm", "et-edge-to-torch", "et-torch-to-linalg", "et-cpu-fuse-elementwise",
+    passes = ["et-conv1d-to-conv2d", "et-fold-constants", "et-fold-batch-norm", "et-edge-to-torch", "et-torch-to-linalg", "et-cpu-fuse-elementwise",
               "et-cpu-shapes-function", "et-cpu-bufferize"]
     if microkernels:
         passes.append("et-cpu-microkernels")

@@ -119,8 +119,22 @@ def _contiguous_dim_order(op: ir.Operation) -> str | None:
     return None
 
 
-# Compiled by this backend only (not by vulkan, which shares CPU_OPS).
+def _conv1d_or_2d(op: ir.Operation) -> str | None:
+    """2-d convolutions, and 1-d ones with static shapes (et-conv1d-to-conv2d gives them a unit height)."""
+    reason = _not_transposed(op)
+    if reason:
+        return reason
+    t = ir.RankedTensorType(op.operands[0].type)
+    if t.rank == 3:
+        if not (t.has_static_shape and ir.RankedTensorType(op.results[0].type).has_static_shape):
+            return "a 1-d convolution is compiled with static shapes only"
+        return None
+    return _conv2d_only(op)
+
+
+# Compiled by this backend only (not by vulkan, which shares CPU_OPS); an entry here replaces CPU_OPS's.
 CPU_ONLY_OPS: dict[str, OpPredicate | None] = {
+    "edge.convolution": _conv1d_or_2d,
     # Transcendentals and powers (rotary embeddings, RMSNorm).
     "edge.cos": None,
     "edge.sin": None,
