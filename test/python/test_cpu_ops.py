@@ -184,3 +184,26 @@ def test_explicit_padding_before_convolutions_matches_eager():
     assert _outside(program) == {}, _outside(program)
     with torch.no_grad():
         _check(method(*xs), model(*xs), atol=1e-5, rtol=1e-5)
+
+
+class GroupNorms(nn.Module):
+    """GroupNorm as conv and audio models use it: several groups, one group per channel (no affine), one group."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = nn.GroupNorm(4, 16), nn.GroupNorm(16, 16, affine=False), nn.GroupNorm(1, 16, eps=1e-3)
+        for p in self.parameters():
+            nn.init.normal_(p)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.a(x), self.b(x) * 2, self.c(y)
+
+
+def test_group_norm_matches_eager():
+    torch.manual_seed(4)
+    model = GroupNorms().eval()
+    args = (torch.randn(2, 16, 5, 7) * 3 + 1, torch.randn(3, 16, 40))
+    program, method = _compile(model, args)
+    assert _outside(program) == {}, _outside(program)
+    with torch.no_grad():
+        _check(method(*args), model(*args))

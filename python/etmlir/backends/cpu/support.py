@@ -148,6 +148,7 @@ CPU_ONLY_OPS: dict[str, OpPredicate | None] = {
     "edge.minimum": None,
     "edge.sum_dim_intlist": None,
     "edge.amax": None,
+    "edge.native_group_norm": None,
     # Masks and positions: comparisons, logic, conversions.
     "edge.eq_scalar": None,
     "edge.eq_tensor": None,
