@@ -207,3 +207,27 @@ def test_group_norm_matches_eager():
     assert _outside(program) == {}, _outside(program)
     with torch.no_grad():
         _check(method(*args), model(*args))
+
+
+class TokenEmbedding(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokens, self.positions = nn.Embedding(50, 16), nn.Embedding(8, 16)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(ids.shape[1]).unsqueeze(0)
+        return self.tokens(ids) + self.positions(positions)
+
+
+def test_embedding_is_delegated_and_refuses_an_index_out_of_range():
+    torch.manual_seed(5)
+    model = TokenEmbedding().eval()
+    ids = torch.tensor([[0, 7, 49, 3, 3, 12]])
+    program, method = _compile(model, (ids,))
+    assert _outside(program) == {}, _outside(program)
+    with torch.no_grad():
+        _check(method(ids), (model(ids),), atol=0, rtol=0)
+    for bad, why in ((50, "index must be smaller than dim size"), (-1, "index must be larger or equal to 0")):
+        with pytest.raises(Exception, match=why) as raised:
+            method(torch.tensor([[0, 1, bad, 3, 4, 5]]))
+        assert "test_cpu_ops.py" in str(raised.value), "the error names the model's source line"

@@ -175,6 +175,8 @@ CPU_ONLY_OPS: dict[str, OpPredicate | None] = {
     # Padding (TF-style "same" convolutions pad explicitly) and indexing by a constant.
     "edge.constant_pad_nd": None,
     "edge.select_copy_int": None,
+    # Token and position lookups (an index out of range is an error naming the op, as in eager).
+    "edge.embedding": None,
     "edge.to_dim_order_copy": _contiguous_dim_order,
 }
 
@@ -185,7 +187,7 @@ ANY_DTYPE_OPS = frozenset((
     "edge.logical_and", "edge.logical_or", "edge.bitwise_not", "edge.bitwise_and_tensor", "edge.bitwise_or_tensor",
     "edge.any_dim", "edge.full_like", "edge.full", "edge.scalar_tensor", "edge.arange_start_step",
     "edge.to_dim_order_copy", "edge.where_self", "edge.constant_pad_nd", "edge.select_copy_int",
-    "edge.maximum", "edge.minimum", "edge.abs", "edge.neg",
+    "edge.maximum", "edge.minimum", "edge.abs", "edge.neg", "edge.embedding",
     "edge.add_tensor", "edge.add_scalar", "edge.sub_tensor", "edge.sub_scalar", "edge.mul_tensor", "edge.mul_scalar",
     "edge.view_copy", "edge.permute_copy", "edge.transpose_copy_int", "edge.expand_copy", "edge.unsqueeze_copy",
     "edge.squeeze_copy_dims", "edge.squeeze_copy_dim", "edge.clone", "edge.alias_copy", "edge.cat",
