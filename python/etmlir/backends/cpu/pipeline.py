@@ -232,7 +232,7 @@ class LoadedPayload:
         if self.info.shapes_entry:
             total = sum(len(t.sizes) for t in self.info.outputs)
             sizes = np.zeros(total, dtype=np.int64)
-            _call(getattr(self.lib, self.info.shapes_entry), arrays + [sizes])
+            self._run(getattr(self.lib, self.info.shapes_entry), arrays + [sizes])
             at = 0
             for t in self.info.outputs:
                 out_sizes.append(tuple(int(s) for s in sizes[at:at + len(t.sizes)]))
@@ -240,16 +240,30 @@ class LoadedPayload:
         else:
             out_sizes = [t.sizes for t in self.info.outputs]
         outs = [np.zeros(s, dtype=np.dtype(SCALAR_TYPE_NAMES[t.dtype])) for s, t in zip(out_sizes, self.info.outputs)]
-        _call(getattr(self.lib, self.info.entry), arrays + outs)
+        self._run(getattr(self.lib, self.info.entry), arrays + outs)
         return outs
 
+    def _run(self, function: ctypes._CFuncPtr, arrays: list[np.ndarray]) -> None:
+        """Call an entry point through etmlir_cpu_run, so a failed run-time check raises PayloadFailure
+        instead of aborting this process (PAYLOAD.md "Timed regions and failures")."""
+        from torch_mlir.runtime.np_to_memref import get_ranked_memref_descriptor
+        descriptors = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in arrays]
+        packed = (ctypes.c_void_p * len(descriptors))(*[ctypes.cast(d, ctypes.c_void_p) for d in descriptors])
+        run = self.lib.etmlir_cpu_run
+        run.argtypes, run.restype = [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int
+        if run(ctypes.cast(function, ctypes.c_void_p), packed):
+            self.lib.etmlir_cpu_failure.restype = ctypes.c_char_p
+            self.lib.etmlir_cpu_failed_handle.restype = ctypes.c_int32
+            raise PayloadFailure(self.lib.etmlir_cpu_failure().decode(errors="replace"),
+                                 int(self.lib.etmlir_cpu_failed_handle()))
 
-def _call(function: ctypes._CFuncPtr, arrays: list[np.ndarray]) -> None:
-    from torch_mlir.runtime.np_to_memref import get_ranked_memref_descriptor
-    descriptors = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in arrays]
-    packed = (ctypes.c_void_p * len(descriptors))(*[ctypes.cast(d, ctypes.c_void_p) for d in descriptors])
-    function.argtypes = [ctypes.c_void_p]
-    function(packed)
+
+class PayloadFailure(Exception):
+    """A run-time check of the payload failed: the message and the failing edge op's debug handle (0: unknown)."""
+
+    def __init__(self, message: str, debug_handle: int) -> None:
+        super().__init__(message)
+        self.debug_handle = debug_handle
 
 
 def measure_arena(so: bytes, info: payload.PayloadInfo, input_sizes: list[list[int]]) -> int:
@@ -268,7 +282,13 @@ def measure_arena(so: bytes, info: payload.PayloadInfo, input_sizes: list[list[i
     loaded.lib.etmlir_cpu_set_parallel.argtypes = [pool_type, ctypes.c_void_p, ctypes.c_int]
     loaded.lib.etmlir_cpu_set_parallel(pool, None, ARENA_THREADS)
     inputs = [np.zeros(sizes, dtype=np.dtype(SCALAR_TYPE_NAMES[t.dtype])) for sizes, t in zip(input_sizes, info.inputs)]
-    loaded(*inputs)
+    try:
+        loaded(*inputs)
+    except PayloadFailure as failure:
+        where = f" (edge op debug handle {failure.debug_handle})" if failure.debug_handle else ""
+        sizes = ", ".join("x".join(map(str, s)) or "scalar" for s in input_sizes)
+        raise BackendError(f"cpu backend: the measuring run at the largest input sizes ({sizes}, zeros) failed a "
+                           f"run-time check{where}: {failure}") from failure
     if loaded.lib.etmlir_cpu_heap_fallbacks():
         raise BackendError("cpu backend: the measuring run allocated outside its arena")
     return (int(loaded.lib.etmlir_cpu_arena_peak()) + 63) // 64 * 64

@@ -132,6 +132,40 @@ def _conv1d_or_2d(op: ir.Operation) -> str | None:
     return _conv2d_only(op)
 
 
+def _static_input(op: ir.Operation) -> str | None:
+    """torch-mlir's group norm reshapes with an inferred dim, an integer division by N * groups: a dynamic batch
+    of 0 would divide by zero (SIGFPE) at run time, so only static inputs are taken (and, as for every op, no
+    empty tensor)."""
+    if not ir.RankedTensorType(op.operands[0].type).has_static_shape:
+        return "group norm is compiled for static input shapes only"
+    return None
+
+
+def _reduces_a_tensor(op: ir.Operation) -> str | None:
+    """A reduction over a dim of a 0-d tensor has no torch-mlir lowering."""
+    if ir.RankedTensorType(op.operands[0].type).rank == 0:
+        return "a reduction of a 0-d tensor is left to the portable kernels"
+    return None
+
+
+def _result_dtype_in(*dtypes: str) -> OpPredicate:
+    """A creation op whose result dtype torch-mlir lowers right (OpInfo: full(True) gave False, arange to
+    int32 from float bounds does not compile)."""
+    def check(op: ir.Operation) -> str | None:
+        element = str(ir.RankedTensorType(op.results[0].type).element_type)
+        if element not in dtypes:
+            return f"{op.name.removeprefix('edge.')} making {element} is left to the portable kernels"
+        return None
+    return check
+
+
+def _non_negative_padding(op: ir.Operation) -> str | None:
+    pads = list(ir.DenseI64ArrayAttr(op.attributes["pad"])) if "pad" in op.attributes else []
+    if any(p < 0 for p in pads):
+        return f"negative padding {pads} (a crop) is left to the portable kernels"
+    return None
+
+
 # Compiled by this backend only (not by vulkan, which shares CPU_OPS); an entry here replaces CPU_OPS's.
 CPU_ONLY_OPS: dict[str, OpPredicate | None] = {
     "edge.convolution": _conv1d_or_2d,
@@ -143,16 +177,16 @@ CPU_ONLY_OPS: dict[str, OpPredicate | None] = {
     "edge.sqrt": None,
     "edge.log": None,
     "edge.abs": None,
-    "edge.reciprocal": None,
     "edge.maximum": None,
     "edge.minimum": None,
-    "edge.sum_dim_intlist": None,
-    "edge.amax": None,
-    "edge.native_group_norm": None,
+    "edge.sum_dim_intlist": _reduces_a_tensor,
+    "edge.amax": _reduces_a_tensor,
+    "edge.native_group_norm": _static_input,
     # Masks and positions: comparisons, logic, conversions.
     "edge.eq_scalar": None,
     "edge.eq_tensor": None,
     "edge.ne_scalar": None,
+    "edge.ne_tensor": None,
     "edge.lt_scalar": None,
     "edge.le_scalar": None,
     "edge.gt_scalar": None,
@@ -167,13 +201,13 @@ CPU_ONLY_OPS: dict[str, OpPredicate | None] = {
     "edge.bitwise_not": None,
     "edge.bitwise_and_tensor": None,
     "edge.bitwise_or_tensor": None,
-    "edge.any_dim": None,
+    "edge.any_dim": _reduces_a_tensor,
     "edge.full_like": None,
-    "edge.full": None,
+    "edge.full": _result_dtype_in("f32", "i32", "i64"),
     "edge.scalar_tensor": None,
-    "edge.arange_start_step": None,
+    "edge.arange_start_step": _result_dtype_in("f32", "i64"),
     # Padding (TF-style "same" convolutions pad explicitly) and indexing by a constant.
-    "edge.constant_pad_nd": None,
+    "edge.constant_pad_nd": _non_negative_padding,
     "edge.select_copy_int": None,
     # Token and position lookups (an index out of range is an error naming the op, as in eager).
     "edge.embedding": None,
@@ -182,7 +216,7 @@ CPU_ONLY_OPS: dict[str, OpPredicate | None] = {
 
 # Ops whose tensors may be bool, int32 or int64 as well as f32 (every other op is f32 only).
 ANY_DTYPE_OPS = frozenset((
-    "edge.eq_scalar", "edge.eq_tensor", "edge.ne_scalar", "edge.lt_scalar", "edge.le_scalar", "edge.gt_scalar",
+    "edge.eq_scalar", "edge.eq_tensor", "edge.ne_scalar", "edge.ne_tensor", "edge.lt_scalar", "edge.le_scalar", "edge.gt_scalar",
     "edge.ge_scalar", "edge.lt_tensor", "edge.le_tensor", "edge.gt_tensor", "edge.ge_tensor", "edge.logical_not",
     "edge.logical_and", "edge.logical_or", "edge.bitwise_not", "edge.bitwise_and_tensor", "edge.bitwise_or_tensor",
     "edge.any_dim", "edge.full_like", "edge.full", "edge.scalar_tensor", "edge.arange_start_step",
@@ -224,7 +258,12 @@ def _is_constant_or_size(value: ir.Value) -> bool:
 
 
 def cpu_tensors(op: ir.Operation) -> str | None:
-    """float_tensors, except that ANY_DTYPE_OPS may also read and write bool, int32 and int64 tensors."""
+    """float_tensors, except that ANY_DTYPE_OPS may also read and write bool, int32 and int64 tensors; and no
+    tensor without elements (torch-mlir's lowerings assert "tensor with zero element" for some ops)."""
+    for kind, values in (("operand", op.operands), ("result", op.results)):
+        for i, value in enumerate(values):
+            if isinstance(value.type, ir.RankedTensorType) and 0 in ir.RankedTensorType(value.type).shape:
+                return f"{kind} {i} ({value.type}) has no elements; it is left to the portable kernels"
     if op.name not in ANY_DTYPE_OPS:
         return float_tensors(op)
     for kind, values in (("operand", op.operands), ("result", op.results)):
