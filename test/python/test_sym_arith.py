@@ -192,16 +192,15 @@ def _run_against_eager(program: etmlir.EdgeProgram) -> None:
             _assert_matches(method(x), Delegated()(x))
 
 
-def test_cpu_partitioner_leaves_size_arithmetic_on_portable_kernels(delegated_edge):
+def test_cpu_partitioner_copies_size_arithmetic_into_its_delegate(delegated_edge):
     lowered = delegated_edge.to_backend(backends.partitioner("cpu"))
     top = [op.operation for op in lowered.function.regions[0].blocks[0].operations]
     assert any(is_delegate_call(op) for op in top), "the cpu backend took nothing"
     arithmetic = [op for op in top if op.name.removeprefix("edge.") in SYM_OPS]
-    # n0 * n1 and n1 // 2 are read only inside the delegate (the reshape, the scalar_tensor), so they are
-    # copied in; sym_max sizes the `full` left on portable kernels and stays with it.
-    assert {op.name for op in arithmetic} == {"edge.sym_max"}
-    for op in arithmetic:
-        assert "size arithmetic stays with its readers" in str(op.attributes["etmlir.not_delegated"])
+    # n0 * n1, n1 // 2 and max(n0, 3) are read only inside the delegate (the reshape, the scalar_tensor,
+    # the `full`), so each is copied in and none is left outside.
+    assert {op.name for op in arithmetic} == set()
+    assert not any(op.name == "edge.full" for op in top), "the dynamic-sized full runs inside the delegate"
     _run_against_eager(lowered)
 
 

@@ -159,6 +159,22 @@ def _result_dtype_in(*dtypes: str) -> OpPredicate:
     return check
 
 
+def _static_arange(op: ir.Operation) -> str | None:
+    """arange of a static length; a length computed at run time (from a sequence length) is a value the
+    delegate's shapes function cannot compute without running the arange."""
+    if not ir.RankedTensorType(op.results[0].type).has_static_shape:
+        return "arange of a length known only at run time is left to the portable kernels"
+    return _result_dtype_in("f32", "i64")(op)
+
+
+def _static_result(op: ir.Operation) -> str | None:
+    """torch-mlir's embedding lowering leaves a computation in the delegate's shapes function when its sizes
+    are dynamic, so only static ones are taken."""
+    if not ir.RankedTensorType(op.results[0].type).has_static_shape:
+        return f"{op.name.removeprefix('edge.')} with sizes known only at run time is left to the portable kernels"
+    return None
+
+
 def _non_negative_padding(op: ir.Operation) -> str | None:
     pads = list(ir.DenseI64ArrayAttr(op.attributes["pad"])) if "pad" in op.attributes else []
     if any(p < 0 for p in pads):
@@ -205,12 +221,12 @@ CPU_ONLY_OPS: dict[str, OpPredicate | None] = {
     "edge.full_like": None,
     "edge.full": _result_dtype_in("f32", "i32", "i64"),
     "edge.scalar_tensor": None,
-    "edge.arange_start_step": _result_dtype_in("f32", "i64"),
+    "edge.arange_start_step": _static_arange,
     # Padding (TF-style "same" convolutions pad explicitly) and indexing by a constant.
     "edge.constant_pad_nd": _non_negative_padding,
     "edge.select_copy_int": None,
     # Token and position lookups (an index out of range is an error naming the op, as in eager).
-    "edge.embedding": None,
+    "edge.embedding": _static_result,
     "edge.to_dim_order_copy": _contiguous_dim_order,
 }
 
@@ -262,6 +278,8 @@ def cpu_tensors(op: ir.Operation) -> str | None:
     tensor without elements (torch-mlir's lowerings assert "tensor with zero element" for some ops)."""
     for kind, values in (("operand", op.operands), ("result", op.results)):
         for i, value in enumerate(values):
+            if kind == "result" and not any(True for _ in value.uses):
+                continue  # an unused placeholder (batch norm's saved mean and invstd are tensor<0xf32>)
             if isinstance(value.type, ir.RankedTensorType) and 0 in ir.RankedTensorType(value.type).shape:
                 return f"{kind} {i} ({value.type}) has no elements; it is left to the portable kernels"
     if op.name not in ANY_DTYPE_OPS:
