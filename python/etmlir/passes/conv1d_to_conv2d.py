@@ -30,6 +30,7 @@ from torch_mlir import ir
 
 from etmlir.dialects.edge import edge_op_of, named_operands
 from etmlir.passes.registry import register_pass
+from etmlir.passes.rewrite import rewrite_each
 
 CONVOLUTION = "edge.convolution"
 
@@ -76,19 +77,7 @@ def _try_rewrite(conv: ir.Operation) -> bool:
 
 def convert_conv1d(module: ir.Operation) -> int:
     """Rewrite every 1-d convolution that can be; returns how many were."""
-    convs: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == CONVOLUTION:
-            convs.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.walk(visit)
-    rewritten = 0
-    for conv in convs:
-        with conv.location:
-            rewritten += _try_rewrite(conv)
-    return rewritten
+    return rewrite_each(module, CONVOLUTION, _try_rewrite)
 
 
 @register_pass("et-conv1d-to-conv2d", level="edge")

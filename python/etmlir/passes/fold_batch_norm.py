@@ -37,6 +37,7 @@ from etmlir.frontend.locations import with_debug_handle
 from etmlir.passes.assign_debug_handles import debug_handle
 from etmlir.passes.fold_constants import constant_tensor
 from etmlir.passes.registry import register_pass
+from etmlir.passes.rewrite import rewrite_each
 
 BATCH_NORM = "edge.native_batch_norm_legit_no_training"
 CONVOLUTION = "edge.convolution"
@@ -122,19 +123,7 @@ def _try_fold(norm: ir.Operation) -> bool:
 
 def fold_batch_norms(module: ir.Operation) -> int:
     """Fold every batch norm that can be folded into its convolution; returns how many were."""
-    norms: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == BATCH_NORM:
-            norms.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.walk(visit)
-    folded = 0
-    for norm in norms:
-        with norm.location:
-            folded += _try_fold(norm)
-    return folded
+    return rewrite_each(module, BATCH_NORM, _try_fold)
 
 
 @register_pass("et-fold-batch-norm", level="edge")
