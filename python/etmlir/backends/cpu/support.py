@@ -1,11 +1,14 @@
-"""Which edge ops the `cpu` backend compiles: the float ops on the zoo's hot paths.
+"""Which edge ops the `cpu` backend compiles: the float ops on the hot paths and the ops around them.
 
 The list is what a CNN or a transformer spends its time in (convolutions,
 matrix products, normalizations, activations, pooling) plus the copy and
-view ops between them, so that a delegate spans whole blocks instead of
-stopping at every reshape. Everything else (embeddings, masks built from
-integer and boolean ops, indexing) stays on the portable kernels, which
-the delegation report says op by op.
+view ops between them and the ops that build masks, positions and padding,
+so that a delegate spans a whole model instead of stopping at every
+reshape or mask. What is left (gathers, scatters, cumsum, indexing by
+tensors, and each refusal a predicate below states) stays on the portable
+kernels, which the delegation report says op by op. The predicates come
+from PyTorch's OpInfo samples (test_cpu_opinfo.py): each names what
+torch-mlir's lowering gets wrong or cannot compile.
 
 Every tensor a compute op reads or writes must be f32 (0-d constant Scalar
 operands such as addmm's alpha aside): the code generator and its
