@@ -247,6 +247,10 @@ ANY_DTYPE_OPS = frozenset((
     "edge.slice_copy_tensor", "edge.split_with_sizes_copy",
 ))
 _ANY_DTYPES = ("f32", "i1", "i32", "i64")
+# Copies and views: moving no elements is harmless, so empty tensors are taken.
+_EMPTY_OK = frozenset(("edge.view_copy", "edge.permute_copy", "edge.transpose_copy_int", "edge.expand_copy",
+                       "edge.unsqueeze_copy", "edge.squeeze_copy_dims", "edge.squeeze_copy_dim", "edge.clone",
+                       "edge.alias_copy", "edge.cat", "edge.slice_copy_tensor", "edge.split_with_sizes_copy"))
 
 
 
@@ -276,15 +280,24 @@ def _is_constant_or_size(value: ir.Value) -> bool:
     return isinstance(owner, (ir.Operation, ir.OpView)) and owner.name in ("edge.constant", "edge.sym_size_int")
 
 
-def cpu_tensors(op: ir.Operation) -> str | None:
-    """float_tensors, except that ANY_DTYPE_OPS may also read and write bool, int32 and int64 tensors; and no
-    tensor without elements (torch-mlir's lowerings assert "tensor with zero element" for some ops)."""
+def _empty_tensor(op: ir.Operation) -> str | None:
+    """An operand or a used result without elements (torch-mlir's group norm divides by zero on one)."""
     for kind, values in (("operand", op.operands), ("result", op.results)):
         for i, value in enumerate(values):
             if kind == "result" and not any(True for _ in value.uses):
                 continue  # an unused placeholder (batch norm's saved mean and invstd are tensor<0xf32>)
             if isinstance(value.type, ir.RankedTensorType) and 0 in ir.RankedTensorType(value.type).shape:
                 return f"{kind} {i} ({value.type}) has no elements; it is left to the portable kernels"
+    return None
+
+
+def cpu_tensors(op: ir.Operation) -> str | None:
+    """float_tensors, except that ANY_DTYPE_OPS may also read and write bool, int32 and int64 tensors; and no
+    empty tensor outside copies and views (phi3's partial rotary embedding slices and concatenates empty
+    halves, which the copies handle)."""
+    reason = None if op.name in _EMPTY_OK else _empty_tensor(op)
+    if reason:
+        return reason
     if op.name not in ANY_DTYPE_OPS:
         return float_tensors(op)
     for kind, values in (("operand", op.operands), ("result", op.results)):
