@@ -218,6 +218,10 @@ class LoadedPayload:
         self.lib.etmlir_cpu_set_arena.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
         self.lib.etmlir_cpu_arena_peak.restype = ctypes.c_uint64
         self.lib.etmlir_cpu_heap_fallbacks.restype = ctypes.c_uint64
+        self.lib.etmlir_cpu_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self.lib.etmlir_cpu_run.restype = ctypes.c_int
+        self.lib.etmlir_cpu_failure.restype = ctypes.c_char_p
+        self.lib.etmlir_cpu_failed_handle.restype = ctypes.c_int32
         self._keep: list[object] = []
 
     def set_arena(self, size: int) -> None:
@@ -249,11 +253,7 @@ class LoadedPayload:
         from torch_mlir.runtime.np_to_memref import get_ranked_memref_descriptor
         descriptors = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in arrays]
         packed = (ctypes.c_void_p * len(descriptors))(*[ctypes.cast(d, ctypes.c_void_p) for d in descriptors])
-        run = self.lib.etmlir_cpu_run
-        run.argtypes, run.restype = [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int
-        if run(ctypes.cast(function, ctypes.c_void_p), packed):
-            self.lib.etmlir_cpu_failure.restype = ctypes.c_char_p
-            self.lib.etmlir_cpu_failed_handle.restype = ctypes.c_int32
+        if self.lib.etmlir_cpu_run(ctypes.cast(function, ctypes.c_void_p), packed):
             raise PayloadFailure(self.lib.etmlir_cpu_failure().decode(errors="replace"),
                                  int(self.lib.etmlir_cpu_failed_handle()))
 

@@ -60,6 +60,11 @@ def _max_pool_values_only(op: ir.Operation) -> str | None:
     return None
 
 
+# Ops that only move elements: they take any dtype the backend does and empty tensors.
+COPIES_AND_VIEWS = ("edge.view_copy", "edge.permute_copy", "edge.transpose_copy_int", "edge.expand_copy",
+                    "edge.unsqueeze_copy", "edge.squeeze_copy_dims", "edge.squeeze_copy_dim", "edge.clone",
+                    "edge.alias_copy", "edge.cat", "edge.slice_copy_tensor", "edge.split_with_sizes_copy")
+
 # Op name -> None, or a check of one instance (a reason when refused).
 CPU_OPS: dict[str, OpPredicate | None] = {
     # Contractions: microkernels.
@@ -98,18 +103,7 @@ CPU_OPS: dict[str, OpPredicate | None] = {
     "edge.leaky_relu": None,
     "edge.where_self": None,
     # Copies and views between them.
-    "edge.view_copy": None,
-    "edge.permute_copy": None,
-    "edge.transpose_copy_int": None,
-    "edge.expand_copy": None,
-    "edge.unsqueeze_copy": None,
-    "edge.squeeze_copy_dims": None,
-    "edge.squeeze_copy_dim": None,
-    "edge.clone": None,
-    "edge.alias_copy": None,
-    "edge.cat": None,
-    "edge.slice_copy_tensor": None,
-    "edge.split_with_sizes_copy": None,
+    **dict.fromkeys(COPIES_AND_VIEWS),
 }
 
 
@@ -162,20 +156,20 @@ def _result_dtype_in(*dtypes: str) -> OpPredicate:
     return check
 
 
-def _static_arange(op: ir.Operation) -> str | None:
-    """arange of a static length; a length computed at run time (from a sequence length) is a value the
-    delegate's shapes function cannot compute without running the arange."""
-    if not ir.RankedTensorType(op.results[0].type).has_static_shape:
-        return "arange of a length known only at run time is left to the portable kernels"
-    return _result_dtype_in("f32", "i64")(op)
-
-
 def _static_result(op: ir.Operation) -> str | None:
-    """torch-mlir's embedding lowering leaves a computation in the delegate's shapes function when its sizes
-    are dynamic, so only static ones are taken."""
+    """A result of static sizes: with dynamic ones, torch-mlir's embedding lowering leaves a computation in the
+    delegate's shapes function, and an arange's length (from a sequence length) is a value that function
+    cannot compute without running it."""
     if not ir.RankedTensorType(op.results[0].type).has_static_shape:
         return f"{op.name.removeprefix('edge.')} with sizes known only at run time is left to the portable kernels"
     return None
+
+
+_ARANGE_DTYPES = _result_dtype_in("f32", "i64")
+
+
+def _static_arange(op: ir.Operation) -> str | None:
+    return _static_result(op) or _ARANGE_DTYPES(op)
 
 
 def _non_negative_padding(op: ir.Operation) -> str | None:
@@ -242,21 +236,20 @@ ANY_DTYPE_OPS = frozenset((
     "edge.to_dim_order_copy", "edge.where_self", "edge.constant_pad_nd", "edge.select_copy_int",
     "edge.maximum", "edge.minimum", "edge.abs", "edge.neg", "edge.embedding",
     "edge.add_tensor", "edge.add_scalar", "edge.sub_tensor", "edge.sub_scalar", "edge.mul_tensor", "edge.mul_scalar",
-    "edge.view_copy", "edge.permute_copy", "edge.transpose_copy_int", "edge.expand_copy", "edge.unsqueeze_copy",
-    "edge.squeeze_copy_dims", "edge.squeeze_copy_dim", "edge.clone", "edge.alias_copy", "edge.cat",
-    "edge.slice_copy_tensor", "edge.split_with_sizes_copy",
+    *COPIES_AND_VIEWS,
 ))
 _ANY_DTYPES = ("f32", "i1", "i32", "i64")
-# Copies and views: moving no elements is harmless, so empty tensors are taken.
-_EMPTY_OK = frozenset(("edge.view_copy", "edge.permute_copy", "edge.transpose_copy_int", "edge.expand_copy",
-                       "edge.unsqueeze_copy", "edge.squeeze_copy_dims", "edge.squeeze_copy_dim", "edge.clone",
-                       "edge.alias_copy", "edge.cat", "edge.slice_copy_tensor", "edge.split_with_sizes_copy"))
 
 
 
 def float_tensors(op: ir.Operation) -> str | None:
     """Every tensor is f32, except 0-d Scalar operands (alpha, beta, sizes), where's boolean condition and
     max pooling's unused indices."""
+    return _tensor_dtypes(op, ("f32",), "f32 tensors")
+
+
+def _tensor_dtypes(op: ir.Operation, allowed: tuple[str, ...], what: str) -> str | None:
+    """The first tensor whose dtype is not in `allowed` (with float_tensors' exceptions), said as a reason."""
     for kind, values in (("operand", op.operands), ("result", op.results)):
         for i, value in enumerate(values):
             if not isinstance(value.type, ir.RankedTensorType):
@@ -269,8 +262,8 @@ def float_tensors(op: ir.Operation) -> str | None:
             if kind == "result" and i == 1 and op.name == "edge.max_pool2d_with_indices" and not any(
                     True for _ in value.uses):
                 continue  # indices nothing reads (the op's own predicate refuses the rest)
-            if str(t.element_type) != "f32":
-                return f"{kind} {i} has dtype {t.element_type}; the cpu backend compiles f32 tensors"
+            if str(t.element_type) not in allowed:
+                return f"{kind} {i} has dtype {t.element_type}; the cpu backend compiles {what}"
     return None
 
 
@@ -295,21 +288,12 @@ def cpu_tensors(op: ir.Operation) -> str | None:
     """float_tensors, except that ANY_DTYPE_OPS may also read and write bool, int32 and int64 tensors; and no
     empty tensor outside copies and views (phi3's partial rotary embedding slices and concatenates empty
     halves, which the copies handle)."""
-    reason = None if op.name in _EMPTY_OK else _empty_tensor(op)
+    reason = None if op.name in COPIES_AND_VIEWS else _empty_tensor(op)
     if reason:
         return reason
     if op.name not in ANY_DTYPE_OPS:
         return float_tensors(op)
-    for kind, values in (("operand", op.operands), ("result", op.results)):
-        for i, value in enumerate(values):
-            if isinstance(value.type, ir.RankedTensorType):
-                t = ir.RankedTensorType(value.type)
-                if kind == "operand" and t.rank == 0 and _is_constant_or_size(value):
-                    continue
-                if str(t.element_type) not in _ANY_DTYPES:
-                    return (f"{kind} {i} has dtype {t.element_type}; the cpu backend compiles "
-                            f"{', '.join(_ANY_DTYPES)} tensors for this op")
-    return None
+    return _tensor_dtypes(op, _ANY_DTYPES, f"{', '.join(_ANY_DTYPES)} tensors for this op")
 
 
 MAX_RANK = 6
