@@ -127,9 +127,47 @@ def test_inverted_residual(compiled, stride, kernel, dilation):
 
 @pytest.mark.parametrize("activation", [nn.ReLU(), nn.ReLU6(), nn.Hardtanh(-0.5, 0.25), nn.Identity()])
 def test_linear_with_activation(compiled, activation):
-    model = nn.Sequential(nn.Linear(24, 40), activation, nn.Linear(40, 7))
+    # 64 columns are whole panels at either width (16, 32): packed; 7 would be mostly padding: not.
+    model = nn.Sequential(nn.Linear(24, 64), activation, nn.Linear(64, 7))
     _run(model, torch.randn(5, 24), atol=1e-5)
-    assert compiled == {"etmlir_uk_matmul_ep": 2}
+    assert compiled == {"etmlir_uk_matmul_packed_ep": 1, "etmlir_uk_matmul_ep": 1}
+
+
+class TiedProjections(nn.Module):
+    """Linears of several widths, one weight used twice (packed once), under a dynamic number of rows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.Linear(48, 160)
+        self.mid = nn.Linear(160, 160, bias=False)
+        self.down = nn.Linear(160, 64)  # widths of whole panels at either width (16 or 32): all packed
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.up(x))
+        h = self.mid(torch.relu(self.mid(h))) + h
+        return self.down(h)
+
+
+def test_packed_weights_match_eager_at_any_row_count(compiled):
+    torch.manual_seed(3)
+    model = TiedProjections().eval()
+    rows = torch.export.Dim("rows", min=1, max=512)
+    program = etmlir.to_edge(etmlir.export(model, (torch.randn(8, 48),), dynamic_shapes=({0: rows},))).to_backend(
+        backends.partitioner("cpu"))
+    assert compiled["etmlir_uk_matmul_packed_ep"] == 4
+    pte = program.to_executorch().buffer
+    previous = rt.cpu_threads()
+    try:
+        for threads in (1, 2):
+            rt.set_cpu_threads(threads)
+            method = rt.load(pte).method("forward")
+            for m in (1, 5, 29, 300):
+                x = torch.randn(m, 48)
+                with torch.no_grad():
+                    want = model(x).numpy()
+                np.testing.assert_allclose(method(x.numpy())[0], want, atol=1e-4, rtol=1e-4)
+    finally:
+        rt.set_cpu_threads(previous)
 
 
 def test_gelu_is_not_an_epilogue_but_still_matches(compiled):

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from etmlir.backends.cpu import link
+from etmlir.backends.cpu.passes.pack_weights import pack_panels
 from etmlir.backends.cpu.target import host
 
 SOURCES = [link.SOURCES / name for name in link.C_SOURCES]
@@ -64,6 +65,8 @@ def load_fresh(so: Path, tmp_path: Path) -> ctypes.CDLL:
     for name in ("conv2d_nchw_fchw", "depthwise_conv2d_nchw_chw"):
         getattr(lib, f"_mlir_ciface_etmlir_uk_{name}_ep").argtypes = (
             [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 4 + [ctypes.c_void_p])
+    lib._mlir_ciface_etmlir_uk_matmul_packed_ep.argtypes = [ctypes.c_void_p] * 4
+    lib.etmlir_uk_panel_width.restype = ctypes.c_int64
     return lib
 
 
@@ -335,6 +338,18 @@ def test_parallel_split_matches_serial(lib, threads, chunks):
         c, c_base = strided((m, n), "c", rng)
         expected = c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
         run_matmul(lib, a, a_base, b, b_base, c, c_base)
+        np.testing.assert_allclose(c, expected, **tol(k))
+
+    for m, k, n in [(64, 384, 1152), (3, 100, 70), (300, 64, 40)]:
+        a, a_base = strided((m, k), "c", rng)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        panels, p_base = aligned_copy(pack_panels(b, lib.etmlir_uk_panel_width()))
+        c, c_base = strided((m, n), "c", rng)
+        expected = c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
+        ep = epilogue(0, 0.0, 0.0, None, None)
+        da, dp, dc = descriptor(a, a_base), descriptor(panels, p_base), descriptor(c, c_base)
+        lib._mlir_ciface_etmlir_uk_matmul_packed_ep(ctypes.byref(da), ctypes.byref(dp), ctypes.byref(dc),
+                                                    ctypes.byref(ep))
         np.testing.assert_allclose(c, expected, **tol(k))
 
     a, a_base = strided((6, 64, 64), "c", rng)
@@ -629,6 +644,51 @@ def test_matmul_epilogue_matches_reference(lib, m, k, n, layout, mode, lo, hi):
 @pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES)
 def test_batch_matmul_epilogue_matches_reference(lib, mode, lo, hi):
     _check_product_epilogue(lib, "batch_matmul", (3, 17, 24), (3, 24, 40), "c", mode, lo, hi, mode)
+
+
+def aligned_copy(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`x` copied into a 64-byte aligned buffer (as the payload's weights are): (view, base)."""
+    base = np.empty(x.size + 16, dtype=np.float32)
+    start = (-base.ctypes.data % 64) // 4
+    view = base[start:start + x.size].reshape(x.shape)
+    view[...] = x
+    return view, base
+
+
+def _check_packed_matmul(lib, m, k, n, width, mode, lo, hi, seed):
+    """C (+)= A B with B packed into `width`-column panels (et-cpu-pack-weights' layout), under an epilogue."""
+    rng = np.random.default_rng(seed)
+    a, a_base = strided((m, k), "c", rng)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    panels, p_base = aligned_copy(pack_panels(b, width))
+    c, c_base = strided((m, n), "c", rng)
+    bias = rng.standard_normal(n).astype(np.float32)
+    res = rng.standard_normal(c.shape).astype(np.float32)
+    _with_nans(res, rng)
+    want = expected_epilogue(a.astype(np.float64) @ b.astype(np.float64), c.astype(np.float64), mode, lo, hi,
+                             bias.astype(np.float64), res.astype(np.float64))
+    ep = epilogue(mode, lo, hi, bias, res)
+    da, dp, dc = descriptor(a, a_base), descriptor(panels, p_base), descriptor(c, c_base)
+    lib._mlir_ciface_etmlir_uk_matmul_packed_ep(ctypes.byref(da), ctypes.byref(dp), ctypes.byref(dc), ctypes.byref(ep))
+    _check(c, want, k)
+
+
+# (m, k, n): one row, a few rows (where an unpacked B is read in place), whole panels, a ragged last
+# panel, two K blocks, more rows than one M block holds, a K of 1.
+PACKED_MATMUL = [(1, 40, 64), (5, 30, 70), (28, 64, 96), (64, 900, 100), (400, 17, 33), (3, 1, 32)]
+
+
+@pytest.mark.parametrize("m,k,n", PACKED_MATMUL)
+@pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES)
+def test_packed_matmul_matches_reference(lib, m, k, n, mode, lo, hi):
+    _check_packed_matmul(lib, m, k, n, lib.etmlir_uk_panel_width(), mode, lo, hi, m * 1000 + k + n + mode)
+
+
+@pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES)
+def test_packed_matmul_of_another_width_is_still_right(lib, mode, lo, hi):
+    """Panels of a width the kernels were not built for (the compiler never makes them) still multiply right."""
+    assert lib.etmlir_uk_panel_width() in (16, 32)
+    _check_packed_matmul(lib, 9, 50, 37, 8, mode, lo, hi, mode)
 
 
 # (n, c, h, w, f, kh, kw, stride, output layout): pointwise (the input as B), 3x3 (the implicit GEMM

@@ -16,6 +16,7 @@ microkernel library, which MLIR's JIT loads globally, or another payload).
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import importlib.util
@@ -112,3 +113,12 @@ def microkernel_library(target: Target) -> str:
         _run([compiler(), "-shared", "-fPIC", "-o", str(path), *microkernel_objects(target), "-lm"],
              "linking the microkernel library")
     return str(path)
+
+
+@functools.cache
+def panel_width(target: Target) -> int:
+    """The B-panel width the microkernels built for `target` read (et-cpu-pack-weights packs to it): asked of
+    them, so the packing and the kernels cannot disagree."""
+    function = ctypes.CDLL(microkernel_library(target)).etmlir_uk_panel_width
+    function.restype = ctypes.c_int64
+    return int(function())

@@ -58,6 +58,14 @@ void etmlir_uk_matmul_ep(D2_ARGS(a_), D2_ARGS(b_), D2_ARGS(c_), D1_ARGS(bias_), 
   _mlir_ciface_etmlir_uk_matmul_ep(&a, &b, &c, &ep);
 }
 
+void etmlir_uk_matmul_packed_ep(D2_ARGS(a_), D3_ARGS(b_), D2_ARGS(c_), D1_ARGS(bias_), D2_ARGS(r_), int64_t mode,
+                                float lo, float hi) {
+  etmlir_memref2d_f32 a = D2_MAKE(a_), c = D2_MAKE(c_), r = D2_MAKE(r_);
+  etmlir_memref3d_f32 b = D3_MAKE(b_);
+  EP_MAKE(bias_, r, 2);
+  _mlir_ciface_etmlir_uk_matmul_packed_ep(&a, &b, &c, &ep);
+}
+
 void etmlir_uk_batch_matmul_ep(D3_ARGS(a_), D3_ARGS(b_), D3_ARGS(c_), D1_ARGS(bias_), D3_ARGS(r_), int64_t mode,
                                float lo, float hi) {
   etmlir_memref3d_f32 a = D3_MAKE(a_), b = D3_MAKE(b_), c = D3_MAKE(c_), r = D3_MAKE(r_);

@@ -143,6 +143,13 @@ typedef struct {
 
 ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_matmul_ep(etmlir_memref2d_f32* a, etmlir_memref2d_f32* b,
                                                         etmlir_memref2d_f32* c, const etmlir_epilogue* ep);
+/* The same product with B packed at compile time (et-cpu-pack-weights): bp is [ceil(N / W), K, W],
+ * panel p holding columns [p * W, p * W + W) of B row by row, zero padded past N. W is the width
+ * etmlir_uk_panel_width() returns; any other width still computes the product, slowly. */
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_matmul_packed_ep(etmlir_memref2d_f32* a, etmlir_memref3d_f32* bp,
+                                                               etmlir_memref2d_f32* c, const etmlir_epilogue* ep);
+/* The panel width W these microkernels were built for (the compiler packs weights to it). */
+ETMLIR_CPU_EXPORT int64_t etmlir_uk_panel_width(void);
 ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_batch_matmul_ep(etmlir_memref3d_f32* a, etmlir_memref3d_f32* b,
                                                               etmlir_memref3d_f32* c, const etmlir_epilogue* ep);
 ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_nchw_fchw_ep(etmlir_memref4d_f32* in,

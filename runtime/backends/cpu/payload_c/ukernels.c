@@ -79,6 +79,9 @@ typedef struct {
   int64_t sc, sh, sw;
   int64_t kh, kw, ow;
   int64_t str_h, str_w, dil_h, dil_w;
+  /* Not NULL: B was packed at compile time (et-cpu-pack-weights) into UK_NR-column panels over all
+   * of K, zero padded past N: column n, row k at packed[(n / UK_NR) * K * UK_NR + k * UK_NR + n % UK_NR]. */
+  const float* packed;
 } b_view;
 
 static mat_view view2(const float* base, int64_t rs, int64_t cs) {
@@ -827,7 +830,7 @@ static blocking choose_blocking(const gemm_problem* g) {
   blocking bl;
 #if defined(__AVX512F__)
   /* Few A panels reuse each B panel, so packing B would cost about as much as using it. */
-  bl.b_in_place = !g->b.is_conv && g->b.m.cs == 1 && M <= B_IN_PLACE_MAX_M && g->b.m.rs >= 0;
+  bl.b_in_place = !g->b.is_conv && !g->b.packed && g->b.m.cs == 1 && M <= B_IN_PLACE_MAX_M && g->b.m.rs >= 0;
 #else
   bl.b_in_place = 0;
 #endif
@@ -838,7 +841,7 @@ static blocking choose_blocking(const gemm_problem* g) {
   bl.mc_max = MAX(UK_MR, A_BLOCK_FLOATS / bl.kc_max / UK_MR * UK_MR);
   bl.mc_max = MIN(bl.mc_max, CEIL_DIV(M, UK_MR) * UK_MR);
   bl.a_floats = CEIL_DIV(CEIL_DIV(bl.mc_max, UK_MR) * UK_MR * bl.kc_max, 16) * 16; /* keeps B 64-byte aligned */
-  bl.b_floats = bl.b_in_place ? 0 : bl.nc_max * bl.kc_max;
+  bl.b_floats = bl.b_in_place || g->b.packed ? 0 : bl.nc_max * bl.kc_max;
   return bl;
 }
 
@@ -859,7 +862,10 @@ static void gemm_range(const gemm_problem* g, const blocking* bl, int64_t m0, in
         int64_t nc = MIN(bl->nc_max, n1 - jc);
         const float* b_block = bp;
         int64_t b_col = kc, ldb = -1; /* panel jr starts at b_block + jr * b_col; ldb < 0: packed */
-        if (bl->b_in_place) {
+        if (g->b.packed) { /* jc is a multiple of UK_NR: panel jr starts jr * K floats on */
+          b_block = g->b.packed + jc * g->K + k0 * UK_NR;
+          b_col = g->K;
+        } else if (bl->b_in_place) {
           b_block = g->b.m.p + k0 * g->b.m.rs + jc;
           b_col = 1;
           ldb = g->b.m.rs;
@@ -1119,7 +1125,7 @@ static void gemm_run(gemm_problem* probs, int64_t batch) {
     if (g->M == 1) g->rsc = g->N;
     if (g->K == 1) g->a.cs = 1;
     if (g->M == 1) g->a.rs = g->K;
-    if (!g->b.is_conv) {
+    if (!g->b.is_conv && !g->b.packed) {
       if (g->N == 1) g->b.m.cs = 1;
       if (g->K == 1) g->b.m.rs = g->N;
     }
@@ -1128,13 +1134,13 @@ static void gemm_run(gemm_problem* probs, int64_t batch) {
   memset(&job, 0, sizeof(job));
   job.probs = probs;
   job.batch = batch;
-  job.gemv = !g0->b.is_conv && (M == 1 || (M <= GEMV_MAX_M && g0->b.m.rs == 1 && g0->b.m.cs != 1));
+  job.gemv = !g0->b.is_conv && !g0->b.packed && (M == 1 || (M <= GEMV_MAX_M && g0->b.m.rs == 1 && g0->b.m.cs != 1));
   int64_t tail = 0; /* columns left to gemm_tail_columns */
   (void)tail;
 #if defined(__AVX512F__)
   /* A few columns past a multiple of 16 (N = 49, 65, 196) go to dot products instead of a vector
    * of mostly idle lanes. */
-  if (!job.gemv && !g0->b.is_conv && N >= 32 && N % 16 <= TAIL_COLS_MAX) {
+  if (!job.gemv && !g0->b.is_conv && !g0->b.packed && N >= 32 && N % 16 <= TAIL_COLS_MAX) {
     tail = N % 16;
     for (int64_t i = 0; i < batch; i++) tail = probs[i].a.cs == 1 ? tail : 0;
     for (int64_t i = 0; i < batch; i++) probs[i].N -= tail;
@@ -1234,6 +1240,47 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_matmul_ep(etmlir_memref2d_f32* a, 
   g.N = b->sizes[1];
   g.a = view2(a->aligned + a->offset, a->strides[0], a->strides[1]);
   g.b.m = view2(b->aligned + b->offset, b->strides[0], b->strides[1]);
+  g.c = c->aligned + c->offset;
+  g.rsc = c->strides[0];
+  g.csc = c->strides[1];
+  g.e = product_epilogue(ep, 0, 2);
+  gemm_run(&g, 1);
+}
+
+ETMLIR_CPU_EXPORT int64_t etmlir_uk_panel_width(void) { return UK_NR; }
+
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_matmul_packed_ep(etmlir_memref2d_f32* a, etmlir_memref3d_f32* bp,
+                                                               etmlir_memref2d_f32* c, const etmlir_epilogue* ep) {
+  int64_t K = a->sizes[1], N = c->sizes[1], W = bp->sizes[2];
+  const float* panels = bp->aligned + bp->offset;
+  if (W != UK_NR) {
+    /* Panels of another width (a payload whose packing pass and microkernels disagree, which the
+     * compiler does not build): unpack one column at a time so the result is still right. */
+    float* col = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(K > 0 ? K : 1));
+    for (int64_t n = 0; n < N; n++) {
+      const float* p = panels + (n / W) * bp->strides[0] + (n % W) * bp->strides[2];
+      for (int64_t k = 0; k < K; k++) col[k] = p[k * bp->strides[1]];
+      etmlir_memref2d_f32 b1 = {col, col, 0, {K, 1}, {1, 1}};
+      etmlir_memref2d_f32 c1 = {c->allocated, c->aligned, c->offset + n * c->strides[1], {c->sizes[0], 1},
+                                {c->strides[0], c->strides[1]}};
+      etmlir_epilogue e1;
+      if (ep) {
+        e1 = *ep;
+        e1.bias = ep->bias + n * ep->bias_stride;
+        e1.res = ep->res + n * ep->res_strides[1];
+      }
+      _mlir_ciface_etmlir_uk_matmul_ep(a, &b1, &c1, ep ? &e1 : NULL);
+    }
+    etmlir_cpu_scratch_free(col);
+    return;
+  }
+  gemm_problem g;
+  memset(&g, 0, sizeof(g));
+  g.M = a->sizes[0];
+  g.K = K;
+  g.N = N;
+  g.a = view2(a->aligned + a->offset, a->strides[0], a->strides[1]);
+  g.b.packed = panels;
   g.c = c->aligned + c->offset;
   g.rsc = c->strides[0];
   g.csc = c->strides[1];
