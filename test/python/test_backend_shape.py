@@ -128,7 +128,7 @@ def test_pipeline_text_names_the_steps() -> None:
         assert flag in text and get_pass(flag) is not None
     assert "et-cpu-microkernels" not in pipeline(microkernels=False)
     assert "et-cpu-pack-weights" not in pipeline(microkernels=False)
-    assert "et-cpu-pack-weights{panel-width=16}" in pipeline(panel_width=16)
+    assert "et-cpu-pack-weights{panel-rows=6 panel-width=16}" in pipeline(panels=(6, 16))
     assert "et-cpu-trace-regions" not in pipeline(trace_regions=False)
 
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from etmlir.backends.cpu import link
-from etmlir.backends.cpu.passes.pack_weights import pack_panels
+from etmlir.backends.cpu.passes.pack_weights import pack_columns, pack_rows
 from etmlir.backends.cpu.target import host
 
 SOURCES = [link.SOURCES / name for name in link.C_SOURCES]
@@ -66,7 +66,9 @@ def load_fresh(so: Path, tmp_path: Path) -> ctypes.CDLL:
         getattr(lib, f"_mlir_ciface_etmlir_uk_{name}_ep").argtypes = (
             [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 4 + [ctypes.c_void_p])
     lib._mlir_ciface_etmlir_uk_matmul_packed_ep.argtypes = [ctypes.c_void_p] * 4
+    lib._mlir_ciface_etmlir_uk_conv2d_packed_ep.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 6 + [ctypes.c_void_p]
     lib.etmlir_uk_panel_width.restype = ctypes.c_int64
+    lib.etmlir_uk_panel_rows.restype = ctypes.c_int64
     return lib
 
 
@@ -343,7 +345,7 @@ def test_parallel_split_matches_serial(lib, threads, chunks):
     for m, k, n in [(64, 384, 1152), (3, 100, 70), (300, 64, 40)]:
         a, a_base = strided((m, k), "c", rng)
         b = rng.standard_normal((k, n)).astype(np.float32)
-        panels, p_base = aligned_copy(pack_panels(b, lib.etmlir_uk_panel_width()))
+        panels, p_base = aligned_copy(pack_columns(b, lib.etmlir_uk_panel_width()))
         c, c_base = strided((m, n), "c", rng)
         expected = c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
         ep = epilogue(0, 0.0, 0.0, None, None)
@@ -351,6 +353,16 @@ def test_parallel_split_matches_serial(lib, threads, chunks):
         lib._mlir_ciface_etmlir_uk_matmul_packed_ep(ctypes.byref(da), ctypes.byref(dp), ctypes.byref(dc),
                                                     ctypes.byref(ep))
         np.testing.assert_allclose(c, expected, **tol(k))
+
+    for f, c, k, hw in [(40, 24, 1, 30), (30, 16, 3, 20), (64, 50, 3, 12)]:
+        x, x_base = strided((1, c, hw, hw), "c", rng)
+        wt = rng.standard_normal((f, c, k, k)).astype(np.float32)
+        out, out_base = strided((1, f, hw - k + 1, hw - k + 1), "c", rng)
+        expected = torch.from_numpy(out.copy()).double() + torch.nn.functional.conv2d(
+            torch.from_numpy(x.copy()).double(), torch.from_numpy(wt).double())
+        _run_packed_conv(lib, x, x_base, wt, lib.etmlir_uk_panel_rows(), out, out_base, 1, 1,
+                         epilogue(0, 0.0, 0.0, None, None))
+        np.testing.assert_allclose(out, expected.numpy(), **tol(c * k * k))
 
     a, a_base = strided((6, 64, 64), "c", rng)
     b, b_base = strided((6, 64, 64), "t", rng)
@@ -660,7 +672,7 @@ def _check_packed_matmul(lib, m, k, n, width, mode, lo, hi, seed):
     rng = np.random.default_rng(seed)
     a, a_base = strided((m, k), "c", rng)
     b = rng.standard_normal((k, n)).astype(np.float32)
-    panels, p_base = aligned_copy(pack_panels(b, width))
+    panels, p_base = aligned_copy(pack_columns(b, width))
     c, c_base = strided((m, n), "c", rng)
     bias = rng.standard_normal(n).astype(np.float32)
     res = rng.standard_normal(c.shape).astype(np.float32)
@@ -689,6 +701,47 @@ def test_packed_matmul_of_another_width_is_still_right(lib, mode, lo, hi):
     """Panels of a width the kernels were not built for (the compiler never makes them) still multiply right."""
     assert lib.etmlir_uk_panel_width() in (16, 32)
     _check_packed_matmul(lib, 9, 50, 37, 8, mode, lo, hi, mode)
+
+
+def _run_packed_conv(lib, x, x_base, wt, rows, out, out_base, stride, dilation, ep):
+    """The convolution with its filter packed into `rows`-row panels (et-cpu-pack-weights' layout)."""
+    f, c, kh, kw = wt.shape
+    panels, p_base = aligned_copy(pack_rows(wt.reshape(f, c * kh * kw), rows))
+    dx, dp, do = descriptor(x, x_base), descriptor(panels, p_base), descriptor(out, out_base)
+    lib._mlir_ciface_etmlir_uk_conv2d_packed_ep(ctypes.byref(dx), ctypes.byref(dp), ctypes.byref(do), stride, stride,
+                                                dilation, dilation, kh, kw, ctypes.byref(ep))
+
+
+# (n, c, h, w, f, kh, kw, stride, dilation): pointwise over a plane that flattens, pointwise at stride 2,
+# 3x3 (the implicit GEMM with AVX-512, else im2col) with a short last panel, 3x3 over two K blocks
+# (im2col), dilation 2, a 7x7 stride-2 stem, one output channel.
+PACKED_CONV = [(1, 16, 14, 14, 24, 1, 1, 1, 1), (2, 8, 9, 9, 30, 1, 1, 2, 1), (2, 8, 11, 13, 20, 3, 3, 1, 1),
+               (1, 50, 9, 9, 10, 3, 3, 1, 1), (1, 6, 12, 12, 16, 3, 3, 1, 2), (1, 3, 23, 23, 8, 7, 7, 2, 1),
+               (1, 4, 6, 6, 1, 3, 3, 1, 1)]
+
+
+@pytest.mark.parametrize("case", PACKED_CONV)
+@pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES[:3])
+@pytest.mark.parametrize("native", [True, False])
+def test_packed_conv2d_matches_reference(lib, case, mode, lo, hi, native):
+    """Panels of the kernels' own height, and of another (the compiler never makes them: still right)."""
+    n, c, h, w, f, kh, kw, s, d = case
+    rng = np.random.default_rng(sum(case) + mode)
+    x, x_base = strided((n, c, h, w), "c", rng)
+    wt = rng.standard_normal((f, c, kh, kw)).astype(np.float32)
+    oh, ow = conv_out_size(h, kh, s, d), conv_out_size(w, kw, s, d)
+    out, out_base = strided((n, f, oh, ow), "c", rng)
+    bias = rng.standard_normal(f).astype(np.float32)
+    res = rng.standard_normal((n, f, oh, ow)).astype(np.float32)
+    _with_nans(res, rng)
+    product = torch.nn.functional.conv2d(torch.from_numpy(x.copy()).double(), torch.from_numpy(wt).double(),
+                                         stride=s, dilation=d).numpy()
+    want = expected_epilogue(product, out.astype(np.float64), mode, lo, hi,
+                             bias.astype(np.float64)[None, :, None, None], res.astype(np.float64))
+    rows = lib.etmlir_uk_panel_rows() if native else 5
+    assert native or rows != lib.etmlir_uk_panel_rows()
+    _run_packed_conv(lib, x, x_base, wt, rows, out, out_base, s, d, epilogue(mode, lo, hi, bias, res))
+    _check(out, want, c * kh * kw)
 
 
 # (n, c, h, w, f, kh, kw, stride, output layout): pointwise (the input as B), 3x3 (the implicit GEMM

@@ -1,25 +1,25 @@
-// RUN: et-opt %s --split-input-file --pass-pipeline='builtin.module(et-cpu-pack-weights{panel-width=2})' | FileCheck %s
+// RUN: et-opt %s --split-input-file --pass-pipeline='builtin.module(et-cpu-pack-weights{panel-rows=2 panel-width=4})' | FileCheck %s
 
-// A matmul by a constant B reads it from panels packed at compile time: [ceil(N / 2), K, 2], panel p
-// holding columns 2p and 2p + 1 row by row. The plain kernel becomes the packed _ep kernel with mode 0
-// (accumulate, no bounds); the old global goes, as nothing else reads it.
+// A matmul by a constant B reads it from panels packed at compile time: [ceil(N / 4), K, 4], panel p
+// holding columns [4p, 4p + 4) row by row, zeros past N. The plain kernel becomes the packed _ep kernel
+// with mode 0 (accumulate, no bounds); the old global goes, as nothing else reads it.
 // CHECK-NOT: @w :
-// CHECK: memref.global "private" constant @w_panels : memref<2x3x2xf32> = dense<{{\[}}{{\[}}[1.000000e+00, 2.000000e+00], [5.000000e+00, 6.000000e+00], [9.000000e+00, 1.000000e+01]], {{\[}}[3.000000e+00, 4.000000e+00], [7.000000e+00, 8.000000e+00], [1.100000e+01, 1.200000e+01]]]> {alignment = 64 : i64}
+// CHECK: memref.global "private" constant @w_panels : memref<2x2x4xf32> = dense<{{\[}}{{\[}}[1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00], [7.000000e+00, 8.000000e+00, 9.000000e+00, 1.000000e+01]], {{\[}}[5.000000e+00, 6.000000e+00, 0.000000e+00, 0.000000e+00], [1.100000e+01, 1.200000e+01, 0.000000e+00, 0.000000e+00]]]> {alignment = 64 : i64}
 // CHECK-LABEL: func.func @forward
-// CHECK: %[[P:.*]] = memref.get_global @w_panels : memref<2x3x2xf32>
-// CHECK: %[[B:.*]] = memref.cast %[[P]] : memref<2x3x2xf32> to memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>
+// CHECK: %[[P:.*]] = memref.get_global @w_panels : memref<2x2x4xf32>
+// CHECK: %[[B:.*]] = memref.cast %[[P]] : memref<2x2x4xf32> to memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>
 // CHECK: %[[MODE:.*]] = arith.constant 0 : i64
 // CHECK: call @etmlir_uk_matmul_packed_ep(%{{.*}}, %[[B]], %[[C:.*]], %{{.*}}, %[[C]], %[[MODE]], %{{.*}}, %{{.*}})
 // CHECK-NOT: call @etmlir_uk_matmul(
 // CHECK: func.func private @etmlir_uk_matmul_packed_ep(memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?xf32, strided<[?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>, i64, f32, f32)
 module {
-  memref.global "private" constant @w : memref<3x4xf32> = dense<[[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0], [9.0, 10.0, 11.0, 12.0]]>
+  memref.global "private" constant @w : memref<2x6xf32> = dense<[[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [7.0, 8.0, 9.0, 10.0, 11.0, 12.0]]>
   func.func private @etmlir_uk_matmul(memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>)
-  func.func @forward(%a: memref<5x3xf32>, %c: memref<5x4xf32>) {
-    %0 = memref.get_global @w : memref<3x4xf32>
-    %a1 = memref.cast %a : memref<5x3xf32> to memref<?x?xf32, strided<[?, ?], offset: ?>>
-    %b1 = memref.cast %0 : memref<3x4xf32> to memref<?x?xf32, strided<[?, ?], offset: ?>>
-    %c1 = memref.cast %c : memref<5x4xf32> to memref<?x?xf32, strided<[?, ?], offset: ?>>
+  func.func @forward(%a: memref<5x2xf32>, %c: memref<5x6xf32>) {
+    %0 = memref.get_global @w : memref<2x6xf32>
+    %a1 = memref.cast %a : memref<5x2xf32> to memref<?x?xf32, strided<[?, ?], offset: ?>>
+    %b1 = memref.cast %0 : memref<2x6xf32> to memref<?x?xf32, strided<[?, ?], offset: ?>>
+    %c1 = memref.cast %c : memref<5x6xf32> to memref<?x?xf32, strided<[?, ?], offset: ?>>
     func.call @etmlir_uk_matmul(%a1, %b1, %c1) : (memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>) -> ()
     return
   }
@@ -29,22 +29,22 @@ module {
 
 // An _ep call keeps its epilogue operands; a global something else reads too stays beside its panels,
 // and a second matmul by the same weight shares the one packed copy.
-// CHECK: memref.global "private" constant @w_panels : memref<1x2x2xf32>
-// CHECK: memref.global "private" constant @w : memref<2x2xf32>
+// CHECK: memref.global "private" constant @w_panels : memref<1x2x4xf32>
+// CHECK: memref.global "private" constant @w : memref<2x3xf32>
 // CHECK-LABEL: func.func @forward
 // CHECK: memref.copy
 // CHECK: call @etmlir_uk_matmul_packed_ep(%{{.*}}, %{{.*}}, %{{.*}}, %[[BIAS:.*]], %[[RES:.*]], %[[MODE:.*]], %[[LO:.*]], %[[HI:.*]]) :
 // CHECK: call @etmlir_uk_matmul_packed_ep(%{{.*}}, %{{.*}}, %{{.*}}, %[[BIAS]], %[[RES]], %[[MODE]], %[[LO]], %[[HI]]) :
 module {
-  memref.global "private" constant @w : memref<2x2xf32> = dense<[[1.0, 2.0], [3.0, 4.0]]>
+  memref.global "private" constant @w : memref<2x3xf32> = dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]>
   func.func private @etmlir_uk_matmul_ep(memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?xf32, strided<[?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>, i64, f32, f32)
-  func.func @forward(%a: memref<5x2xf32>, %c: memref<5x2xf32>, %bias: memref<2xf32>, %copy: memref<2x2xf32>) {
-    %0 = memref.get_global @w : memref<2x2xf32>
-    memref.copy %0, %copy : memref<2x2xf32> to memref<2x2xf32>
+  func.func @forward(%a: memref<5x2xf32>, %c: memref<5x3xf32>, %bias: memref<3xf32>, %copy: memref<2x3xf32>) {
+    %0 = memref.get_global @w : memref<2x3xf32>
+    memref.copy %0, %copy : memref<2x3xf32> to memref<2x3xf32>
     %a1 = memref.cast %a : memref<5x2xf32> to memref<?x?xf32, strided<[?, ?], offset: ?>>
-    %b1 = memref.cast %0 : memref<2x2xf32> to memref<?x?xf32, strided<[?, ?], offset: ?>>
-    %c1 = memref.cast %c : memref<5x2xf32> to memref<?x?xf32, strided<[?, ?], offset: ?>>
-    %bias1 = memref.cast %bias : memref<2xf32> to memref<?xf32, strided<[?], offset: ?>>
+    %b1 = memref.cast %0 : memref<2x3xf32> to memref<?x?xf32, strided<[?, ?], offset: ?>>
+    %c1 = memref.cast %c : memref<5x3xf32> to memref<?x?xf32, strided<[?, ?], offset: ?>>
+    %bias1 = memref.cast %bias : memref<3xf32> to memref<?xf32, strided<[?], offset: ?>>
     %mode = arith.constant 37 : i64
     %lo = arith.constant 0.0 : f32
     %hi = arith.constant 0.0 : f32
@@ -56,24 +56,49 @@ module {
 
 // -----
 
-// Left alone: a B that is an argument, a splat, and a B whose padding to whole panels would add more
-// than a quarter (N = 3 -> 4 at width 2).
+// Left alone: a B that is an argument, a splat, and a B whose padding to whole panels would more than
+// double it (N = 1 -> 4 at width 4).
 // CHECK-LABEL: func.func @forward
 // CHECK-NOT: packed
 // CHECK-COUNT-3: call @etmlir_uk_matmul(
 // CHECK-NOT: packed
 module {
   memref.global "private" constant @splat : memref<2x4xf32> = dense<1.0>
-  memref.global "private" constant @ragged : memref<2x3xf32> = dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]>
+  memref.global "private" constant @ragged : memref<2x1xf32> = dense<[[1.0], [2.0]]>
   func.func private @etmlir_uk_matmul(memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>)
   func.func @forward(%a: memref<?x?xf32, strided<[?, ?], offset: ?>>, %b: memref<?x?xf32, strided<[?, ?], offset: ?>>, %c: memref<?x?xf32, strided<[?, ?], offset: ?>>) {
     func.call @etmlir_uk_matmul(%a, %b, %c) : (memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>) -> ()
     %0 = memref.get_global @splat : memref<2x4xf32>
     %s = memref.cast %0 : memref<2x4xf32> to memref<?x?xf32, strided<[?, ?], offset: ?>>
     func.call @etmlir_uk_matmul(%a, %s, %c) : (memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>) -> ()
-    %1 = memref.get_global @ragged : memref<2x3xf32>
-    %r = memref.cast %1 : memref<2x3xf32> to memref<?x?xf32, strided<[?, ?], offset: ?>>
+    %1 = memref.get_global @ragged : memref<2x1xf32>
+    %r = memref.cast %1 : memref<2x1xf32> to memref<?x?xf32, strided<[?, ?], offset: ?>>
     func.call @etmlir_uk_matmul(%a, %r, %c) : (memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32, strided<[?, ?], offset: ?>>) -> ()
+    return
+  }
+}
+
+// -----
+
+// A convolution's filter [F, C, KH, KW] is A = [F, C*KH*KW] in panels of 2 rows: [ceil(F / 2), K, 2],
+// panel p holding rows 2p and 2p + 1 column by column, zeros past F. The call gains the window (kh, kw)
+// after the strides and dilations, and the plain kernel the epilogue operands.
+// CHECK: memref.global "private" constant @f_panels : memref<2x2x2xf32> = dense<{{\[}}{{\[}}[1.000000e+00, 3.000000e+00], [2.000000e+00, 4.000000e+00]], {{\[}}[5.000000e+00, 0.000000e+00], [6.000000e+00, 0.000000e+00]]]>
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[KH:.*]] = arith.constant 2 : i64
+// CHECK: %[[KW:.*]] = arith.constant 1 : i64
+// CHECK: call @etmlir_uk_conv2d_packed_ep(%{{.*}}, %{{.*}}, %[[OUT:[^,]*]], %[[S:[^,]*]], %[[S]], %[[S]], %[[S]], %[[KH]], %[[KW]], %{{.*}}, %[[OUT]], %{{.*}}, %{{.*}}, %{{.*}}) :
+// CHECK: func.func private @etmlir_uk_conv2d_packed_ep(memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, i64, i64, i64, i64, i64, memref<?xf32, strided<[?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, f32, f32)
+module {
+  memref.global "private" constant @f : memref<3x1x2x1xf32> = dense<[[[[1.0], [2.0]]], [[[3.0], [4.0]]], [[[5.0], [6.0]]]]>
+  func.func private @etmlir_uk_conv2d_nchw_fchw(memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, i64, i64, i64)
+  func.func @forward(%in: memref<1x1x4x4xf32>, %out: memref<1x3x3x4xf32>) {
+    %0 = memref.get_global @f : memref<3x1x2x1xf32>
+    %i = memref.cast %in : memref<1x1x4x4xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+    %w = memref.cast %0 : memref<3x1x2x1xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+    %o = memref.cast %out : memref<1x3x3x4xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+    %one = arith.constant 1 : i64
+    func.call @etmlir_uk_conv2d_nchw_fchw(%i, %w, %o, %one, %one, %one, %one) : (memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, i64, i64, i64) -> ()
     return
   }
 }

@@ -116,9 +116,13 @@ def microkernel_library(target: Target) -> str:
 
 
 @functools.cache
-def panel_width(target: Target) -> int:
-    """The B-panel width the microkernels built for `target` read (et-cpu-pack-weights packs to it): asked of
-    them, so the packing and the kernels cannot disagree."""
-    function = ctypes.CDLL(microkernel_library(target)).etmlir_uk_panel_width
-    function.restype = ctypes.c_int64
-    return int(function())
+def panel_shape(target: Target) -> tuple[int, int]:
+    """(A-panel rows, B-panel columns) of the microkernels built for `target` (et-cpu-pack-weights packs
+    weights to them): asked of the kernels, so the packing and the kernels cannot disagree."""
+    library = ctypes.CDLL(microkernel_library(target))
+    shape = []
+    for name in ("etmlir_uk_panel_rows", "etmlir_uk_panel_width"):
+        function = getattr(library, name)
+        function.restype = ctypes.c_int64
+        shape.append(int(function()))
+    return shape[0], shape[1]

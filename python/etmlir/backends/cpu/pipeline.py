@@ -77,14 +77,14 @@ def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> Preproces
     return PreprocessResult(compiled.payload, dict(compiled.info.debug_handle_map))
 
 
-def pipeline(*, microkernels: bool = True, trace_regions: bool = True, panel_width: int = 0) -> str:
-    """The pass pipeline from an outlined edge delegate to the LLVM dialect (`panel_width`: the microkernels'
-    B-panel width, `link.panel_width`; 0 leaves et-cpu-pack-weights to ask the host's)."""
+def pipeline(*, microkernels: bool = True, trace_regions: bool = True, panels: tuple[int, int] | None = None) -> str:
+    """The pass pipeline from an outlined edge delegate to the LLVM dialect (`panels`: the microkernels'
+    (A rows, B columns), `link.panel_shape`; None leaves et-cpu-pack-weights to ask the host's)."""
     passes = ["et-conv1d-to-conv2d", "et-fold-constants", "et-fold-batch-norm", "et-edge-to-torch", "et-torch-to-linalg", "et-cpu-fuse-elementwise",
               "et-cpu-shapes-function", "et-cpu-bufferize"]
     if microkernels:
-        passes += ["et-cpu-microkernels", f"et-cpu-pack-weights{{panel-width={panel_width}}}" if panel_width
-                   else "et-cpu-pack-weights"]
+        passes += ["et-cpu-microkernels", f"et-cpu-pack-weights{{panel-rows={panels[0]} panel-width={panels[1]}}}"
+                   if panels else "et-cpu-pack-weights"]
     passes.append("et-cpu-approximate-math")
     if trace_regions:
         passes.append("et-cpu-trace-regions")
@@ -136,7 +136,7 @@ def compile_delegate(module: ir.Module, *, target: Target | None = None, microke
     handles = tuple(sorted(set(debug_handles(module.operation))))
 
     text = pipeline(microkernels=microkernels, trace_regions=trace_regions,
-                    panel_width=link.panel_width(target) if microkernels else 0)
+                    panels=link.panel_shape(target) if microkernels else None)
     if log:
         log(f"pipeline: {text}")
     for element in parse_pipeline(text):  # one at a time: each step's time is reported

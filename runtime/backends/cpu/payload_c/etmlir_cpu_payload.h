@@ -150,6 +150,16 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_matmul_packed_ep(etmlir_memref2d_f
                                                                etmlir_memref2d_f32* c, const etmlir_epilogue* ep);
 /* The panel width W these microkernels were built for (the compiler packs weights to it). */
 ETMLIR_CPU_EXPORT int64_t etmlir_uk_panel_width(void);
+/* The convolution with its filter packed at compile time: A = filter as [F, C*KH*KW] in panels of H
+ * rows, panels [ceil(F / H), C*KH*KW, H], panel p holding rows [p * H, p * H + H) column by column,
+ * zero padded past F. H is the height etmlir_uk_panel_rows() returns; any other height still
+ * computes the convolution, slowly. kh, kw: the filter's window (C follows). */
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_packed_ep(etmlir_memref4d_f32* in, etmlir_memref3d_f32* panels,
+                                                               etmlir_memref4d_f32* out, int64_t stride_h,
+                                                               int64_t stride_w, int64_t dilation_h,
+                                                               int64_t dilation_w, int64_t kh, int64_t kw,
+                                                               const etmlir_epilogue* ep);
+ETMLIR_CPU_EXPORT int64_t etmlir_uk_panel_rows(void);
 ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_batch_matmul_ep(etmlir_memref3d_f32* a, etmlir_memref3d_f32* b,
                                                               etmlir_memref3d_f32* c, const etmlir_epilogue* ep);
 ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_nchw_fchw_ep(etmlir_memref4d_f32* in,

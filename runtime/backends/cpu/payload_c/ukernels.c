@@ -203,6 +203,9 @@ typedef struct {
   float* c;
   int64_t rsc, csc;
   ep_view e; /* the fused epilogue, in C's (row, column) coordinates */
+  /* Not NULL: A was packed at compile time (et-cpu-pack-weights) into UK_MR-row panels over all of
+   * K, zero padded past M: row m, column k at a_packed[(m / UK_MR) * K * UK_MR + k * UK_MR + m % UK_MR]. */
+  const float* a_packed;
 } gemm_problem;
 
 /* The epilogue of one microkernel tile, applied in registers: the accumulators start at zero or the
@@ -840,7 +843,7 @@ static blocking choose_blocking(const gemm_problem* g) {
   bl.nc_max = MIN(bl.nc_max, CEIL_DIV(N, UK_NR) * UK_NR);
   bl.mc_max = MAX(UK_MR, A_BLOCK_FLOATS / bl.kc_max / UK_MR * UK_MR);
   bl.mc_max = MIN(bl.mc_max, CEIL_DIV(M, UK_MR) * UK_MR);
-  bl.a_floats = CEIL_DIV(CEIL_DIV(bl.mc_max, UK_MR) * UK_MR * bl.kc_max, 16) * 16; /* keeps B 64-byte aligned */
+  bl.a_floats = g->a_packed ? 0 : CEIL_DIV(CEIL_DIV(bl.mc_max, UK_MR) * UK_MR * bl.kc_max, 16) * 16; /* keeps B 64-byte aligned */
   bl.b_floats = bl.b_in_place || g->b.packed ? 0 : bl.nc_max * bl.kc_max;
   return bl;
 }
@@ -855,8 +858,10 @@ static void gemm_range(const gemm_problem* g, const blocking* bl, int64_t m0, in
   for (int64_t ik = 0, k0 = 0; ik < nk; ik++) {
     int64_t kc = g->K / nk + (ik < g->K % nk);
     for (int64_t im = 0, ic = m0; im < nm; im++) {
-      int64_t mc = (m1 - m0) / nm + (im < (m1 - m0) % nm);
-      pack_a(&g->a, ic, mc, k0, kc, ap);
+      /* Packed here: blocks of balanced heights. Packed at compile time: whole panels (ic stays a
+       * multiple of UK_MR, as m0 and mc_max are), the last one short. */
+      int64_t mc = g->a_packed ? MIN(bl->mc_max, m1 - ic) : (m1 - m0) / nm + (im < (m1 - m0) % nm);
+      if (!g->a_packed) pack_a(&g->a, ic, mc, k0, kc, ap);
       int64_t np = CEIL_DIV(mc, UK_MR), hbase = mc / np, hextra = mc % np;
       for (int64_t jc = n0; jc < n1; jc += bl->nc_max) {
         int64_t nc = MIN(bl->nc_max, n1 - jc);
@@ -873,8 +878,9 @@ static void gemm_range(const gemm_problem* g, const blocking* bl, int64_t m0, in
           pack_b(&g->b, k0, kc, jc, nc, bp);
         }
         for (int64_t ip = 0, row = ic; ip < np; ip++) {
-          int h = (int)(hbase + (ip < hextra));
-          const float* a_panel = ap + ip * UK_MR * kc;
+          int h = g->a_packed ? (int)MIN(UK_MR, mc - ip * UK_MR) : (int)(hbase + (ip < hextra));
+          const float* a_panel =
+              g->a_packed ? g->a_packed + (ic / UK_MR + ip) * UK_MR * g->K + k0 * UK_MR : ap + ip * UK_MR * kc;
           float* c_row = g->c + row * g->rsc;
           for (int64_t jr = 0; jr < nc; jr += UK_NR) {
             int nr = (int)MIN(UK_NR, nc - jr);
@@ -1134,13 +1140,13 @@ static void gemm_run(gemm_problem* probs, int64_t batch) {
   memset(&job, 0, sizeof(job));
   job.probs = probs;
   job.batch = batch;
-  job.gemv = !g0->b.is_conv && !g0->b.packed && (M == 1 || (M <= GEMV_MAX_M && g0->b.m.rs == 1 && g0->b.m.cs != 1));
+  job.gemv = !g0->b.is_conv && !g0->b.packed && !g0->a_packed && (M == 1 || (M <= GEMV_MAX_M && g0->b.m.rs == 1 && g0->b.m.cs != 1));
   int64_t tail = 0; /* columns left to gemm_tail_columns */
   (void)tail;
 #if defined(__AVX512F__)
   /* A few columns past a multiple of 16 (N = 49, 65, 196) go to dot products instead of a vector
    * of mostly idle lanes. */
-  if (!job.gemv && !g0->b.is_conv && !g0->b.packed && N >= 32 && N % 16 <= TAIL_COLS_MAX) {
+  if (!job.gemv && !g0->b.is_conv && !g0->b.packed && !g0->a_packed && N >= 32 && N % 16 <= TAIL_COLS_MAX) {
     tail = N % 16;
     for (int64_t i = 0; i < batch; i++) tail = probs[i].a.cs == 1 ? tail : 0;
     for (int64_t i = 0; i < batch; i++) probs[i].N -= tail;
@@ -1341,6 +1347,16 @@ static ep_view conv_row_epilogue(const etmlir_epilogue* ep, int64_t n, int64_t o
   return e;
 }
 
+/* A convolution's filter: a strided [F, C, KH, KW] tensor at p (element (f, c, kh, kw) at
+ * p[f * fs[0] + c * fs[1] + kh * fs[2] + kw * fs[3]]), or, when packed is not NULL, the panels
+ * et-cpu-pack-weights made at compile time: A = [F, C*KH*KW] as gemm_problem.a_packed describes. */
+typedef struct {
+  const float* p;
+  int64_t fs[4];
+  int64_t C, KH, KW;
+  const float* packed;
+} conv_filter;
+
 #if defined(__AVX512F__)
 /* Implicit GEMM for convolutions with a short reduction (C*KH*KW <= KC_MAX) and unit-stride rows:
  * the microkernel reads its B vectors straight from the input (no im2col, no B packing). A tile is
@@ -1433,7 +1449,8 @@ static void kconv512_dispatch(int mr, int nr, int s2, int64_t kc, const float* a
 typedef struct {
   const float* in;
   float* out;
-  const float* ap;     /* packed filter: pack_a panels over all F rows, kc = K */
+  const float* ap;     /* packed filter: panels over all F rows, kc = K */
+  int fixed_panels;    /* 1: UK_MR rows each, the last one short (packed at compile time); 0: balanced heights */
   const int64_t* koff; /* K input offsets */
   int64_t F, OH, OW, K, rows;
   int64_t in_n, in_row; /* input offsets per image and per output row */
@@ -1462,7 +1479,7 @@ static void conv_job_body(void* arg, int64_t begin, int64_t end) {
       for (int64_t ow = 0; ow < j->OW; ow += 32) {
         int nr = (int)MIN(32, j->OW - ow);
         for (int64_t ip = 0, f = 0; ip < np; ip++) {
-          int h = (int)(hbase + (ip < hextra));
+          int h = j->fixed_panels ? (int)MIN(UK_MR, j->F - f) : (int)(hbase + (ip < hextra));
           if (fused) tile_ep_make(&e, f, ow, init, finish, &te);
           kconv512_dispatch(h, nr, j->str_w == 2, j->K, j->ap + ip * UK_MR * j->K, src_row + ow * j->str_w, j->koff,
                             out_row + f * j->out_f + ow, j->out_f, fused ? &te : NULL);
@@ -1475,24 +1492,23 @@ static void conv_job_body(void* arg, int64_t begin, int64_t end) {
 }
 
 /* Returns 0 when the convolution does not suit the implicit GEMM (the caller then uses im2col GEMM). */
-static int conv_direct(etmlir_memref4d_f32* in, etmlir_memref4d_f32* filter, etmlir_memref4d_f32* out,
-                       int64_t stride_h, int64_t stride_w, int64_t dilation_h, int64_t dilation_w,
-                       const etmlir_epilogue* ep) {
+static int conv_direct(etmlir_memref4d_f32* in, const conv_filter* w, etmlir_memref4d_f32* out, int64_t stride_h,
+                       int64_t stride_w, int64_t dilation_h, int64_t dilation_w, const etmlir_epilogue* ep) {
   int64_t nb = out->sizes[0], F = out->sizes[1], OH = out->sizes[2], OW = out->sizes[3];
-  int64_t C = filter->sizes[1], KH = filter->sizes[2], KW = filter->sizes[3], K = C * KH * KW;
+  int64_t C = w->C, KH = w->KH, KW = w->KW, K = C * KH * KW;
   const int64_t* is = in->strides;
-  const int64_t* fs = filter->strides;
+  const int64_t* fs = w->fs;
   const int64_t* os = out->strides;
   if (K > KC_MAX || KH * KW == 1 || is[3] != 1 || os[3] != 1 || (stride_w != 1 && stride_w != 2)) return 0;
-  int64_t a_floats = CEIL_DIV(CEIL_DIV(F, UK_MR) * UK_MR * K, 16) * 16;
+  int64_t a_floats = w->packed ? 0 : CEIL_DIV(CEIL_DIV(F, UK_MR) * UK_MR * K, 16) * 16;
   float* scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)a_floats + sizeof(int64_t) * (size_t)K);
   int64_t* koff = (int64_t*)(scratch + a_floats);
   for (int64_t c = 0, k = 0; c < C; c++)
     for (int64_t kh = 0; kh < KH; kh++)
       for (int64_t kw = 0; kw < KW; kw++) koff[k++] = c * is[1] + kh * dilation_h * is[2] + kw * dilation_w;
   /* Filter as [F, K] with K = (c, kh, kw): pack_a takes it one (c, kh, kw) column at a time. */
-  const float* fbase = filter->aligned + filter->offset;
-  for (int64_t c = 0, k = 0; c < C; c++)
+  const float* fbase = w->p;
+  for (int64_t c = 0, k = 0; c < C && !w->packed; c++)
     for (int64_t kh = 0; kh < KH; kh++)
       for (int64_t kw = 0; kw < KW; kw++, k++) {
         int64_t np = CEIL_DIV(F, UK_MR), hbase = F / np, hextra = F % np;
@@ -1507,7 +1523,8 @@ static int conv_direct(etmlir_memref4d_f32* in, etmlir_memref4d_f32* filter, etm
   memset(&j, 0, sizeof(j));
   j.in = in->aligned + in->offset;
   j.out = out->aligned + out->offset;
-  j.ap = scratch;
+  j.ap = w->packed ? w->packed : scratch;
+  j.fixed_panels = w->packed != NULL;
   j.koff = koff;
   j.F = F;
   j.OH = OH;
@@ -1555,27 +1572,25 @@ static void conv_image_epilogue(const etmlir_epilogue* ep, float* o, const int64
   }
 }
 
-ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_nchw_fchw_ep(etmlir_memref4d_f32* in,
-                                                                  etmlir_memref4d_f32* filter,
-                                                                  etmlir_memref4d_f32* out, int64_t stride_h,
-                                                                  int64_t stride_w, int64_t dilation_h,
-                                                                  int64_t dilation_w, const etmlir_epilogue* ep) {
+static void conv2d(etmlir_memref4d_f32* in, const conv_filter* w, etmlir_memref4d_f32* out, int64_t stride_h,
+                   int64_t stride_w, int64_t dilation_h, int64_t dilation_w, const etmlir_epilogue* ep) {
   int64_t nb = out->sizes[0], F = out->sizes[1], OH = out->sizes[2], OW = out->sizes[3];
-  int64_t C = filter->sizes[1], KH = filter->sizes[2], KW = filter->sizes[3];
+  int64_t C = w->C, KH = w->KH, KW = w->KW;
   if (nb <= 0 || F <= 0 || OH <= 0 || OW <= 0) return;
   int64_t K = C * KH * KW, N = OH * OW;
 #if defined(__AVX512F__)
-  if (conv_direct(in, filter, out, stride_h, stride_w, dilation_h, dilation_w, ep)) return;
+  if (conv_direct(in, w, out, stride_h, stride_w, dilation_h, dilation_w, ep)) return;
 #endif
-  const int64_t* fs = filter->strides;
+  const int64_t* fs = w->fs;
   const int64_t* is = in->strides;
   const int64_t* os = out->strides;
 
-  /* A = filter as [F, C*KH*KW]: a view when (c, kh, kw) flatten, else a contiguous copy. */
+  /* A = filter as [F, C*KH*KW]: a view when (c, kh, kw) flatten, else a contiguous copy (or the
+   * panels packed at compile time). */
   float* filter_copy = NULL;
-  int64_t unit = KH * KW == 1 ? fs[1] : KW > 1 ? fs[3] : fs[2];
-  mat_view a = view2(filter->aligned + filter->offset, fs[0], unit);
-  int flat = KH * KW == 1 ||
+  int64_t unit = w->packed ? 1 : KH * KW == 1 ? fs[1] : KW > 1 ? fs[3] : fs[2];
+  mat_view a = view2(w->p, w->packed ? K : fs[0], unit);
+  int flat = w->packed || KH * KW == 1 ||
              ((KW == 1 || KH == 1 || fs[2] == KW * fs[3]) && (C == 1 || fs[1] == KH * KW * unit));
   if (!flat) {
     filter_copy = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(F * K));
@@ -1583,8 +1598,7 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_nchw_fchw_ep(etmlir_memref4
       for (int64_t c = 0; c < C; c++)
         for (int64_t kh = 0; kh < KH; kh++)
           for (int64_t kw = 0; kw < KW; kw++)
-            filter_copy[((f * C + c) * KH + kh) * KW + kw] =
-                filter->aligned[filter->offset + f * fs[0] + c * fs[1] + kh * fs[2] + kw * fs[3]];
+            filter_copy[((f * C + c) * KH + kh) * KW + kw] = w->p[f * fs[0] + c * fs[1] + kh * fs[2] + kw * fs[3]];
     a = view2(filter_copy, K, 1);
   }
 
@@ -1600,6 +1614,7 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_nchw_fchw_ep(etmlir_memref4
     g.N = N;
     g.K = K;
     g.a = a;
+    g.a_packed = w->packed;
     const float* img = in->aligned + in->offset + n * is[0];
     float* o = out->aligned + out->offset + n * os[0];
     if (KH == 1 && KW == 1 && (OH == 1 || stride_h * is[2] == OW * stride_w * is[3])) {
@@ -1652,6 +1667,45 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_nchw_fchw_ep(etmlir_memref4
   }
   if (filter_copy) etmlir_cpu_scratch_free(filter_copy);
   if (out_copy) etmlir_cpu_scratch_free(out_copy);
+}
+
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_nchw_fchw_ep(etmlir_memref4d_f32* in,
+                                                                  etmlir_memref4d_f32* filter,
+                                                                  etmlir_memref4d_f32* out, int64_t stride_h,
+                                                                  int64_t stride_w, int64_t dilation_h,
+                                                                  int64_t dilation_w, const etmlir_epilogue* ep) {
+  conv_filter w = {filter->aligned + filter->offset, {0}, filter->sizes[1], filter->sizes[2], filter->sizes[3], NULL};
+  for (int i = 0; i < 4; i++) w.fs[i] = filter->strides[i];
+  conv2d(in, &w, out, stride_h, stride_w, dilation_h, dilation_w, ep);
+}
+
+ETMLIR_CPU_EXPORT int64_t etmlir_uk_panel_rows(void) { return UK_MR; }
+
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_packed_ep(etmlir_memref4d_f32* in, etmlir_memref3d_f32* panels,
+                                                               etmlir_memref4d_f32* out, int64_t stride_h,
+                                                               int64_t stride_w, int64_t dilation_h,
+                                                               int64_t dilation_w, int64_t kh, int64_t kw,
+                                                               const etmlir_epilogue* ep) {
+  int64_t F = out->sizes[1], K = panels->sizes[1], H = panels->sizes[2];
+  conv_filter w = {panels->aligned + panels->offset, {0}, kh * kw > 0 ? K / (kh * kw) : 0, kh, kw, NULL};
+  if (H == UK_MR && panels->strides[2] == 1 && panels->strides[1] == H && panels->strides[0] == K * H) {
+    w.packed = w.p;
+    conv2d(in, &w, out, stride_h, stride_w, dilation_h, dilation_w, ep);
+    return;
+  }
+  /* Panels of another height (a payload whose packing pass and microkernels disagree, which the
+   * compiler does not build): unpack them into a plain [F, C, KH, KW] filter, so the result is still right. */
+  float* filter = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(F * K > 0 ? F * K : 1));
+  const int64_t* ps = panels->strides;
+  for (int64_t f = 0; f < F; f++)
+    for (int64_t k = 0; k < K; k++) filter[f * K + k] = w.p[(f / H) * ps[0] + k * ps[1] + (f % H) * ps[2]];
+  w.p = filter;
+  w.fs[0] = K;
+  w.fs[1] = kh * kw;
+  w.fs[2] = kw;
+  w.fs[3] = 1;
+  conv2d(in, &w, out, stride_h, stride_w, dilation_h, dilation_w, ep);
+  etmlir_cpu_scratch_free(filter);
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -1,13 +1,16 @@
-"""et-cpu-pack-weights: constant matmul weights are packed at compile time into the microkernel's panels.
+"""et-cpu-pack-weights: constant weights are packed at compile time into the microkernels' panels.
 
-The GEMM microkernel reads B as panels of W columns (W = 32 for the AVX-512
-build, 16 otherwise), K rows each. A B it is handed in memory it first copies
-into that layout, on every call; for a linear layer B is a constant, so the
-copy is the same every time, and with the weights streaming from L3 it took a
-fifth of a small decoder's time (LLaMA, T = 64, one thread). This pass does
-the copy once, at compile time (as XNNPACK packs at init): a matmul call whose
-B is a constant global gets a new global holding B's panels and calls the
-kernel that reads them.
+The GEMM microkernel reads its operands as panels: B as panels of W columns
+(W = 32 for the AVX-512 build, 16 otherwise), A as panels of H rows (14 /
+6 / 4), each over all of K. An operand it is handed in memory it first
+copies into that layout, on every call. A linear layer's B and a
+convolution's filter (its A: [F, C*KH*KW]) are constants, so the copy is the
+same every time; with the weights streaming from L3 it took a fifth of a
+small decoder's time (LLaMA, T = 64, one thread) and a tenth of
+MobileNetV2's. This pass does the copy once, at compile time (as XNNPACK
+packs at init): a matmul or convolution call whose weight is a constant
+global gets a new global holding the panels and calls the kernel that reads
+them.
 
     memref.global "private" constant @w : memref<256x80xf32> = dense<...>
     %0 = memref.get_global @w : memref<256x80xf32>
@@ -21,15 +24,22 @@ becomes (panel-width=32)
     %1 = memref.cast %0 : memref<3x256x32xf32> to memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>
     func.call @etmlir_uk_matmul_packed_ep(%a, %1, %c, %bias, %c, %mode, %lo, %hi)
 
-Panel p holds columns [p * W, p * W + W) of B row by row, zeros past N. The
-old global goes when nothing else reads it, so the payload carries the
-weight once. A B whose padding would add more than a quarter to it (N = 10
-classifiers at W = 32) stays as it was, as does a splat. The width must be
-the one the payload's microkernels were built for: the cpu pipeline asks
-them (`link.panel_width`); 0, the default, asks the host's.
+and a convolution `@etmlir_uk_conv2d_nchw_fchw[_ep](%in, %filter, %out,
+strides, dilations[, epilogue])` likewise becomes `@etmlir_uk_conv2d_packed_ep(
+%in, %panels, %out, strides, dilations, %kh, %kw, epilogue)` with the filter
+[F, C, KH, KW] as [ceil(F / H), C*KH*KW, H] (panel p: rows [p * H, p * H + H)
+of A, column by column). Panels are zero padded at the end; the kernels do
+not compute the padding, so it costs only memory, and a weight it would more
+than double (N = 10 classifiers at W = 32) stays as it was, as does a splat.
+The old global goes when nothing else reads it, so the payload carries each
+weight once. The sizes must be those the payload's microkernels were built
+for: the cpu pipeline asks them (`link.panel_shape`); 0, the default, asks
+the host's.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 from torch_mlir import ir
@@ -40,27 +50,44 @@ from etmlir.backends.cpu.passes.microkernels import dynamic_memref
 from etmlir.executable.serialize import resource_blobs, resource_key
 from etmlir.passes.registry import Option, register_pass
 
-PACKED_KERNEL = "etmlir_uk_matmul_packed_ep"
-# kernel -> whether it already takes the epilogue operands (bias, residual, mode, lo, hi)
-SOURCES = {"etmlir_uk_matmul": False, "etmlir_uk_matmul_ep": True}
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """A kernel call whose weight may be packed: which operand, its rank, and what the call becomes."""
+    weight: int        # the weight's operand index
+    rank: int          # its rank (2: a matmul's B, 4: a convolution's filter)
+    epilogue: bool     # the call already passes the epilogue operands (bias, residual, mode, lo, hi)
+    packed: str        # the kernel reading the panels
+    scalars: int       # i64 operands between the output and the epilogue (strides, dilations)
+
+
+SOURCES = {
+    "etmlir_uk_matmul": Source(1, 2, False, "etmlir_uk_matmul_packed_ep", 0),
+    "etmlir_uk_matmul_ep": Source(1, 2, True, "etmlir_uk_matmul_packed_ep", 0),
+    "etmlir_uk_conv2d_nchw_fchw": Source(1, 4, False, "etmlir_uk_conv2d_packed_ep", 4),
+    "etmlir_uk_conv2d_nchw_fchw_ep": Source(1, 4, True, "etmlir_uk_conv2d_packed_ep", 4),
+}
 
 
 @register_pass("et-cpu-pack-weights", options={
-    "panel-width": Option(int, 0, "columns per panel: the payload's microkernels' width (0: the host's)",
-                          minimum=0)})
-def pack_weights(module: ir.Operation, *, panel_width: int = 0) -> None:
-    """et-cpu-pack-weights: matmuls by a constant B read it from panels packed at compile time."""
-    if panel_width == 0:
+    "panel-width": Option(int, 0, "B-panel columns: the payload's microkernels' (0: the host's)", minimum=0),
+    "panel-rows": Option(int, 0, "A-panel rows: the payload's microkernels' (0: the host's)", minimum=0)})
+def pack_weights(module: ir.Operation, *, panel_width: int = 0, panel_rows: int = 0) -> None:
+    """et-cpu-pack-weights: matmuls by a constant B and convolutions by a constant filter read panels packed
+    at compile time."""
+    if panel_width == 0 or panel_rows == 0:
         from etmlir.backends.cpu import link, target
 
-        panel_width = link.panel_width(target.host())
-    calls: list[tuple[ir.Operation, ir.Operation]] = []
+        rows, width = link.panel_shape(target.host())
+        panel_width, panel_rows = panel_width or width, panel_rows or rows
+    calls: list[tuple[ir.Operation, Source, ir.Operation]] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         if op.name == "func.call" and ir.FlatSymbolRefAttr(op.attributes["callee"]).value in SOURCES:
-            source = _constant_source(op.operands[1])
-            if source is not None:
-                calls.append((op, source))
+            source = SOURCES[ir.FlatSymbolRefAttr(op.attributes["callee"]).value]
+            get_global = _constant_global(op.operands[source.weight], source.rank)
+            if get_global is not None:
+                calls.append((op, source, get_global))
         return ir.WalkResult.ADVANCE
 
     module.walk(visit)
@@ -71,9 +98,11 @@ def pack_weights(module: ir.Operation, *, panel_width: int = 0) -> None:
                 if op.operation.name == "memref.global"}
     blobs: dict[str, bytes] | None = None
     packed: dict[str, ir.Operation | None] = {}  # old global -> its panels' global (None: left as it is)
+    kernels: set[str] = set()
     with module.context:
-        for call, get_global in calls:
+        for call, source, get_global in calls:
             name = ir.FlatSymbolRefAttr(get_global.attributes["name"]).value
+            shape = ir.MemRefType(get_global.result.type).shape
             if name not in packed:
                 old = globals_.get(name)
                 value = old.attributes["initial_value"] if old is not None and "constant" in old.attributes \
@@ -81,50 +110,59 @@ def pack_weights(module: ir.Operation, *, panel_width: int = 0) -> None:
                 if value is not None and resource_key(value) is not None and blobs is None:
                     blobs = resource_blobs(module)
                 data = global_bytes(value, blobs) if value is not None else None
-                panels = _panels(data, ir.MemRefType(get_global.result.type), panel_width)
+                panels = None if data is None else _panels(np.frombuffer(data, dtype=np.float32).reshape(shape),
+                                                         panel_width, panel_rows)
                 packed[name] = None if panels is None else _new_global(old, f"{name}_panels", panels)
             if packed[name] is not None:
-                _call_packed(call, packed[name])
-        if any(p is not None for p in packed.values()):
-            declare_function(module, PACKED_KERNEL, _kernel_types())
-            _erase_unread(module, [globals_[n] for n, p in packed.items() if p is not None])
+                _call_packed(call, source, packed[name], shape)
+                kernels.add(source.packed)
+        for kernel in sorted(kernels):
+            declare_function(module, kernel, _kernel_types(kernel))
+        _erase_unread(module, [globals_[n] for n, p in packed.items() if p is not None])
 
 
-def _constant_source(value: ir.Value) -> ir.Operation | None:
-    """The memref.get_global `value` is (through casts), if B is a whole 2-d f32 global."""
+def _constant_global(value: ir.Value, rank: int) -> ir.Operation | None:
+    """The memref.get_global `value` is (through casts), if it is a whole static f32 global of `rank`."""
     while not isinstance(value.owner, ir.Block) and value.owner.operation.name == "memref.cast":
         value = value.owner.operands[0]
     if isinstance(value.owner, ir.Block) or value.owner.operation.name != "memref.get_global":
         return None
     owner = value.owner.operation
     t = ir.MemRefType(owner.result.type)
-    if t.rank != 2 or str(t.element_type) != "f32" or not t.has_static_shape or \
-            str(t.layout) != str(ir.AffineMapAttr.get(ir.AffineMap.get_identity(2))):
+    if t.rank != rank or str(t.element_type) != "f32" or not t.has_static_shape or \
+            str(t.layout) != str(ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))):
         return None
     return owner
 
 
-def _panels(data: bytes | None, t: ir.MemRefType, width: int) -> np.ndarray | None:
-    """B [K, N] (the global's bytes) as panels, or None when its bytes are unknown or packing costs too much."""
-    k, n = t.shape
-    if data is None or not worth_packing(k, n, width):
-        return None
-    return pack_panels(np.frombuffer(data, dtype=np.float32).reshape(k, n), width)
+def _panels(weight: np.ndarray, width: int, rows: int) -> np.ndarray | None:
+    """A matmul's B [K, N] as column panels, a convolution's filter as row panels of A = [F, C*KH*KW];
+    None when packing would more than double it."""
+    if weight.ndim == 2:
+        return pack_columns(weight, width) if worth_packing(weight.shape[1], width) else None
+    a = weight.reshape(weight.shape[0], -1)
+    return pack_rows(a, rows) if worth_packing(a.shape[0], rows) and a.shape[1] > 0 else None
 
 
-def worth_packing(k: int, n: int, width: int) -> bool:
-    """Whether B [K, N] is packed: not empty, and its padding to whole panels adds at most a quarter."""
-    return k > 0 and n > 0 and -(-n // width) * width - n <= n // 4
+def worth_packing(n: int, panel: int) -> bool:
+    """Whether `n` rows or columns are packed into panels of `panel`: their padding at most doubles them."""
+    return n > 0 and -(-n // panel) * panel <= 2 * n
 
 
-def pack_panels(b: np.ndarray, width: int) -> np.ndarray:
+def pack_columns(b: np.ndarray, width: int) -> np.ndarray:
     """B [K, N] as [ceil(N / width), K, width]: panel p holds columns [p * width, p * width + width) row by
-    row, zeros past N (the layout `etmlir_uk_matmul_packed_ep` reads)."""
+    row, zeros past N (what `etmlir_uk_matmul_packed_ep` reads)."""
     k, n = b.shape
     count = -(-n // width)
     padded = np.zeros((k, count * width), dtype=np.float32)
     padded[:, :n] = b
     return np.ascontiguousarray(padded.reshape(k, count, width).transpose(1, 0, 2))
+
+
+def pack_rows(a: np.ndarray, rows: int) -> np.ndarray:
+    """A [M, K] as [ceil(M / rows), K, rows]: panel p holds rows [p * rows, p * rows + rows) column by
+    column, zeros past M (what `etmlir_uk_conv2d_packed_ep` reads)."""
+    return pack_columns(np.ascontiguousarray(a.T), rows)
 
 
 def _new_global(old: ir.Operation, name: str, panels: np.ndarray) -> ir.Operation:
@@ -137,41 +175,51 @@ def _new_global(old: ir.Operation, name: str, panels: np.ndarray) -> ir.Operatio
             "alignment": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 64)})
 
 
-def _kernel_types() -> list[ir.Type]:
+def _kernel_types(kernel: str) -> list[ir.Type]:
     i64, f32 = ir.IntegerType.get_signless(64), ir.F32Type.get()
-    return [dynamic_memref(2), dynamic_memref(3), dynamic_memref(2), dynamic_memref(1), dynamic_memref(2),
-            i64, f32, f32]
+    epilogue = [i64, f32, f32]
+    if kernel == "etmlir_uk_matmul_packed_ep":
+        return [dynamic_memref(2), dynamic_memref(3), dynamic_memref(2), dynamic_memref(1), dynamic_memref(2), *epilogue]
+    return [dynamic_memref(4), dynamic_memref(3), dynamic_memref(4), *[i64] * 6, dynamic_memref(1), dynamic_memref(4),
+            *epilogue]
 
 
-def _call_packed(call: ir.Operation, panels: ir.Operation) -> None:
-    """Replace `call` by the packed kernel's, reading B from `panels`."""
+def _constant(t: ir.Type, attr: ir.Attribute) -> ir.Value:
+    return ir.Operation.create("arith.constant", results=[t], attributes={"value": attr}).result
+
+
+def _call_packed(call: ir.Operation, source: Source, panels: ir.Operation, shape: list[int]) -> None:
+    """Replace `call` by the packed kernel's, reading the weight from `panels`."""
     i64, f32 = ir.IntegerType.get_signless(64), ir.F32Type.get()
-    t = ir.TypeAttr(panels.attributes["type"]).value
-    old_b = call.operands[1]
+    old_weight = call.operands[source.weight]
+    operands = list(call.operands)
     with call.location, ir.InsertionPoint(call):
-        b = ir.Operation.create("memref.get_global", results=[t], attributes={
-            "name": ir.FlatSymbolRefAttr.get(ir.StringAttr(panels.attributes["sym_name"]).value)}).result
-        b = ir.Operation.create("memref.cast", results=[dynamic_memref(3)], operands=[b]).result
-        operands = list(call.operands)
-        operands[1] = b
-        if not SOURCES[ir.FlatSymbolRefAttr(call.attributes["callee"]).value]:
+        weight = ir.Operation.create("memref.get_global", results=[ir.TypeAttr(panels.attributes["type"]).value],
+                                     attributes={"name": ir.FlatSymbolRefAttr.get(
+                                         ir.StringAttr(panels.attributes["sym_name"]).value)}).result
+        operands[source.weight] = ir.Operation.create("memref.cast", results=[dynamic_memref(3)],
+                                                      operands=[weight]).result
+        after = 3 + source.scalars  # the operands up to the epilogue's
+        window = [_constant(i64, ir.IntegerAttr.get(i64, d)) for d in shape[2:]]  # a filter's (kh, kw)
+        if source.epilogue:
+            epilogue = operands[after:]
+        else:
             bias = ir.Operation.create("memref.alloca", results=[ir.MemRefType.get([1], f32)], attributes={
                 "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 0])}).result
-            operands.append(ir.Operation.create("memref.cast", results=[dynamic_memref(1)], operands=[bias]).result)
-            operands.append(operands[2])  # no residual: any memref of the output's rank
-            for t_, attr in ((i64, ir.IntegerAttr.get(i64, 0)), (f32, ir.FloatAttr.get(f32, 0.0)),
-                             (f32, ir.FloatAttr.get(f32, 0.0))):
-                operands.append(ir.Operation.create("arith.constant", results=[t_], attributes={"value": attr}).result)
-        ir.Operation.create("func.call", operands=operands, attributes={
-            "callee": ir.FlatSymbolRefAttr.get(PACKED_KERNEL)})
+            epilogue = [ir.Operation.create("memref.cast", results=[dynamic_memref(1)], operands=[bias]).result,
+                        operands[2],  # no residual: any memref of the output's rank
+                        _constant(i64, ir.IntegerAttr.get(i64, 0)),  # accumulate, no bounds
+                        _constant(f32, ir.FloatAttr.get(f32, 0.0)), _constant(f32, ir.FloatAttr.get(f32, 0.0))]
+        ir.Operation.create("func.call", operands=operands[:after] + window + epilogue, attributes={
+            "callee": ir.FlatSymbolRefAttr.get(source.packed)})
     call.erase()
-    while not isinstance(old_b.owner, ir.Block) and not list(old_b.uses):
-        owner = old_b.owner.operation
-        source = owner.operands[0] if owner.name == "memref.cast" else None
+    while not isinstance(old_weight.owner, ir.Block) and not list(old_weight.uses):
+        owner = old_weight.owner.operation
+        previous = owner.operands[0] if owner.name == "memref.cast" else None
         owner.erase()
-        if source is None:
+        if previous is None:
             break
-        old_b = source
+        old_weight = previous
 
 
 def _erase_unread(module: ir.Operation, candidates: list[ir.Operation]) -> None:
