@@ -658,21 +658,22 @@ def test_batch_matmul_epilogue_matches_reference(lib, mode, lo, hi):
     _check_product_epilogue(lib, "batch_matmul", (3, 17, 24), (3, 24, 40), "c", mode, lo, hi, mode)
 
 
-def aligned_copy(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`x` copied into a 64-byte aligned buffer (as the payload's weights are): (view, base)."""
-    base = np.empty(x.size + 16, dtype=np.float32)
-    start = (-base.ctypes.data % 64) // 4
+def aligned_copy(x: np.ndarray, misalign: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """`x` copied into a 64-byte aligned buffer (as the payload's weights are), or `misalign` floats past
+    such an address: (view, base)."""
+    base = np.empty(x.size + 32, dtype=np.float32)
+    start = (-base.ctypes.data % 64) // 4 + misalign
     view = base[start:start + x.size].reshape(x.shape)
     view[...] = x
     return view, base
 
 
-def _check_packed_matmul(lib, m, k, n, width, mode, lo, hi, seed):
+def _check_packed_matmul(lib, m, k, n, width, mode, lo, hi, seed, misalign=0):
     """C (+)= A B with B packed into `width`-column panels (et-cpu-pack-weights' layout), under an epilogue."""
     rng = np.random.default_rng(seed)
     a, a_base = strided((m, k), "c", rng)
     b = rng.standard_normal((k, n)).astype(np.float32)
-    panels, p_base = aligned_copy(pack_columns(b, width))
+    panels, p_base = aligned_copy(pack_columns(b, width), misalign)
     c, c_base = strided((m, n), "c", rng)
     bias = rng.standard_normal(n).astype(np.float32)
     res = rng.standard_normal(c.shape).astype(np.float32)
@@ -701,12 +702,14 @@ def test_packed_matmul_of_another_width_is_still_right(lib, mode, lo, hi):
     """Panels of a width the kernels were not built for (the compiler never makes them) still multiply right."""
     assert lib.etmlir_uk_panel_width() in (16, 32)
     _check_packed_matmul(lib, 9, 50, 37, 8, mode, lo, hi, mode)
+    # The kernels' own width, but not 64-byte aligned (their fast path loads aligned vectors).
+    _check_packed_matmul(lib, 9, 50, 37, lib.etmlir_uk_panel_width(), mode, lo, hi, mode, misalign=1)
 
 
-def _run_packed_conv(lib, x, x_base, wt, rows, out, out_base, stride, dilation, ep):
+def _run_packed_conv(lib, x, x_base, wt, rows, out, out_base, stride, dilation, ep, misalign=0):
     """The convolution with its filter packed into `rows`-row panels (et-cpu-pack-weights' layout)."""
     f, c, kh, kw = wt.shape
-    panels, p_base = aligned_copy(pack_rows(wt.reshape(f, c * kh * kw), rows))
+    panels, p_base = aligned_copy(pack_rows(wt.reshape(f, c * kh * kw), rows), misalign)
     dx, dp, do = descriptor(x, x_base), descriptor(panels, p_base), descriptor(out, out_base)
     lib._mlir_ciface_etmlir_uk_conv2d_packed_ep(ctypes.byref(dx), ctypes.byref(dp), ctypes.byref(do), stride, stride,
                                                 dilation, dilation, kh, kw, ctypes.byref(ep))
@@ -724,7 +727,8 @@ PACKED_CONV = [(1, 16, 14, 14, 24, 1, 1, 1, 1), (2, 8, 9, 9, 30, 1, 1, 2, 1), (2
 @pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES[:3])
 @pytest.mark.parametrize("native", [True, False])
 def test_packed_conv2d_matches_reference(lib, case, mode, lo, hi, native):
-    """Panels of the kernels' own height, and of another (the compiler never makes them: still right)."""
+    """Panels of the kernels' own height, and of another, misaligned (the compiler never makes them: still
+    right)."""
     n, c, h, w, f, kh, kw, s, d = case
     rng = np.random.default_rng(sum(case) + mode)
     x, x_base = strided((n, c, h, w), "c", rng)
@@ -740,7 +744,8 @@ def test_packed_conv2d_matches_reference(lib, case, mode, lo, hi, native):
                              bias.astype(np.float64)[None, :, None, None], res.astype(np.float64))
     rows = lib.etmlir_uk_panel_rows() if native else 5
     assert native or rows != lib.etmlir_uk_panel_rows()
-    _run_packed_conv(lib, x, x_base, wt, rows, out, out_base, s, d, epilogue(mode, lo, hi, bias, res))
+    _run_packed_conv(lib, x, x_base, wt, rows, out, out_base, s, d, epilogue(mode, lo, hi, bias, res),
+                     misalign=0 if native else 3)
     _check(out, want, c * kh * kw)
 
 

@@ -1259,9 +1259,9 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_matmul_packed_ep(etmlir_memref2d_f
                                                                etmlir_memref2d_f32* c, const etmlir_epilogue* ep) {
   int64_t K = a->sizes[1], N = c->sizes[1], W = bp->sizes[2];
   const float* panels = bp->aligned + bp->offset;
-  if (W != UK_NR) {
-    /* Panels of another width (a payload whose packing pass and microkernels disagree, which the
-     * compiler does not build): unpack one column at a time so the result is still right. */
+  if (W != UK_NR || bp->strides[2] != 1 || bp->strides[1] != W || ((uintptr_t)panels & 63) != 0) {
+    /* Panels of another width, layout or alignment (a payload whose packing pass and microkernels
+     * disagree, which the compiler does not build): one column at a time, so the result is still right. */
     float* col = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(K > 0 ? K : 1));
     for (int64_t n = 0; n < N; n++) {
       const float* p = panels + (n / W) * bp->strides[0] + (n % W) * bp->strides[2];
@@ -1688,13 +1688,15 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_packed_ep(etmlir_memref4d_f
                                                                const etmlir_epilogue* ep) {
   int64_t F = out->sizes[1], K = panels->sizes[1], H = panels->sizes[2];
   conv_filter w = {panels->aligned + panels->offset, {0}, kh * kw > 0 ? K / (kh * kw) : 0, kh, kw, NULL};
-  if (H == UK_MR && panels->strides[2] == 1 && panels->strides[1] == H && panels->strides[0] == K * H) {
+  if (H == UK_MR && panels->strides[2] == 1 && panels->strides[1] == H && panels->strides[0] == K * H &&
+      ((uintptr_t)w.p & 63) == 0) {
     w.packed = w.p;
     conv2d(in, &w, out, stride_h, stride_w, dilation_h, dilation_w, ep);
     return;
   }
-  /* Panels of another height (a payload whose packing pass and microkernels disagree, which the
-   * compiler does not build): unpack them into a plain [F, C, KH, KW] filter, so the result is still right. */
+  /* Panels of another height, layout or alignment (a payload whose packing pass and microkernels
+   * disagree, which the compiler does not build): unpacked into a plain [F, C, KH, KW] filter, so the
+   * result is still right. */
   float* filter = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(F * K > 0 ? F * K : 1));
   const int64_t* ps = panels->strides;
   for (int64_t f = 0; f < F; f++)
