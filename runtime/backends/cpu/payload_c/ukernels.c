@@ -1778,14 +1778,43 @@ static void dw_plane_generic(const dw_job* j, const float* restrict in, const fl
  * columns get the same value twice instead of being added twice. Rows narrower than 16 use masks. */
 
 /* R rows of a 3x3, stride-1 plane; NV vectors at columns ow[0..NV) (masked by m when !full). */
+/* A depthwise plane's epilogue in registers (te: tile_ep_make over the plane, whose bias is one value,
+ * whose residual plane has unit column stride; NULL: accumulate into the output). The accumulator of
+ * output row r, columns [col, col + 16): its start, and its value before the store. */
+UK_INLINE __m512 dw_acc_start(const tile_ep* te, const float* out, __mmask16 m, int full) {
+  if (te && te->init) return te->init == ETMLIR_EP_INIT_ZERO ? _mm512_setzero_ps() : _mm512_set1_ps(te->bias[0]);
+  return full ? _mm512_loadu_ps(out) : _mm512_maskz_loadu_ps(m, out);
+}
+
+UK_INLINE __m512 dw_acc_finish(const tile_ep* te, __m512 v, int64_t row, int64_t col, __mmask16 m) {
+  if (!te || !te->finish) return v;
+  if (te->bias_after) v = _mm512_add_ps(v, _mm512_set1_ps(te->bias[0]));
+  if (te->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, te->res + row * te->res_ld + col));
+  /* MAXPS/MINPS return their second operand when either is NaN (as ep512_finish). */
+  __m512 lo = _mm512_set1_ps(te->lo), hi = _mm512_set1_ps(te->hi);
+  if (te->lo_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
+    v = _mm512_max_ps(lo, v);
+  } else if (te->lo_mode) {
+    v = _mm512_max_ps(v, lo);
+  }
+  if (te->hi_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
+    v = _mm512_min_ps(hi, v);
+  } else if (te->hi_mode) {
+    v = _mm512_min_ps(v, hi);
+  }
+  return v;
+}
+
+/* R rows of a 3x3, stride-1 plane (output row 0 of these is the plane's row oh): NV vectors at output
+ * columns ow[0..NV), under mask m unless full. */
 UK_INLINE void dw3x3s1_vec(const int R, const int NV, const int full, const float* in, int64_t ish, float* out,
-                           int64_t osh, const int64_t ow[2], __mmask16 m, const __m512 w[9]) {
+                           int64_t osh, const int64_t ow[2], __mmask16 m, const __m512 w[9], const tile_ep* te,
+                           int64_t oh) {
   __m512 acc[4][2];
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 2
-    for (int v = 0; v < NV; v++)
-      acc[r][v] = full ? _mm512_loadu_ps(out + r * osh + ow[v]) : _mm512_maskz_loadu_ps(m, out + r * osh + ow[v]);
+    for (int v = 0; v < NV; v++) acc[r][v] = dw_acc_start(te, out + r * osh + ow[v], m, full);
 #pragma GCC unroll 6
   for (int i = 0; i < R + 2; i++) {
 #pragma GCC unroll 2
@@ -1808,10 +1837,11 @@ UK_INLINE void dw3x3s1_vec(const int R, const int NV, const int full, const floa
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 2
     for (int v = 0; v < NV; v++) {
+      __m512 x = dw_acc_finish(te, acc[r][v], oh + r, ow[v], m);
       if (full) {
-        _mm512_storeu_ps(out + r * osh + ow[v], acc[r][v]);
+        _mm512_storeu_ps(out + r * osh + ow[v], x);
       } else {
-        _mm512_mask_storeu_ps(out + r * osh + ow[v], m, acc[r][v]);
+        _mm512_mask_storeu_ps(out + r * osh + ow[v], m, x);
       }
     }
 }
@@ -1820,7 +1850,8 @@ UK_INLINE void dw3x3s1_vec(const int R, const int NV, const int full, const floa
  * when full). Even/odd input columns come from two-source permutes of two loads: output column
  * ow + t reads input columns 2(ow + t) + {0, 1, 2}. */
 UK_INLINE void dw3x3s2_vec(const int R, const int NV, const int full, const float* in, int64_t ish, float* out,
-                           int64_t osh, const int64_t ow[2], int64_t n, const __m512 w[9]) {
+                           int64_t osh, const int64_t ow[2], int64_t n, const __m512 w[9], const tile_ep* te,
+                           int64_t oh) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   /* Loads at 2ow read relative columns < 2n; loads at 2ow + 2 read relative columns < 2n - 1. */
@@ -1831,8 +1862,7 @@ UK_INLINE void dw3x3s2_vec(const int R, const int NV, const int full, const floa
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 2
-    for (int v = 0; v < NV; v++)
-      acc[r][v] = full ? _mm512_loadu_ps(out + r * osh + ow[v]) : _mm512_maskz_loadu_ps(m, out + r * osh + ow[v]);
+    for (int v = 0; v < NV; v++) acc[r][v] = dw_acc_start(te, out + r * osh + ow[v], m, full);
 #pragma GCC unroll 9
   for (int i = 0; i < 2 * R + 1; i++) {
 #pragma GCC unroll 2
@@ -1859,10 +1889,11 @@ UK_INLINE void dw3x3s2_vec(const int R, const int NV, const int full, const floa
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 2
     for (int v = 0; v < NV; v++) {
+      __m512 x = dw_acc_finish(te, acc[r][v], oh + r, ow[v], m);
       if (full) {
-        _mm512_storeu_ps(out + r * osh + ow[v], acc[r][v]);
+        _mm512_storeu_ps(out + r * osh + ow[v], x);
       } else {
-        _mm512_mask_storeu_ps(out + r * osh + ow[v], m, acc[r][v]);
+        _mm512_mask_storeu_ps(out + r * osh + ow[v], m, x);
       }
     }
 }
@@ -1870,13 +1901,13 @@ UK_INLINE void dw3x3s2_vec(const int R, const int NV, const int full, const floa
 /* R rows of a 3x3 plane at stride S (1 or 2): full 16-column vectors, the last one overlapping its
  * neighbour, or one masked vector when OW < 16. */
 UK_INLINE void dw3x3_rows(const int S, const int R, const float* in, int64_t ish, float* out, int64_t osh,
-                          int64_t OW, const __m512 w[9]) {
-#define DW3X3_VEC(NV, FULL, N)                                                                        \
-  do {                                                                                                \
-    if (S == 1)                                                                                       \
-      dw3x3s1_vec(R, NV, FULL, in, ish, out, osh, ow, (FULL) ? (__mmask16)0xFFFF : mask16(N), w);   \
-    else                                                                                              \
-      dw3x3s2_vec(R, NV, FULL, in, ish, out, osh, ow, N, w);                                        \
+                          int64_t OW, const __m512 w[9], const tile_ep* te, int64_t oh) {
+#define DW3X3_VEC(NV, FULL, N)                                                                              \
+  do {                                                                                                      \
+    if (S == 1)                                                                                             \
+      dw3x3s1_vec(R, NV, FULL, in, ish, out, osh, ow, (FULL) ? (__mmask16)0xFFFF : mask16(N), w, te, oh);  \
+    else                                                                                                    \
+      dw3x3s2_vec(R, NV, FULL, in, ish, out, osh, ow, N, w, te, oh);                                       \
   } while (0)
   int64_t ow[2] = {0, 0};
   if (OW < 16) {
@@ -1897,16 +1928,17 @@ UK_INLINE void dw3x3_rows(const int S, const int R, const float* in, int64_t ish
 }
 
 /* 3x3, stride S (1 or 2) in both dims, dilation 1, unit-stride rows. */
-static void dw_plane_3x3(const dw_job* j, const int S, const float* in, const float* f, float* out) {
+static void dw_plane_3x3(const dw_job* j, const int S, const float* in, const float* f, float* out,
+                         const tile_ep* te) {
   __m512 w[9];
   for (int kh = 0; kh < 3; kh++)
     for (int kw = 0; kw < 3; kw++) w[kh * 3 + kw] = _mm512_set1_ps(f[kh * j->fs[1] + kw * j->fs[2]]);
   int64_t ish = j->is[2], osh = j->os[2], oh = 0;
-  for (; oh + 4 <= j->OH; oh += 4) dw3x3_rows(S, 4, in + S * oh * ish, ish, out + oh * osh, osh, j->OW, w);
+  for (; oh + 4 <= j->OH; oh += 4) dw3x3_rows(S, 4, in + S * oh * ish, ish, out + oh * osh, osh, j->OW, w, te, oh);
   switch (j->OH - oh) {
-    case 3: dw3x3_rows(S, 3, in + S * oh * ish, ish, out + oh * osh, osh, j->OW, w); break;
-    case 2: dw3x3_rows(S, 2, in + S * oh * ish, ish, out + oh * osh, osh, j->OW, w); break;
-    case 1: dw3x3_rows(S, 1, in + S * oh * ish, ish, out + oh * osh, osh, j->OW, w); break;
+    case 3: dw3x3_rows(S, 3, in + S * oh * ish, ish, out + oh * osh, osh, j->OW, w, te, oh); break;
+    case 2: dw3x3_rows(S, 2, in + S * oh * ish, ish, out + oh * osh, osh, j->OW, w, te, oh); break;
+    case 1: dw3x3_rows(S, 1, in + S * oh * ish, ish, out + oh * osh, osh, j->OW, w, te, oh); break;
     default: break;
   }
 }
@@ -1986,7 +2018,7 @@ static void dw_plane_3x3_avx2(const dw_job* j, int s, const float* in, const flo
 }
 #endif
 
-static void dw_plane(const dw_job* j, const float* in, const float* f, float* out);
+static int dw_plane(const dw_job* j, const float* in, const float* f, float* out, const tile_ep* te);
 
 static void dw_job_body(void* arg, int64_t begin, int64_t end) {
   const dw_job* j = (const dw_job*)arg;
@@ -2011,37 +2043,46 @@ static void dw_job_body(void* arg, int64_t begin, int64_t end) {
           e.res_cs = rs[3];
         }
       }
-      ep_init(&e, out, j->os[2], j->os[3], 0, j->OH, 0, j->OW);
+      /* The epilogue in the kernel's registers where it fits (the AVX-512 3x3 kernels), else in passes
+       * over the plane before and after it. */
+      tile_ep te;
+      int init = ep_inits(&e), finish = ep_finishes(&e);
+      const tile_ep* fused = (init || finish) && tile_ep_make(&e, 0, 0, init, finish, &te) ? &te : NULL;
+      dw_job pj = *j;
       if (j->scratch) {
         float* padded = j->scratch + t * j->slot;
-        dw_job pj = *j;
         dw_pad_plane(j, in, padded);
         pj.is[2] = j->PW;
         pj.is[3] = 1;
         pj.IW = j->PW;
-        dw_plane(&pj, padded, f, out);
-      } else {
-        dw_plane(j, in, f, out);
+        in = padded;
       }
+      if (fused && dw_plane(&pj, in, f, out, fused)) continue;
+      ep_init(&e, out, j->os[2], j->os[3], 0, j->OH, 0, j->OW);
+      dw_plane(&pj, in, f, out, NULL);
       ep_finish(&e, out, j->os[2], j->os[3], 0, j->OH, 0, j->OW);
     }
   }
 }
 
-/* One (image, channel) plane: the 3x3 fast paths where they apply, else the generic loop. */
-static void dw_plane(const dw_job* j, const float* in, const float* f, float* out) {
+/* One (image, channel) plane: the 3x3 fast paths where they apply, else the generic loop. With te (the
+ * plane's epilogue in registers), only a kernel that applies it runs: returns 0 when none did. */
+static int dw_plane(const dw_job* j, const float* in, const float* f, float* out, const tile_ep* te) {
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
   int fast = j->KH == 3 && j->KW == 3 && j->dh == 1 && j->dw == 1 && j->is[3] == 1 && j->os[3] == 1;
   if (fast && j->sh == j->sw && (j->sw == 1 || j->sw == 2)) {
 #if defined(__AVX512F__)
-    dw_plane_3x3(j, (int)j->sw, in, f, out);
+    dw_plane_3x3(j, (int)j->sw, in, f, out, te);
 #else
+    if (te) return 0;
     dw_plane_3x3_avx2(j, (int)j->sw, in, f, out);
 #endif
-    return;
+    return 1;
   }
 #endif
+  if (te) return 0;
   dw_plane_generic(j, in, f, out);
+  return 1;
 }
 
 ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw(etmlir_memref4d_f32* in,
