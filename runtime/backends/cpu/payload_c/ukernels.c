@@ -1957,15 +1957,41 @@ UK_INLINE __m256 odd8(__m256 a, __m256 b) {
   return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), 0xD8));
 }
 
+/* The plane's epilogue in registers (as dw_acc_start / dw_acc_finish of the AVX-512 kernels). */
+UK_INLINE __m256 dw_acc_start8(const tile_ep* te, const float* out) {
+  if (te && te->init) return te->init == ETMLIR_EP_INIT_ZERO ? _mm256_setzero_ps() : _mm256_set1_ps(te->bias[0]);
+  return _mm256_loadu_ps(out);
+}
+
+UK_INLINE __m256 dw_acc_finish8(const tile_ep* te, __m256 v, int64_t row, int64_t col) {
+  if (!te || !te->finish) return v;
+  if (te->bias_after) v = _mm256_add_ps(v, _mm256_set1_ps(te->bias[0]));
+  if (te->res) v = _mm256_add_ps(v, _mm256_loadu_ps(te->res + row * te->res_ld + col));
+  /* MAXPS/MINPS return their second operand when either is NaN. */
+  __m256 lo = _mm256_set1_ps(te->lo), hi = _mm256_set1_ps(te->hi);
+  if (te->lo_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
+    v = _mm256_max_ps(lo, v);
+  } else if (te->lo_mode) {
+    v = _mm256_max_ps(v, lo);
+  }
+  if (te->hi_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
+    v = _mm256_min_ps(hi, v);
+  } else if (te->hi_mode) {
+    v = _mm256_min_ps(v, hi);
+  }
+  return v;
+}
+
+/* R output rows from the plane's row oh; te: the plane's epilogue in registers (NULL: accumulate). */
 UK_INLINE void dw3x3_rows8(const int R, const int s, const float* in, int64_t ish, int64_t IW, float* out,
-                           int64_t osh, int64_t OW, const float wf[9]) {
+                           int64_t osh, int64_t OW, const float wf[9], const tile_ep* te, int64_t oh) {
   __m256 w[9];
   for (int i = 0; i < 9; i++) w[i] = _mm256_set1_ps(wf[i]);
   int64_t ow = 0;
   for (; ow + 8 <= OW && s * ow + (s == 1 ? 10 : 18) <= IW; ow += 8) {
     __m256 acc[4];
 #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) acc[r] = _mm256_loadu_ps(out + r * osh + ow);
+    for (int r = 0; r < R; r++) acc[r] = dw_acc_start8(te, out + r * osh + ow);
 #pragma GCC unroll 9
     for (int i = 0; i < s * (R - 1) + 3; i++) {
       const float* row = in + i * ish + s * ow;
@@ -1990,30 +2016,39 @@ UK_INLINE void dw3x3_rows8(const int R, const int s, const float* in, int64_t is
       }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < R; r++) _mm256_storeu_ps(out + r * osh + ow, acc[r]);
+    for (int r = 0; r < R; r++) _mm256_storeu_ps(out + r * osh + ow, dw_acc_finish8(te, acc[r], oh + r, ow));
   }
   for (; ow < OW; ow++)
     for (int r = 0; r < R; r++) {
       const float* src = in + s * r * ish + s * ow;
-      float t = out[r * osh + ow];
+      float* o = out + r * osh + ow;
+      float t = te && te->init ? (te->init == ETMLIR_EP_INIT_ZERO ? 0.0f : te->bias[0]) : *o;
       for (int kh = 0; kh < 3; kh++)
         for (int kw = 0; kw < 3; kw++) t += wf[kh * 3 + kw] * src[kh * ish + kw];
-      out[r * osh + ow] = t;
+      *o = t;
+      if (te && te->finish)
+        ep_finish_row(o, 1, 1, te->bias_after ? te->bias : NULL, 0,
+                      te->res ? te->res + (oh + r) * te->res_ld + ow : NULL, 1, te->lo_mode, te->lo, te->hi_mode,
+                      te->hi);
     }
 }
 
 /* 3x3, stride 1 or 2, dilation 1, unit-stride rows. */
-static void dw_plane_3x3_avx2(const dw_job* j, int s, const float* in, const float* f, float* out) {
+static void dw_plane_3x3_avx2(const dw_job* j, int s, const float* in, const float* f, float* out,
+                              const tile_ep* te) {
   float wf[9];
   for (int kh = 0; kh < 3; kh++)
     for (int kw = 0; kw < 3; kw++) wf[kh * 3 + kw] = f[kh * j->fs[1] + kw * j->fs[2]];
   int64_t ish = j->is[2], osh = j->os[2], oh = 0;
   if (s == 1) {
-    for (; oh + 4 <= j->OH; oh += 4) dw3x3_rows8(4, 1, in + oh * ish, ish, j->IW, out + oh * osh, osh, j->OW, wf);
-    for (; oh < j->OH; oh++) dw3x3_rows8(1, 1, in + oh * ish, ish, j->IW, out + oh * osh, osh, j->OW, wf);
+    for (; oh + 4 <= j->OH; oh += 4)
+      dw3x3_rows8(4, 1, in + oh * ish, ish, j->IW, out + oh * osh, osh, j->OW, wf, te, oh);
+    for (; oh < j->OH; oh++) dw3x3_rows8(1, 1, in + oh * ish, ish, j->IW, out + oh * osh, osh, j->OW, wf, te, oh);
   } else {
-    for (; oh + 2 <= j->OH; oh += 2) dw3x3_rows8(2, 2, in + 2 * oh * ish, ish, j->IW, out + oh * osh, osh, j->OW, wf);
-    for (; oh < j->OH; oh++) dw3x3_rows8(1, 2, in + 2 * oh * ish, ish, j->IW, out + oh * osh, osh, j->OW, wf);
+    for (; oh + 2 <= j->OH; oh += 2)
+      dw3x3_rows8(2, 2, in + 2 * oh * ish, ish, j->IW, out + oh * osh, osh, j->OW, wf, te, oh);
+    for (; oh < j->OH; oh++)
+      dw3x3_rows8(1, 2, in + 2 * oh * ish, ish, j->IW, out + oh * osh, osh, j->OW, wf, te, oh);
   }
 }
 #endif
@@ -2074,8 +2109,7 @@ static int dw_plane(const dw_job* j, const float* in, const float* f, float* out
 #if defined(__AVX512F__)
     dw_plane_3x3(j, (int)j->sw, in, f, out, te);
 #else
-    if (te) return 0;
-    dw_plane_3x3_avx2(j, (int)j->sw, in, f, out);
+    dw_plane_3x3_avx2(j, (int)j->sw, in, f, out, te);
 #endif
     return 1;
   }
