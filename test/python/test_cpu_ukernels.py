@@ -342,7 +342,8 @@ def test_parallel_split_matches_serial(lib, threads, chunks):
         run_matmul(lib, a, a_base, b, b_base, c, c_base)
         np.testing.assert_allclose(c, expected, **tol(k))
 
-    for m, k, n in [(64, 384, 1152), (3, 100, 70), (300, 64, 40)]:
+    # B packed at compile time; the last: one row, split by panels.
+    for m, k, n in [(64, 384, 1152), (3, 100, 70), (300, 64, 40), (1, 1100, 999)]:
         a, a_base = strided((m, k), "c", rng)
         b = rng.standard_normal((k, n)).astype(np.float32)
         panels, p_base = aligned_copy(pack_columns(b, lib.etmlir_uk_panel_width()))
@@ -668,13 +669,13 @@ def aligned_copy(x: np.ndarray, misalign: int = 0) -> tuple[np.ndarray, np.ndarr
     return view, base
 
 
-def _check_packed_matmul(lib, m, k, n, width, mode, lo, hi, seed, misalign=0):
+def _check_packed_matmul(lib, m, k, n, width, mode, lo, hi, seed, misalign=0, c_layout="c"):
     """C (+)= A B with B packed into `width`-column panels (et-cpu-pack-weights' layout), under an epilogue."""
     rng = np.random.default_rng(seed)
     a, a_base = strided((m, k), "c", rng)
     b = rng.standard_normal((k, n)).astype(np.float32)
     panels, p_base = aligned_copy(pack_columns(b, width), misalign)
-    c, c_base = strided((m, n), "c", rng)
+    c, c_base = strided((m, n), c_layout, rng)
     bias = rng.standard_normal(n).astype(np.float32)
     res = rng.standard_normal(c.shape).astype(np.float32)
     _with_nans(res, rng)
@@ -686,15 +687,22 @@ def _check_packed_matmul(lib, m, k, n, width, mode, lo, hi, seed, misalign=0):
     _check(c, want, k)
 
 
-# (m, k, n): one row, a few rows (where an unpacked B is read in place), whole panels, a ragged last
-# panel, two K blocks, more rows than one M block holds, a K of 1.
-PACKED_MATMUL = [(1, 40, 64), (5, 30, 70), (28, 64, 96), (64, 900, 100), (400, 17, 33), (3, 1, 32)]
+# (m, k, n): one row (a dot-product path of its own: whole panel pairs, an odd K and a ragged last
+# panel), a few rows (where an unpacked B is read in place), whole panels, a ragged last panel, two K
+# blocks, more rows than one M block holds, a K of 1.
+PACKED_MATMUL = [(1, 40, 64), (1, 37, 100), (1, 1, 20), (5, 30, 70), (28, 64, 96), (64, 900, 100), (400, 17, 33),
+                 (3, 1, 32)]
 
 
 @pytest.mark.parametrize("m,k,n", PACKED_MATMUL)
 @pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES)
 def test_packed_matmul_matches_reference(lib, m, k, n, mode, lo, hi):
     _check_packed_matmul(lib, m, k, n, lib.etmlir_uk_panel_width(), mode, lo, hi, m * 1000 + k + n + mode)
+
+
+@pytest.mark.parametrize("m", [1, 20])
+def test_packed_matmul_into_a_strided_output(lib, m):
+    _check_packed_matmul(lib, m, 33, 70, lib.etmlir_uk_panel_width(), *EPILOGUE_MODES[1], m, c_layout="s")
 
 
 @pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES)

@@ -53,9 +53,11 @@ enum {
   B_IN_PLACE_MAX_M = 2 * UK_MR, /* up to this many rows of A, row-contiguous B is not packed */
 #if defined(__AVX512F__)
   GEMV_MAX_M = 8,           /* up to this many rows of A, a transposed B is not packed either */
+  GEMV_PACKED = 1,          /* one row of A times a B packed at compile time: gemv_packed_row */
   TAIL_COLS_MAX = 4,        /* up to this many columns past a multiple of 16 are dot products */
 #else
   GEMV_MAX_M = 1,
+  GEMV_PACKED = 0,
 #endif
 };
 
@@ -1050,8 +1052,75 @@ static void gemm_tail_columns(const gemm_problem* g, int64_t n0, int64_t n1, flo
 }
 #endif
 
+#if defined(__AVX512F__)
+/* One row of A (contiguous) times B packed at compile time, columns [n0, n1) (n0 a panel boundary),
+ * added to C: two panels at a time with K unrolled by two, eight independent accumulators (the
+ * microkernel's one-row tile has two, and waits on its FMAs' latency). */
+static void gemv_packed_row(const float* a, const float* panels, int64_t K, float* c, int64_t csc, int64_t n0,
+                            int64_t n1) {
+  for (int64_t n = n0; n < n1; n += 2 * UK_NR) {
+    const float* p0 = panels + n * K;
+    const float* p1 = p0 + UK_NR * K;
+    int two = n + UK_NR < n1;
+    __m512 acc[8];
+    for (int i = 0; i < 8; i++) acc[i] = _mm512_setzero_ps();
+    int64_t k = 0;
+    if (two) {
+      for (; k + 2 <= K; k += 2) {
+        __m512 x0 = _mm512_set1_ps(a[k]), x1 = _mm512_set1_ps(a[k + 1]);
+        const float *q0 = p0 + k * UK_NR, *q1 = p1 + k * UK_NR;
+        acc[0] = _mm512_fmadd_ps(x0, _mm512_load_ps(q0), acc[0]);
+        acc[1] = _mm512_fmadd_ps(x0, _mm512_load_ps(q0 + 16), acc[1]);
+        acc[2] = _mm512_fmadd_ps(x0, _mm512_load_ps(q1), acc[2]);
+        acc[3] = _mm512_fmadd_ps(x0, _mm512_load_ps(q1 + 16), acc[3]);
+        acc[4] = _mm512_fmadd_ps(x1, _mm512_load_ps(q0 + UK_NR), acc[4]);
+        acc[5] = _mm512_fmadd_ps(x1, _mm512_load_ps(q0 + UK_NR + 16), acc[5]);
+        acc[6] = _mm512_fmadd_ps(x1, _mm512_load_ps(q1 + UK_NR), acc[6]);
+        acc[7] = _mm512_fmadd_ps(x1, _mm512_load_ps(q1 + UK_NR + 16), acc[7]);
+      }
+    } else {
+      for (; k + 2 <= K; k += 2) {
+        __m512 x0 = _mm512_set1_ps(a[k]), x1 = _mm512_set1_ps(a[k + 1]);
+        const float* q0 = p0 + k * UK_NR;
+        acc[0] = _mm512_fmadd_ps(x0, _mm512_load_ps(q0), acc[0]);
+        acc[1] = _mm512_fmadd_ps(x0, _mm512_load_ps(q0 + 16), acc[1]);
+        acc[4] = _mm512_fmadd_ps(x1, _mm512_load_ps(q0 + UK_NR), acc[4]);
+        acc[5] = _mm512_fmadd_ps(x1, _mm512_load_ps(q0 + UK_NR + 16), acc[5]);
+      }
+    }
+    for (; k < K; k++) {
+      __m512 x0 = _mm512_set1_ps(a[k]);
+      acc[0] = _mm512_fmadd_ps(x0, _mm512_load_ps(p0 + k * UK_NR), acc[0]);
+      acc[1] = _mm512_fmadd_ps(x0, _mm512_load_ps(p0 + k * UK_NR + 16), acc[1]);
+      if (two) {
+        acc[2] = _mm512_fmadd_ps(x0, _mm512_load_ps(p1 + k * UK_NR), acc[2]);
+        acc[3] = _mm512_fmadd_ps(x0, _mm512_load_ps(p1 + k * UK_NR + 16), acc[3]);
+      }
+    }
+    for (int i = 0; i < 4; i++) acc[i] = _mm512_add_ps(acc[i], acc[i + 4]);
+    for (int i = 0; i < (two ? 4 : 2); i++) {
+      int64_t col = n + 16 * i, cnt = MIN(16, n1 - col);
+      if (cnt <= 0) break;
+      if (csc == 1) {
+        __mmask16 m = mask16(cnt);
+        _mm512_mask_storeu_ps(c + col, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, c + col), acc[i]));
+      } else {
+        float t[16];
+        _mm512_storeu_ps(t, acc[i]);
+        for (int64_t j = 0; j < cnt; j++) c[(col + j) * csc] += t[j];
+      }
+    }
+  }
+}
+#endif
+
 static void gemv_range(const gemm_problem* g, int64_t n0, int64_t n1) {
 #if defined(__AVX512F__)
+  if (g->b.packed) {
+    for (int64_t m = 0; m < g->M; m++) gemv_packed_row(g->a.p + m * g->a.rs, g->b.packed, g->K, g->c + m * g->rsc,
+                                                      g->csc, n0, n1);
+    return;
+  }
   if (g->b.m.rs == 1 && g->b.m.cs != 1) {
     int64_t n = n0;
     for (; n + 4 <= n1; n += 4) {
@@ -1099,7 +1168,7 @@ static void gemm_job_body(void* arg, int64_t begin, int64_t end) {
       const gemm_problem* g = &job->probs[ib];
       int64_t m0, m1, n0, n1;
       split_range(g->M, job->tasks_m, UK_MR, tm, &m0, &m1);
-      split_range(g->N, job->tasks_n, job->gemv ? 16 : UK_NR, tn, &n0, &n1);
+      split_range(g->N, job->tasks_n, job->gemv && !g->b.packed ? 16 : UK_NR, tn, &n0, &n1);
       if (m0 >= m1 || n0 >= n1) continue;
       if (job->gemv) {
         ep_init(&g->e, g->c, g->rsc, g->csc, 0, g->M, n0, n1 - n0);
@@ -1140,7 +1209,9 @@ static void gemm_run(gemm_problem* probs, int64_t batch) {
   memset(&job, 0, sizeof(job));
   job.probs = probs;
   job.batch = batch;
-  job.gemv = !g0->b.is_conv && !g0->b.packed && !g0->a_packed && (M == 1 || (M <= GEMV_MAX_M && g0->b.m.rs == 1 && g0->b.m.cs != 1));
+  job.gemv = !g0->b.is_conv && !g0->a_packed &&
+             (g0->b.packed ? GEMV_PACKED && M == 1
+                           : (M == 1 || (M <= GEMV_MAX_M && g0->b.m.rs == 1 && g0->b.m.cs != 1)));
   int64_t tail = 0; /* columns left to gemm_tail_columns */
   (void)tail;
 #if defined(__AVX512F__)
@@ -1159,7 +1230,7 @@ static void gemm_run(gemm_problem* probs, int64_t batch) {
   double flops = 2.0 * (double)M * (double)N * (double)K * (double)batch;
   job.tasks_b = job.tasks_m = job.tasks_n = 1;
   if (nt > 1 && flops >= PAR_MIN_FLOPS) {
-    int64_t nbn = CEIL_DIV(N, job.gemv ? 16 : UK_NR), nbm = CEIL_DIV(M, UK_MR);
+    int64_t nbn = CEIL_DIV(N, job.gemv && !g0->b.packed ? 16 : UK_NR), nbm = CEIL_DIV(M, UK_MR);
     if (batch >= nt) {
       job.tasks_b = nt;
     } else if (nbn >= nt && (nbn >= 2 * nt || nbn >= nbm)) {
