@@ -6,11 +6,11 @@ The GEMM microkernel reads its operands as panels: B as panels of W columns
 copies into that layout, on every call. A linear layer's B and a
 convolution's filter (its A: [F, C*KH*KW]) are constants, so the copy is the
 same every time; with the weights streaming from L3 it took a fifth of a
-small decoder's time (LLaMA, T = 64, one thread) and a tenth of
-MobileNetV2's. This pass does the copy once, at compile time (as XNNPACK
-packs at init): a matmul or convolution call whose weight is a constant
-global gets a new global holding the panels and calls the kernel that reads
-them.
+small decoder's profile (LLaMA, T = 64, one thread: 7.7 -> 6.0 ms without
+it) and a tenth of MobileNetV2's (about 4% faster without it). This pass
+does the copy once, at compile time (as XNNPACK packs at init): a matmul or
+convolution call whose weight is a constant global gets a new global holding
+the panels and calls the kernel that reads them.
 
     memref.global "private" constant @w : memref<256x80xf32> = dense<...>
     %0 = memref.get_global @w : memref<256x80xf32>
