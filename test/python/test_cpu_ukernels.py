@@ -631,19 +631,27 @@ EP_MATMUL = [(64, 48, 96, "c"), (20, 30, 70, "c"), (1, 40, 33, "c"), (6, 64, 40,
              (9, 900, 37, "c"), (3, 1, 5, "c")]
 
 
-def _check_product_epilogue(lib, kernel, a_shape, b_shape, layout, mode, lo, hi, seed):
+def _check_product_epilogue(lib, kernel, a_shape, b_shape, layout, mode, lo, hi, seed, c_layout="c", panels=None):
+    """A product kernel under an epilogue against float64. panels: (width, misalign) packs B into panels
+    (et-cpu-pack-weights' layout, `aligned_copy`) for etmlir_uk_matmul_packed_ep."""
     rng = np.random.default_rng(seed)
     a, a_base = strided(a_shape, "c", rng)
-    b, b_base = strided(b_shape, layout, rng)
-    c, c_base = strided(a_shape[:-1] + b_shape[-1:], "c", rng)
+    if panels is None:
+        b, b_base = strided(b_shape, layout, rng)
+        operand = descriptor(b, b_base)
+    else:
+        b = rng.standard_normal(b_shape).astype(np.float32)
+        packed, packed_base = aligned_copy(pack_columns(b, panels[0]), panels[1])  # alive until the call
+        operand = descriptor(packed, packed_base)
+    c, c_base = strided(a_shape[:-1] + b_shape[-1:], c_layout, rng)
     bias = rng.standard_normal(b_shape[-1]).astype(np.float32)
     res = rng.standard_normal(c.shape).astype(np.float32)
     _with_nans(res, rng)
     want = expected_epilogue(a.astype(np.float64) @ b.astype(np.float64), c.astype(np.float64), mode, lo, hi,
                              bias.astype(np.float64), res.astype(np.float64))
     ep = epilogue(mode, lo, hi, bias, res)
-    da, db, dc = descriptor(a, a_base), descriptor(b, b_base), descriptor(c, c_base)
-    getattr(lib, f"_mlir_ciface_etmlir_uk_{kernel}_ep")(ctypes.byref(da), ctypes.byref(db), ctypes.byref(dc),
+    da, dc = descriptor(a, a_base), descriptor(c, c_base)
+    getattr(lib, f"_mlir_ciface_etmlir_uk_{kernel}_ep")(ctypes.byref(da), ctypes.byref(operand), ctypes.byref(dc),
                                                         ctypes.byref(ep))
     _check(c, want, a_shape[-1])
 
@@ -670,21 +678,9 @@ def aligned_copy(x: np.ndarray, misalign: int = 0) -> tuple[np.ndarray, np.ndarr
 
 
 def _check_packed_matmul(lib, m, k, n, width, mode, lo, hi, seed, misalign=0, c_layout="c"):
-    """C (+)= A B with B packed into `width`-column panels (et-cpu-pack-weights' layout), under an epilogue."""
-    rng = np.random.default_rng(seed)
-    a, a_base = strided((m, k), "c", rng)
-    b = rng.standard_normal((k, n)).astype(np.float32)
-    panels, p_base = aligned_copy(pack_columns(b, width), misalign)
-    c, c_base = strided((m, n), c_layout, rng)
-    bias = rng.standard_normal(n).astype(np.float32)
-    res = rng.standard_normal(c.shape).astype(np.float32)
-    _with_nans(res, rng)
-    want = expected_epilogue(a.astype(np.float64) @ b.astype(np.float64), c.astype(np.float64), mode, lo, hi,
-                             bias.astype(np.float64), res.astype(np.float64))
-    ep = epilogue(mode, lo, hi, bias, res)
-    da, dp, dc = descriptor(a, a_base), descriptor(panels, p_base), descriptor(c, c_base)
-    lib._mlir_ciface_etmlir_uk_matmul_packed_ep(ctypes.byref(da), ctypes.byref(dp), ctypes.byref(dc), ctypes.byref(ep))
-    _check(c, want, k)
+    """C (+)= A B with B packed into `width`-column panels, under an epilogue."""
+    _check_product_epilogue(lib, "matmul_packed", (m, k), (k, n), "c", mode, lo, hi, seed, c_layout,
+                            (width, misalign))
 
 
 # (m, k, n): one row (a dot-product path of its own: whole panel pairs, an odd K and a ragged last

@@ -291,6 +291,22 @@ UK_INLINE void ep512_init(const int mr, const int nv, const tile_ep* te, __m512*
   }
 }
 
+/* The tile epilogue's bounds on one vector. MAXPS/MINPS return their second operand when either is
+ * NaN: the bound second turns NaN into the bound, the value second keeps it. */
+UK_INLINE __m512 ep512_bounds(const tile_ep* te, __m512 v, __m512 lo, __m512 hi) {
+  if (te->lo_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
+    v = _mm512_max_ps(lo, v);
+  } else if (te->lo_mode) {
+    v = _mm512_max_ps(v, lo);
+  }
+  if (te->hi_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
+    v = _mm512_min_ps(hi, v);
+  } else if (te->hi_mode) {
+    v = _mm512_min_ps(v, hi);
+  }
+  return v;
+}
+
 /* The rest of a tile's epilogue on its accumulators, before the store. */
 UK_INLINE void ep512_finish(const int mr, const int nv, const tile_ep* te, __m512* acc0, __m512* acc1,
                             __mmask16 m0, __mmask16 m1) {
@@ -312,23 +328,8 @@ UK_INLINE void ep512_finish(const int mr, const int nv, const tile_ep* te, __m51
       v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, te->res + r * te->res_ld));
       if (nv == 2) v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, te->res + r * te->res_ld + 16));
     }
-    /* MAXPS/MINPS return their second operand when either is NaN. */
-    if (te->lo_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
-      v0 = _mm512_max_ps(lo, v0);
-      v1 = _mm512_max_ps(lo, v1);
-    } else if (te->lo_mode) {
-      v0 = _mm512_max_ps(v0, lo);
-      v1 = _mm512_max_ps(v1, lo);
-    }
-    if (te->hi_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
-      v0 = _mm512_min_ps(hi, v0);
-      v1 = _mm512_min_ps(hi, v1);
-    } else if (te->hi_mode) {
-      v0 = _mm512_min_ps(v0, hi);
-      v1 = _mm512_min_ps(v1, hi);
-    }
-    acc0[r] = v0;
-    if (nv == 2) acc1[r] = v1;
+    acc0[r] = ep512_bounds(te, v0, lo, hi);
+    if (nv == 2) acc1[r] = ep512_bounds(te, v1, lo, hi);
   }
 }
 
@@ -430,6 +431,21 @@ static void micro_kernel(int mr, int nr, int64_t kc, const float* ap, const floa
 
 #elif defined(__AVX2__) && defined(__FMA__)
 
+/* As ep512_bounds, on 8 lanes. */
+UK_INLINE __m256 ep256_bounds(const tile_ep* te, __m256 v, __m256 lo, __m256 hi) {
+  if (te->lo_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
+    v = _mm256_max_ps(lo, v);
+  } else if (te->lo_mode) {
+    v = _mm256_max_ps(v, lo);
+  }
+  if (te->hi_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
+    v = _mm256_min_ps(hi, v);
+  } else if (te->hi_mode) {
+    v = _mm256_min_ps(v, hi);
+  }
+  return v;
+}
+
 UK_INLINE void kern256(const int mr, int64_t kc, const float* restrict ap, const float* restrict bp,
                        float* restrict c, int64_t ldc, const tile_ep* te) {
   __m256 acc0[UK_MR], acc1[UK_MR];
@@ -484,23 +500,8 @@ UK_INLINE void kern256(const int mr, int64_t kc, const float* restrict ap, const
         v0 = _mm256_add_ps(v0, _mm256_loadu_ps(te->res + r * te->res_ld));
         v1 = _mm256_add_ps(v1, _mm256_loadu_ps(te->res + r * te->res_ld + 8));
       }
-      /* MAXPS/MINPS return their second operand when either is NaN. */
-      if (te->lo_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
-        v0 = _mm256_max_ps(lo, v0);
-        v1 = _mm256_max_ps(lo, v1);
-      } else if (te->lo_mode) {
-        v0 = _mm256_max_ps(v0, lo);
-        v1 = _mm256_max_ps(v1, lo);
-      }
-      if (te->hi_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
-        v0 = _mm256_min_ps(hi, v0);
-        v1 = _mm256_min_ps(hi, v1);
-      } else if (te->hi_mode) {
-        v0 = _mm256_min_ps(v0, hi);
-        v1 = _mm256_min_ps(v1, hi);
-      }
-      acc0[r] = v0;
-      acc1[r] = v1;
+      acc0[r] = ep256_bounds(te, v0, lo, hi);
+      acc1[r] = ep256_bounds(te, v1, lo, hi);
     }
   }
 #pragma GCC unroll 6
@@ -1861,19 +1862,7 @@ UK_INLINE __m512 dw_acc_finish(const tile_ep* te, __m512 v, int64_t row, int64_t
   if (!te || !te->finish) return v;
   if (te->bias_after) v = _mm512_add_ps(v, _mm512_set1_ps(te->bias[0]));
   if (te->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, te->res + row * te->res_ld + col));
-  /* MAXPS/MINPS return their second operand when either is NaN (as ep512_finish). */
-  __m512 lo = _mm512_set1_ps(te->lo), hi = _mm512_set1_ps(te->hi);
-  if (te->lo_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
-    v = _mm512_max_ps(lo, v);
-  } else if (te->lo_mode) {
-    v = _mm512_max_ps(v, lo);
-  }
-  if (te->hi_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
-    v = _mm512_min_ps(hi, v);
-  } else if (te->hi_mode) {
-    v = _mm512_min_ps(v, hi);
-  }
-  return v;
+  return ep512_bounds(te, v, _mm512_set1_ps(te->lo), _mm512_set1_ps(te->hi));
 }
 
 /* R rows of a 3x3, stride-1 plane (output row 0 of these is the plane's row oh): NV vectors at output
@@ -2038,19 +2027,7 @@ UK_INLINE __m256 dw_acc_finish8(const tile_ep* te, __m256 v, int64_t row, int64_
   if (!te || !te->finish) return v;
   if (te->bias_after) v = _mm256_add_ps(v, _mm256_set1_ps(te->bias[0]));
   if (te->res) v = _mm256_add_ps(v, _mm256_loadu_ps(te->res + row * te->res_ld + col));
-  /* MAXPS/MINPS return their second operand when either is NaN. */
-  __m256 lo = _mm256_set1_ps(te->lo), hi = _mm256_set1_ps(te->hi);
-  if (te->lo_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
-    v = _mm256_max_ps(lo, v);
-  } else if (te->lo_mode) {
-    v = _mm256_max_ps(v, lo);
-  }
-  if (te->hi_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
-    v = _mm256_min_ps(hi, v);
-  } else if (te->hi_mode) {
-    v = _mm256_min_ps(v, hi);
-  }
-  return v;
+  return ep256_bounds(te, v, _mm256_set1_ps(te->lo), _mm256_set1_ps(te->hi));
 }
 
 /* R output rows from the plane's row oh; te: the plane's epilogue in registers (NULL: accumulate). */
