@@ -55,6 +55,9 @@ enum {
   GEMV_MAX_M = 8,           /* up to this many rows of A, a transposed B is not packed either */
   GEMV_PACKED = 1,          /* one row of A times a B packed at compile time: gemv_packed_row */
   TAIL_COLS_MAX = 4,        /* up to this many columns past a multiple of 16 are dot products */
+#elif defined(__AVX2__) && defined(__FMA__)
+  GEMV_MAX_M = 1,
+  GEMV_PACKED = 1,
 #else
   GEMV_MAX_M = 1,
   GEMV_PACKED = 0,
@@ -1113,15 +1116,61 @@ static void gemv_packed_row(const float* a, const float* panels, int64_t K, floa
     }
   }
 }
+#elif defined(__AVX2__) && defined(__FMA__)
+/* As the AVX-512 gemv_packed_row, with 16-column panels of two 8-lane vectors. */
+static void gemv_packed_row(const float* a, const float* panels, int64_t K, float* c, int64_t csc, int64_t n0,
+                            int64_t n1) {
+  for (int64_t n = n0; n < n1; n += 2 * UK_NR) {
+    const float* p0 = panels + n * K;
+    const float* p1 = p0 + UK_NR * K;
+    int two = n + UK_NR < n1;
+    __m256 acc[8];
+    for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 2 <= K; k += 2) {
+      __m256 x0 = _mm256_broadcast_ss(a + k), x1 = _mm256_broadcast_ss(a + k + 1);
+      const float *q0 = p0 + k * UK_NR, *q1 = p1 + k * UK_NR;
+      acc[0] = _mm256_fmadd_ps(x0, _mm256_load_ps(q0), acc[0]);
+      acc[1] = _mm256_fmadd_ps(x0, _mm256_load_ps(q0 + 8), acc[1]);
+      acc[4] = _mm256_fmadd_ps(x1, _mm256_load_ps(q0 + UK_NR), acc[4]);
+      acc[5] = _mm256_fmadd_ps(x1, _mm256_load_ps(q0 + UK_NR + 8), acc[5]);
+      if (two) {
+        acc[2] = _mm256_fmadd_ps(x0, _mm256_load_ps(q1), acc[2]);
+        acc[3] = _mm256_fmadd_ps(x0, _mm256_load_ps(q1 + 8), acc[3]);
+        acc[6] = _mm256_fmadd_ps(x1, _mm256_load_ps(q1 + UK_NR), acc[6]);
+        acc[7] = _mm256_fmadd_ps(x1, _mm256_load_ps(q1 + UK_NR + 8), acc[7]);
+      }
+    }
+    for (; k < K; k++) {
+      __m256 x0 = _mm256_broadcast_ss(a + k);
+      acc[0] = _mm256_fmadd_ps(x0, _mm256_load_ps(p0 + k * UK_NR), acc[0]);
+      acc[1] = _mm256_fmadd_ps(x0, _mm256_load_ps(p0 + k * UK_NR + 8), acc[1]);
+      if (two) {
+        acc[2] = _mm256_fmadd_ps(x0, _mm256_load_ps(p1 + k * UK_NR), acc[2]);
+        acc[3] = _mm256_fmadd_ps(x0, _mm256_load_ps(p1 + k * UK_NR + 8), acc[3]);
+      }
+    }
+    for (int i = 0; i < 4; i++) acc[i] = _mm256_add_ps(acc[i], acc[i + 4]);
+    for (int i = 0; i < (two ? 4 : 2); i++) {
+      int64_t col = n + 8 * i, cnt = MIN(8, n1 - col);
+      if (cnt <= 0) break;
+      float t[8];
+      _mm256_storeu_ps(t, acc[i]);
+      for (int64_t j = 0; j < cnt; j++) c[(col + j) * csc] += t[j];
+    }
+  }
+}
 #endif
 
 static void gemv_range(const gemm_problem* g, int64_t n0, int64_t n1) {
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
   if (g->b.packed) {
     for (int64_t m = 0; m < g->M; m++) gemv_packed_row(g->a.p + m * g->a.rs, g->b.packed, g->K, g->c + m * g->rsc,
                                                       g->csc, n0, n1);
     return;
   }
+#endif
+#if defined(__AVX512F__)
   if (g->b.m.rs == 1 && g->b.m.cs != 1) {
     int64_t n = n0;
     for (; n + 4 <= n1; n += 4) {
