@@ -1,4 +1,8 @@
 // RUN: et-opt %s --split-input-file --pass-pipeline='builtin.module(et-cpu-pack-weights{panel-rows=2 panel-width=4})' | FileCheck %s
+// RUN: not et-opt %s --split-input-file --pass-pipeline='builtin.module(et-cpu-pack-weights{panel-rows=-1})' 2>&1 | FileCheck %s --check-prefix=BAD
+
+// A panel size the kernels cannot have is refused before anything is packed.
+// BAD: et-cpu-pack-weights: option panel-rows=-1: must be >= 0
 
 // A matmul by a constant B reads it from panels packed at compile time: [ceil(N / 4), K, 4], panel p
 // holding columns [4p, 4p + 4) row by row, zeros past N. The plain kernel becomes the packed _ep kernel
