@@ -40,6 +40,38 @@
 #define UK_NR 16
 #endif
 
+/* The vector of the AVX-512 (16 lanes) and AVX2 (8 lanes) paths, for the code both share. Either way
+ * a B panel row (UK_NR floats) is two vectors. */
+#if defined(__AVX512F__)
+#define UK_VEC 16
+typedef __m512 ukv;
+#define ukv_zero _mm512_setzero_ps
+#define ukv_set1 _mm512_set1_ps
+#define ukv_load _mm512_load_ps
+#define ukv_storeu _mm512_storeu_ps
+#define ukv_fmadd _mm512_fmadd_ps
+#define ukv_add _mm512_add_ps
+#define ukv_max _mm512_max_ps
+#define ukv_min _mm512_min_ps
+#elif defined(__AVX2__) && defined(__FMA__)
+#define UK_VEC 8
+typedef __m256 ukv;
+#define ukv_zero _mm256_setzero_ps
+#define ukv_set1 _mm256_set1_ps
+#define ukv_load _mm256_load_ps
+#define ukv_storeu _mm256_storeu_ps
+#define ukv_fmadd _mm256_fmadd_ps
+#define ukv_add _mm256_add_ps
+#define ukv_max _mm256_max_ps
+#define ukv_min _mm256_min_ps
+#endif
+#if defined(UK_VEC)
+typedef char uk_panel_row_is_two_vectors[UK_NR == 2 * UK_VEC ? 1 : -1];
+#define UK_GEMV_PACKED 1 /* one row of A times a B packed at compile time: gemv_packed_row */
+#else
+#define UK_GEMV_PACKED 0
+#endif
+
 #define UK_INLINE static inline __attribute__((always_inline))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
@@ -53,14 +85,9 @@ enum {
   B_IN_PLACE_MAX_M = 2 * UK_MR, /* up to this many rows of A, row-contiguous B is not packed */
 #if defined(__AVX512F__)
   GEMV_MAX_M = 8,           /* up to this many rows of A, a transposed B is not packed either */
-  GEMV_PACKED = 1,          /* one row of A times a B packed at compile time: gemv_packed_row */
   TAIL_COLS_MAX = 4,        /* up to this many columns past a multiple of 16 are dot products */
-#elif defined(__AVX2__) && defined(__FMA__)
-  GEMV_MAX_M = 1,
-  GEMV_PACKED = 1,
 #else
   GEMV_MAX_M = 1,
-  GEMV_PACKED = 0,
 #endif
 };
 
@@ -226,6 +253,24 @@ typedef struct {
   float lo, hi;
 } tile_ep;
 
+#if defined(UK_VEC)
+/* The tile epilogue's bounds on one vector. MAXPS/MINPS return their second operand when either is
+ * NaN: the bound second turns NaN into the bound, the value second keeps it. */
+UK_INLINE ukv ep_bounds(const tile_ep* te, ukv v, ukv lo, ukv hi) {
+  if (te->lo_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
+    v = ukv_max(lo, v);
+  } else if (te->lo_mode) {
+    v = ukv_max(v, lo);
+  }
+  if (te->hi_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
+    v = ukv_min(hi, v);
+  } else if (te->hi_mode) {
+    v = ukv_min(v, hi);
+  }
+  return v;
+}
+#endif
+
 /* The tile at (row, col) of a view with unit column stride: 0 when its epilogue does not fit
  * tile_ep (a bias or residual with a column stride other than 1). */
 static int tile_ep_make(const ep_view* e, int64_t row, int64_t col, int init, int finish, tile_ep* te) {
@@ -294,22 +339,6 @@ UK_INLINE void ep512_init(const int mr, const int nv, const tile_ep* te, __m512*
   }
 }
 
-/* The tile epilogue's bounds on one vector. MAXPS/MINPS return their second operand when either is
- * NaN: the bound second turns NaN into the bound, the value second keeps it. */
-UK_INLINE __m512 ep512_bounds(const tile_ep* te, __m512 v, __m512 lo, __m512 hi) {
-  if (te->lo_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
-    v = _mm512_max_ps(lo, v);
-  } else if (te->lo_mode) {
-    v = _mm512_max_ps(v, lo);
-  }
-  if (te->hi_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
-    v = _mm512_min_ps(hi, v);
-  } else if (te->hi_mode) {
-    v = _mm512_min_ps(v, hi);
-  }
-  return v;
-}
-
 /* The rest of a tile's epilogue on its accumulators, before the store. */
 UK_INLINE void ep512_finish(const int mr, const int nv, const tile_ep* te, __m512* acc0, __m512* acc1,
                             __mmask16 m0, __mmask16 m1) {
@@ -331,8 +360,8 @@ UK_INLINE void ep512_finish(const int mr, const int nv, const tile_ep* te, __m51
       v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, te->res + r * te->res_ld));
       if (nv == 2) v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, te->res + r * te->res_ld + 16));
     }
-    acc0[r] = ep512_bounds(te, v0, lo, hi);
-    if (nv == 2) acc1[r] = ep512_bounds(te, v1, lo, hi);
+    acc0[r] = ep_bounds(te, v0, lo, hi);
+    if (nv == 2) acc1[r] = ep_bounds(te, v1, lo, hi);
   }
 }
 
@@ -434,21 +463,6 @@ static void micro_kernel(int mr, int nr, int64_t kc, const float* ap, const floa
 
 #elif defined(__AVX2__) && defined(__FMA__)
 
-/* As ep512_bounds, on 8 lanes. */
-UK_INLINE __m256 ep256_bounds(const tile_ep* te, __m256 v, __m256 lo, __m256 hi) {
-  if (te->lo_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
-    v = _mm256_max_ps(lo, v);
-  } else if (te->lo_mode) {
-    v = _mm256_max_ps(v, lo);
-  }
-  if (te->hi_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
-    v = _mm256_min_ps(hi, v);
-  } else if (te->hi_mode) {
-    v = _mm256_min_ps(v, hi);
-  }
-  return v;
-}
-
 UK_INLINE void kern256(const int mr, int64_t kc, const float* restrict ap, const float* restrict bp,
                        float* restrict c, int64_t ldc, const tile_ep* te) {
   __m256 acc0[UK_MR], acc1[UK_MR];
@@ -503,8 +517,8 @@ UK_INLINE void kern256(const int mr, int64_t kc, const float* restrict ap, const
         v0 = _mm256_add_ps(v0, _mm256_loadu_ps(te->res + r * te->res_ld));
         v1 = _mm256_add_ps(v1, _mm256_loadu_ps(te->res + r * te->res_ld + 8));
       }
-      acc0[r] = ep256_bounds(te, v0, lo, hi);
-      acc1[r] = ep256_bounds(te, v1, lo, hi);
+      acc0[r] = ep_bounds(te, v0, lo, hi);
+      acc1[r] = ep_bounds(te, v1, lo, hi);
     }
   }
 #pragma GCC unroll 6
@@ -1056,7 +1070,7 @@ static void gemm_tail_columns(const gemm_problem* g, int64_t n0, int64_t n1, flo
 }
 #endif
 
-#if defined(__AVX512F__)
+#if defined(UK_VEC)
 /* One row of A (contiguous) times B packed at compile time, columns [n0, n1) (n0 a panel boundary),
  * added to C: two panels at a time with K unrolled by two, eight independent accumulators (the
  * microkernel's one-row tile has two, and waits on its FMAs' latency). */
@@ -1066,96 +1080,37 @@ static void gemv_packed_row(const float* a, const float* panels, int64_t K, floa
     const float* p0 = panels + n * K;
     const float* p1 = p0 + UK_NR * K;
     int two = n + UK_NR < n1;
-    __m512 acc[8];
-    for (int i = 0; i < 8; i++) acc[i] = _mm512_setzero_ps();
-    int64_t k = 0;
-    if (two) {
-      for (; k + 2 <= K; k += 2) {
-        __m512 x0 = _mm512_set1_ps(a[k]), x1 = _mm512_set1_ps(a[k + 1]);
-        const float *q0 = p0 + k * UK_NR, *q1 = p1 + k * UK_NR;
-        acc[0] = _mm512_fmadd_ps(x0, _mm512_load_ps(q0), acc[0]);
-        acc[1] = _mm512_fmadd_ps(x0, _mm512_load_ps(q0 + 16), acc[1]);
-        acc[2] = _mm512_fmadd_ps(x0, _mm512_load_ps(q1), acc[2]);
-        acc[3] = _mm512_fmadd_ps(x0, _mm512_load_ps(q1 + 16), acc[3]);
-        acc[4] = _mm512_fmadd_ps(x1, _mm512_load_ps(q0 + UK_NR), acc[4]);
-        acc[5] = _mm512_fmadd_ps(x1, _mm512_load_ps(q0 + UK_NR + 16), acc[5]);
-        acc[6] = _mm512_fmadd_ps(x1, _mm512_load_ps(q1 + UK_NR), acc[6]);
-        acc[7] = _mm512_fmadd_ps(x1, _mm512_load_ps(q1 + UK_NR + 16), acc[7]);
-      }
-    } else {
-      for (; k + 2 <= K; k += 2) {
-        __m512 x0 = _mm512_set1_ps(a[k]), x1 = _mm512_set1_ps(a[k + 1]);
-        const float* q0 = p0 + k * UK_NR;
-        acc[0] = _mm512_fmadd_ps(x0, _mm512_load_ps(q0), acc[0]);
-        acc[1] = _mm512_fmadd_ps(x0, _mm512_load_ps(q0 + 16), acc[1]);
-        acc[4] = _mm512_fmadd_ps(x1, _mm512_load_ps(q0 + UK_NR), acc[4]);
-        acc[5] = _mm512_fmadd_ps(x1, _mm512_load_ps(q0 + UK_NR + 16), acc[5]);
-      }
-    }
-    for (; k < K; k++) {
-      __m512 x0 = _mm512_set1_ps(a[k]);
-      acc[0] = _mm512_fmadd_ps(x0, _mm512_load_ps(p0 + k * UK_NR), acc[0]);
-      acc[1] = _mm512_fmadd_ps(x0, _mm512_load_ps(p0 + k * UK_NR + 16), acc[1]);
-      if (two) {
-        acc[2] = _mm512_fmadd_ps(x0, _mm512_load_ps(p1 + k * UK_NR), acc[2]);
-        acc[3] = _mm512_fmadd_ps(x0, _mm512_load_ps(p1 + k * UK_NR + 16), acc[3]);
-      }
-    }
-    for (int i = 0; i < 4; i++) acc[i] = _mm512_add_ps(acc[i], acc[i + 4]);
-    for (int i = 0; i < (two ? 4 : 2); i++) {
-      int64_t col = n + 16 * i, cnt = MIN(16, n1 - col);
-      if (cnt <= 0) break;
-      if (csc == 1) {
-        __mmask16 m = mask16(cnt);
-        _mm512_mask_storeu_ps(c + col, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, c + col), acc[i]));
-      } else {
-        float t[16];
-        _mm512_storeu_ps(t, acc[i]);
-        for (int64_t j = 0; j < cnt; j++) c[(col + j) * csc] += t[j];
-      }
-    }
-  }
-}
-#elif defined(__AVX2__) && defined(__FMA__)
-/* As the AVX-512 gemv_packed_row, with 16-column panels of two 8-lane vectors. */
-static void gemv_packed_row(const float* a, const float* panels, int64_t K, float* c, int64_t csc, int64_t n0,
-                            int64_t n1) {
-  for (int64_t n = n0; n < n1; n += 2 * UK_NR) {
-    const float* p0 = panels + n * K;
-    const float* p1 = p0 + UK_NR * K;
-    int two = n + UK_NR < n1;
-    __m256 acc[8];
-    for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
+    ukv acc[8];
+    for (int i = 0; i < 8; i++) acc[i] = ukv_zero();
     int64_t k = 0;
     for (; k + 2 <= K; k += 2) {
-      __m256 x0 = _mm256_broadcast_ss(a + k), x1 = _mm256_broadcast_ss(a + k + 1);
+      ukv x0 = ukv_set1(a[k]), x1 = ukv_set1(a[k + 1]);
       const float *q0 = p0 + k * UK_NR, *q1 = p1 + k * UK_NR;
-      acc[0] = _mm256_fmadd_ps(x0, _mm256_load_ps(q0), acc[0]);
-      acc[1] = _mm256_fmadd_ps(x0, _mm256_load_ps(q0 + 8), acc[1]);
-      acc[4] = _mm256_fmadd_ps(x1, _mm256_load_ps(q0 + UK_NR), acc[4]);
-      acc[5] = _mm256_fmadd_ps(x1, _mm256_load_ps(q0 + UK_NR + 8), acc[5]);
+      acc[0] = ukv_fmadd(x0, ukv_load(q0), acc[0]);
+      acc[1] = ukv_fmadd(x0, ukv_load(q0 + UK_VEC), acc[1]);
+      acc[4] = ukv_fmadd(x1, ukv_load(q0 + UK_NR), acc[4]);
+      acc[5] = ukv_fmadd(x1, ukv_load(q0 + UK_NR + UK_VEC), acc[5]);
       if (two) {
-        acc[2] = _mm256_fmadd_ps(x0, _mm256_load_ps(q1), acc[2]);
-        acc[3] = _mm256_fmadd_ps(x0, _mm256_load_ps(q1 + 8), acc[3]);
-        acc[6] = _mm256_fmadd_ps(x1, _mm256_load_ps(q1 + UK_NR), acc[6]);
-        acc[7] = _mm256_fmadd_ps(x1, _mm256_load_ps(q1 + UK_NR + 8), acc[7]);
+        acc[2] = ukv_fmadd(x0, ukv_load(q1), acc[2]);
+        acc[3] = ukv_fmadd(x0, ukv_load(q1 + UK_VEC), acc[3]);
+        acc[6] = ukv_fmadd(x1, ukv_load(q1 + UK_NR), acc[6]);
+        acc[7] = ukv_fmadd(x1, ukv_load(q1 + UK_NR + UK_VEC), acc[7]);
       }
     }
     for (; k < K; k++) {
-      __m256 x0 = _mm256_broadcast_ss(a + k);
-      acc[0] = _mm256_fmadd_ps(x0, _mm256_load_ps(p0 + k * UK_NR), acc[0]);
-      acc[1] = _mm256_fmadd_ps(x0, _mm256_load_ps(p0 + k * UK_NR + 8), acc[1]);
+      ukv x0 = ukv_set1(a[k]);
+      acc[0] = ukv_fmadd(x0, ukv_load(p0 + k * UK_NR), acc[0]);
+      acc[1] = ukv_fmadd(x0, ukv_load(p0 + k * UK_NR + UK_VEC), acc[1]);
       if (two) {
-        acc[2] = _mm256_fmadd_ps(x0, _mm256_load_ps(p1 + k * UK_NR), acc[2]);
-        acc[3] = _mm256_fmadd_ps(x0, _mm256_load_ps(p1 + k * UK_NR + 8), acc[3]);
+        acc[2] = ukv_fmadd(x0, ukv_load(p1 + k * UK_NR), acc[2]);
+        acc[3] = ukv_fmadd(x0, ukv_load(p1 + k * UK_NR + UK_VEC), acc[3]);
       }
     }
-    for (int i = 0; i < 4; i++) acc[i] = _mm256_add_ps(acc[i], acc[i + 4]);
     for (int i = 0; i < (two ? 4 : 2); i++) {
-      int64_t col = n + 8 * i, cnt = MIN(8, n1 - col);
+      int64_t col = n + UK_VEC * i, cnt = MIN(UK_VEC, n1 - col);
       if (cnt <= 0) break;
-      float t[8];
-      _mm256_storeu_ps(t, acc[i]);
+      float t[UK_VEC];
+      ukv_storeu(t, ukv_add(acc[i], acc[i + 4]));
       for (int64_t j = 0; j < cnt; j++) c[(col + j) * csc] += t[j];
     }
   }
@@ -1163,7 +1118,7 @@ static void gemv_packed_row(const float* a, const float* panels, int64_t K, floa
 #endif
 
 static void gemv_range(const gemm_problem* g, int64_t n0, int64_t n1) {
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#if defined(UK_VEC)
   if (g->b.packed) {
     for (int64_t m = 0; m < g->M; m++) gemv_packed_row(g->a.p + m * g->a.rs, g->b.packed, g->K, g->c + m * g->rsc,
                                                       g->csc, n0, n1);
@@ -1260,7 +1215,7 @@ static void gemm_run(gemm_problem* probs, int64_t batch) {
   job.probs = probs;
   job.batch = batch;
   job.gemv = !g0->b.is_conv && !g0->a_packed &&
-             (g0->b.packed ? GEMV_PACKED && M == 1
+             (g0->b.packed ? UK_GEMV_PACKED && M == 1
                            : (M == 1 || (M <= GEMV_MAX_M && g0->b.m.rs == 1 && g0->b.m.cs != 1)));
   int64_t tail = 0; /* columns left to gemm_tail_columns */
   (void)tail;
@@ -1898,7 +1853,6 @@ static void dw_plane_generic(const dw_job* j, const float* restrict in, const fl
  * and overlaps its neighbour, and the two are loaded before either is stored, so the overlapping
  * columns get the same value twice instead of being added twice. Rows narrower than 16 use masks. */
 
-/* R rows of a 3x3, stride-1 plane; NV vectors at columns ow[0..NV) (masked by m when !full). */
 /* A depthwise plane's epilogue in registers (te: tile_ep_make over the plane, whose bias is one value,
  * whose residual plane has unit column stride; NULL: accumulate into the output). The accumulator of
  * output row r, columns [col, col + 16): its start, and its value before the store. */
@@ -1911,7 +1865,7 @@ UK_INLINE __m512 dw_acc_finish(const tile_ep* te, __m512 v, int64_t row, int64_t
   if (!te || !te->finish) return v;
   if (te->bias_after) v = _mm512_add_ps(v, _mm512_set1_ps(te->bias[0]));
   if (te->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, te->res + row * te->res_ld + col));
-  return ep512_bounds(te, v, _mm512_set1_ps(te->lo), _mm512_set1_ps(te->hi));
+  return ep_bounds(te, v, _mm512_set1_ps(te->lo), _mm512_set1_ps(te->hi));
 }
 
 /* R rows of a 3x3, stride-1 plane (output row 0 of these is the plane's row oh): NV vectors at output
@@ -2076,7 +2030,7 @@ UK_INLINE __m256 dw_acc_finish8(const tile_ep* te, __m256 v, int64_t row, int64_
   if (!te || !te->finish) return v;
   if (te->bias_after) v = _mm256_add_ps(v, _mm256_set1_ps(te->bias[0]));
   if (te->res) v = _mm256_add_ps(v, _mm256_loadu_ps(te->res + row * te->res_ld + col));
-  return ep256_bounds(te, v, _mm256_set1_ps(te->lo), _mm256_set1_ps(te->hi));
+  return ep_bounds(te, v, _mm256_set1_ps(te->lo), _mm256_set1_ps(te->hi));
 }
 
 /* R output rows from the plane's row oh; te: the plane's epilogue in registers (NULL: accumulate). */

@@ -101,12 +101,20 @@ def microkernels(module: ir.Operation) -> None:
     use_microkernels(module)
 
 
-def _cast(value: ir.Value, rank: int) -> ir.Value:
+def cast_dynamic(value: ir.Value, rank: int) -> ir.Value:
+    """`value` cast to the fully dynamic strided memref the kernels take (at the current insertion point)."""
     return ir.Operation.create("memref.cast", results=[dynamic_memref(rank)], operands=[value]).result
 
 
-def _constant(t: ir.Type, attr: ir.Attribute) -> ir.Value:
+def constant(t: ir.Type, attr: ir.Attribute) -> ir.Value:
     return ir.Operation.create("arith.constant", results=[t], attributes={"value": attr}).result
+
+
+def no_bias() -> ir.Value:
+    """A 1-element buffer for an _ep kernel's bias operand when its mode reads no bias (cast like the rest)."""
+    f32 = ir.F32Type.get()
+    return cast_dynamic(ir.Operation.create("memref.alloca", results=[ir.MemRefType.get([1], f32)], attributes={
+        "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 0])}).result, 1)
 
 
 def _erase_dead_buffer(buffer: ir.Value) -> None:
@@ -186,25 +194,22 @@ def use_microkernels(module: ir.Module | ir.Operation) -> dict[str, int]:
                 inputs = list(op.operands)[:-1]
                 if padding is not None:
                     inputs[0] = padding.source
-                operands = [_cast(value, rank) for value, rank in zip(inputs, ranks[:-1])]
-                output = _cast(written, out_rank)
+                operands = [cast_dynamic(value, rank) for value, rank in zip(inputs, ranks[:-1])]
+                output = cast_dynamic(written, out_rank)
                 operands.append(output)
                 for attr_name in pairs:
                     for v in _pair(op.attributes[attr_name]):
-                        operands.append(_constant(i64, ir.IntegerAttr.get(i64, v)))
+                        operands.append(constant(i64, ir.IntegerAttr.get(i64, v)))
                 if fusion.fused or padding is not None:
                     kernel += "_ep"
-                    bias = fusion.bias if fusion.bias is not None else ir.Operation.create(
-                        "memref.alloca", results=[ir.MemRefType.get([1], f32)],
-                        attributes={"operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 0])}).result
-                    operands.append(_cast(bias, 1))
-                    operands.append(_cast(fusion.residual, out_rank) if fusion.residual is not None else output)
-                    operands.append(_constant(i64, ir.IntegerAttr.get(i64, fusion.mode)))
-                    operands.append(_constant(f32, ir.FloatAttr.get(f32, fusion.lo)))
-                    operands.append(_constant(f32, ir.FloatAttr.get(f32, fusion.hi)))
+                    operands.append(cast_dynamic(fusion.bias, 1) if fusion.bias is not None else no_bias())
+                    operands.append(cast_dynamic(fusion.residual, out_rank) if fusion.residual is not None else output)
+                    operands.append(constant(i64, ir.IntegerAttr.get(i64, fusion.mode)))
+                    operands.append(constant(f32, ir.FloatAttr.get(f32, fusion.lo)))
+                    operands.append(constant(f32, ir.FloatAttr.get(f32, fusion.hi)))
                     if name in PADDED:
                         for pad in (padding.top, padding.left) if padding is not None else (0, 0):
-                            operands.append(_constant(i64, ir.IntegerAttr.get(i64, pad)))
+                            operands.append(constant(i64, ir.IntegerAttr.get(i64, pad)))
                 call = ir.Operation.create("func.call", operands=operands,
                                            attributes={"callee": ir.FlatSymbolRefAttr.get(kernel)})
                 declared[kernel] = [o.type for o in operands]

@@ -46,7 +46,7 @@ from torch_mlir import ir
 
 from etmlir.backends.cpu.ir_util import declare_function
 from etmlir.backends.cpu.passes.externalize_weights import global_bytes
-from etmlir.backends.cpu.passes.microkernels import dynamic_memref
+from etmlir.backends.cpu.passes.microkernels import cast_dynamic, constant, dynamic_memref, no_bias
 from etmlir.executable.serialize import resource_blobs, resource_key
 from etmlir.passes.registry import Option, register_pass
 
@@ -184,10 +184,6 @@ def _kernel_types(kernel: str) -> list[ir.Type]:
             *epilogue]
 
 
-def _constant(t: ir.Type, attr: ir.Attribute) -> ir.Value:
-    return ir.Operation.create("arith.constant", results=[t], attributes={"value": attr}).result
-
-
 def _call_packed(call: ir.Operation, source: Source, panels: ir.Operation, shape: list[int]) -> None:
     """Replace `call` by the packed kernel's, reading the weight from `panels`."""
     i64, f32 = ir.IntegerType.get_signless(64), ir.F32Type.get()
@@ -197,19 +193,16 @@ def _call_packed(call: ir.Operation, source: Source, panels: ir.Operation, shape
         weight = ir.Operation.create("memref.get_global", results=[ir.TypeAttr(panels.attributes["type"]).value],
                                      attributes={"name": ir.FlatSymbolRefAttr.get(
                                          ir.StringAttr(panels.attributes["sym_name"]).value)}).result
-        operands[source.weight] = ir.Operation.create("memref.cast", results=[dynamic_memref(3)],
-                                                      operands=[weight]).result
+        operands[source.weight] = cast_dynamic(weight, 3)
         after = 3 + source.scalars  # the operands up to the epilogue's
-        window = [_constant(i64, ir.IntegerAttr.get(i64, d)) for d in shape[2:]]  # a filter's (kh, kw)
+        window = [constant(i64, ir.IntegerAttr.get(i64, d)) for d in shape[2:]]  # a filter's (kh, kw)
         if source.epilogue:
             epilogue = operands[after:]
         else:
-            bias = ir.Operation.create("memref.alloca", results=[ir.MemRefType.get([1], f32)], attributes={
-                "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 0])}).result
-            epilogue = [ir.Operation.create("memref.cast", results=[dynamic_memref(1)], operands=[bias]).result,
+            epilogue = [no_bias(),
                         operands[2],  # no residual: any memref of the output's rank
-                        _constant(i64, ir.IntegerAttr.get(i64, 0)),  # accumulate, no bounds
-                        _constant(f32, ir.FloatAttr.get(f32, 0.0)), _constant(f32, ir.FloatAttr.get(f32, 0.0))]
+                        constant(i64, ir.IntegerAttr.get(i64, 0)),  # accumulate, no bounds
+                        constant(f32, ir.FloatAttr.get(f32, 0.0)), constant(f32, ir.FloatAttr.get(f32, 0.0))]
         ir.Operation.create("func.call", operands=operands[:after] + window + epilogue, attributes={
             "callee": ir.FlatSymbolRefAttr.get(source.packed)})
     call.erase()
