@@ -42,7 +42,7 @@ def compiled(monkeypatch) -> collections.Counter:
 
 # A dense convolution's kernel: with its filter as it is, or packed at compile time (et-cpu-pack-weights,
 # when its output channels fill the microkernel's row panels well enough: which depends on the ISA's panel).
-CONVOLUTIONS = {"etmlir_uk_conv2d_nchw_fchw_ep", "etmlir_uk_conv2d_packed_ep"}
+CONVOLUTIONS = {"etmlir_uk_conv2d_nchw_fchw_ep", "etmlir_uk_conv2d_packed_ep", "etmlir_uk_conv2d_winograd_ep"}
 
 
 def _convolutions(compiled: collections.Counter) -> int:
@@ -211,6 +211,45 @@ def test_packed_filters_match_eager(compiled):
         for threads in (1, 2):
             rt.set_cpu_threads(threads)
             np.testing.assert_allclose(rt.load(pte).method("forward")(x.numpy())[0], want, atol=1e-3, rtol=1e-4)
+    finally:
+        rt.set_cpu_threads(previous)
+
+
+class WideBlocks(nn.Module):
+    """ResNet blocks wide enough for Winograd (64+ channels, 32+ output tiles), one output of odd size,
+    and a 3x3 convolution Winograd leaves alone (too few tiles) sharing a filter with one it takes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = BasicBlock(64)
+        self.widen = nn.Conv2d(64, 96, 3, 1, 1)
+        self.shared = nn.Conv2d(96, 64, 3, 1, 1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = nn.functional.relu6(self.widen(self.block(x)))
+        return self.shared(h), self.shared(h[:, :, :5, :7])
+
+
+def test_winograd_convolutions_match_eager(compiled):
+    """3x3 stride-1 layers with their filters transformed at compile time (et-cpu-pack-weights), under
+    ReLU, residual and bias epilogues, at 1 and 2 threads, against eager: the transforms reassociate the
+    sums, hence 1e-3."""
+    torch.manual_seed(5)
+    model = WideBlocks().eval()
+    _randomize_norms(model)
+    x = torch.randn(2, 64, 19, 23)
+    program = etmlir.to_edge(etmlir.export(model, (x,))).to_backend(backends.partitioner("cpu"))
+    assert compiled["etmlir_uk_conv2d_winograd_ep"] == 4, compiled
+    assert compiled["etmlir_uk_conv2d_packed_ep"] == 1, compiled  # the 5 x 7 slice: 12 tiles
+    pte = program.to_executorch().buffer
+    with torch.no_grad():
+        want = [w.numpy() for w in model(x)]
+    previous = rt.cpu_threads()
+    try:
+        for threads in (1, 2):
+            rt.set_cpu_threads(threads)
+            for got, expected in zip(rt.load(pte).method("forward")(x.numpy()), want):
+                np.testing.assert_allclose(np.asarray(got), expected, atol=1e-3, rtol=1e-4)
     finally:
         rt.set_cpu_threads(previous)
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from etmlir.backends.cpu import link
-from etmlir.backends.cpu.passes.pack_weights import pack_columns, pack_rows
+from etmlir.backends.cpu.passes.pack_weights import pack_columns, pack_rows, winograd_filter
 from etmlir.backends.cpu.target import host
 
 SOURCES = [link.SOURCES / name for name in link.C_SOURCES]
@@ -67,6 +67,7 @@ def load_fresh(so: Path, tmp_path: Path) -> ctypes.CDLL:
             [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 4 + [ctypes.c_void_p])
     lib._mlir_ciface_etmlir_uk_matmul_packed_ep.argtypes = [ctypes.c_void_p] * 4
     lib._mlir_ciface_etmlir_uk_conv2d_packed_ep.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 6 + [ctypes.c_void_p]
+    lib._mlir_ciface_etmlir_uk_conv2d_winograd_ep.argtypes = [ctypes.c_void_p] * 4
     lib.etmlir_uk_panel_width.restype = ctypes.c_int64
     lib.etmlir_uk_panel_rows.restype = ctypes.c_int64
     return lib
@@ -364,6 +365,16 @@ def test_parallel_split_matches_serial(lib, threads, chunks):
         _run_packed_conv(lib, x, x_base, wt, lib.etmlir_uk_panel_rows(), out, out_base, 1, 1,
                          epilogue(0, 0.0, 0.0, None, None))
         np.testing.assert_allclose(out, expected.numpy(), **tol(c * k * k))
+
+    # Winograd: few tiles (one block: the tasks share it phase by phase), and many blocks.
+    for f, c, hw, n in [(96, 80, 9, 1), (33, 64, 40, 2)]:
+        x, x_base = strided((n, c, hw, hw), "c", rng)
+        wt = rng.standard_normal((f, c, 3, 3)).astype(np.float32)
+        out, out_base = strided((n, f, hw - 2, hw - 2), "c", rng)
+        expected = torch.from_numpy(out.copy()).double() + torch.nn.functional.conv2d(
+            torch.from_numpy(x.copy()).double(), torch.from_numpy(wt).double())
+        _run_winograd(lib, x, x_base, wt, lib.etmlir_uk_panel_rows(), out, out_base, epilogue(0, 0.0, 0.0, None, None))
+        np.testing.assert_allclose(out, expected.numpy(), **tol(c * 9))
 
     a, a_base = strided((6, 64, 64), "c", rng)
     b, b_base = strided((6, 64, 64), "t", rng)
@@ -751,6 +762,42 @@ def test_packed_conv2d_matches_reference(lib, case, mode, lo, hi, native):
     _run_packed_conv(lib, x, x_base, wt, rows, out, out_base, s, d, epilogue(mode, lo, hi, bias, res),
                      misalign=0 if native else 3)
     _check(out, want, c * kh * kw)
+
+
+def _run_winograd(lib, x, x_base, wt, rows, out, out_base, ep, misalign=0):
+    """The 3x3 stride-1 convolution by Winograd, its filter transformed as et-cpu-pack-weights does."""
+    u, u_base = aligned_copy(winograd_filter(wt, rows), misalign)
+    dx, du, do = descriptor(x, x_base), descriptor(u, u_base), descriptor(out, out_base)
+    lib._mlir_ciface_etmlir_uk_conv2d_winograd_ep(ctypes.byref(dx), ctypes.byref(du), ctypes.byref(do), ctypes.byref(ep))
+
+
+# (n, c, h, w, f, layout) of the padded input: even and odd output sizes (a last tile half outside),
+# ResNet-18's first stage, a K of two blocks (512 channels) with fewer tiles than a panel, strided
+# input and output (the input copied to unit column stride), one channel in and out, a 1x1 output.
+WINOGRAD = [(1, 32, 10, 10, 32, "c"), (2, 40, 11, 13, 36, "c"), (1, 64, 58, 58, 64, "c"), (1, 512, 9, 9, 512, "c"),
+            (1, 33, 7, 9, 47, "s"), (1, 1, 5, 6, 1, "c"), (1, 5, 3, 3, 2, "s")]
+
+
+@pytest.mark.parametrize("case", WINOGRAD)
+@pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES)
+@pytest.mark.parametrize("native", [True, False])
+def test_winograd_conv2d_matches_reference(lib, case, mode, lo, hi, native):
+    """Against the float64 convolution under every epilogue; with the kernels' own panel height, and
+    another, misaligned (the compiler never makes it: repacked, still right)."""
+    n, c, h, w, f, layout = case
+    rng = np.random.default_rng(sum(case[:5]) + mode)
+    x, x_base = strided((n, c, h, w), layout, rng)
+    wt = rng.standard_normal((f, c, 3, 3)).astype(np.float32)
+    out, out_base = strided((n, f, h - 2, w - 2), layout, rng)
+    bias = rng.standard_normal(f).astype(np.float32)
+    res = rng.standard_normal((n, f, h - 2, w - 2)).astype(np.float32)
+    _with_nans(res, rng)
+    product = torch.nn.functional.conv2d(torch.from_numpy(x.copy()).double(), torch.from_numpy(wt).double()).numpy()
+    want = expected_epilogue(product, out.astype(np.float64), mode, lo, hi,
+                             bias.astype(np.float64)[None, :, None, None], res.astype(np.float64))
+    rows = lib.etmlir_uk_panel_rows() if native else 5
+    _run_winograd(lib, x, x_base, wt, rows, out, out_base, epilogue(mode, lo, hi, bias, res), 0 if native else 3)
+    _check(out, want, c * 9)
 
 
 # (n, c, h, w, f, kh, kw, stride, output layout): pointwise (the input as B), 3x3 (the implicit GEMM

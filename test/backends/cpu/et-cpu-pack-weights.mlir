@@ -1,4 +1,4 @@
-// RUN: et-opt %s --split-input-file --pass-pipeline='builtin.module(et-cpu-pack-weights{panel-rows=2 panel-width=4})' | FileCheck %s
+// RUN: et-opt %s --split-input-file --pass-pipeline='builtin.module(et-cpu-pack-weights{panel-rows=2 panel-width=4 winograd-min-channels=1})' | FileCheck %s
 // RUN: not et-opt %s --split-input-file --pass-pipeline='builtin.module(et-cpu-pack-weights{panel-rows=-1})' 2>&1 | FileCheck %s --check-prefix=BAD
 
 // A panel size the kernels cannot have is refused before anything is packed.
@@ -103,6 +103,41 @@ module {
     %o = memref.cast %out : memref<1x3x3x4xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
     %one = arith.constant 1 : i64
     func.call @etmlir_uk_conv2d_nchw_fchw(%i, %w, %o, %one, %one, %one, %one) : (memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, i64, i64, i64) -> ()
+    return
+  }
+}
+
+// -----
+
+// A 3x3 stride-1 convolution with enough channels (here 1: winograd-min-channels=1) and output tiles
+// (8 x 16: 32 tiles of 2 x 2) goes through Winograd F(2x2, 3x3): its filter g becomes U = G g G^T, each
+// of the 16 elements an [F, C] matrix in row panels, one after another: [16 * ceil(F / 2), C, 2]. For
+// g = the centre tap, U = u u^T with u = (0, .5, -.5, 0). The call loses its strides and dilations.
+// The same filter with 4 tiles, or at stride 2, reads the plain row panels; the old global goes.
+// CHECK-NOT: @g :
+// CHECK: memref.global "private" constant @g_winograd : memref<16x1x2xf32> = dense<{{\[}}{{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[2.500000e-01, 0.000000e+00]], {{\[}}[-2.500000e-01, 0.000000e+00]], {{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[-2.500000e-01, 0.000000e+00]], {{\[}}[2.500000e-01, 0.000000e+00]],
+// CHECK: memref.global "private" constant @g_panels : memref<1x9x2xf32>
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[U:.*]] = memref.get_global @g_winograd
+// CHECK: %[[UC:.*]] = memref.cast %[[U]]
+// CHECK: call @etmlir_uk_conv2d_winograd_ep(%{{.*}}, %[[UC]], %[[OUT:[^,]*]], %{{.*}}, %[[OUT]], %{{.*}}, %{{.*}}, %{{.*}}) :
+// CHECK-COUNT-2: call @etmlir_uk_conv2d_packed_ep(
+// CHECK: func.func private @etmlir_uk_conv2d_winograd_ep(memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?xf32, strided<[?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, f32, f32)
+module {
+  memref.global "private" constant @g : memref<1x1x3x3xf32> = dense<[[[[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]]]>
+  func.func private @etmlir_uk_conv2d_nchw_fchw(memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, i64, i64, i64)
+  func.func @forward(%in: memref<1x1x10x18xf32>, %out: memref<1x1x8x16xf32>, %small: memref<1x1x4x4xf32>, %half: memref<1x1x4x8xf32>) {
+    %0 = memref.get_global @g : memref<1x1x3x3xf32>
+    %w = memref.cast %0 : memref<1x1x3x3xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+    %i = memref.cast %in : memref<1x1x10x18xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+    %o = memref.cast %out : memref<1x1x8x16xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+    %s = memref.cast %small : memref<1x1x4x4xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+    %h = memref.cast %half : memref<1x1x4x8xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+    %one = arith.constant 1 : i64
+    %two = arith.constant 2 : i64
+    func.call @etmlir_uk_conv2d_nchw_fchw(%i, %w, %o, %one, %one, %one, %one) : (memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, i64, i64, i64) -> ()
+    func.call @etmlir_uk_conv2d_nchw_fchw(%i, %w, %s, %one, %one, %one, %one) : (memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, i64, i64, i64) -> ()
+    func.call @etmlir_uk_conv2d_nchw_fchw(%i, %w, %h, %two, %two, %one, %one) : (memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, i64, i64, i64) -> ()
     return
   }
 }

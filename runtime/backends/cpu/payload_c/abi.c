@@ -88,6 +88,14 @@ void etmlir_uk_conv2d_packed_ep(D4_ARGS(i_), D3_ARGS(f_), D4_ARGS(o_), int64_t s
   _mlir_ciface_etmlir_uk_conv2d_packed_ep(&in, &panels, &out, sh, sw, dh, dw, kh, kw, &ep);
 }
 
+void etmlir_uk_conv2d_winograd_ep(D4_ARGS(i_), D3_ARGS(u_), D4_ARGS(o_), D1_ARGS(bias_), D4_ARGS(r_), int64_t mode,
+                                  float lo, float hi) {
+  etmlir_memref4d_f32 in = D4_MAKE(i_), out = D4_MAKE(o_), r = D4_MAKE(r_);
+  etmlir_memref3d_f32 u = D3_MAKE(u_);
+  EP_MAKE(bias_, r, 4);
+  _mlir_ciface_etmlir_uk_conv2d_winograd_ep(&in, &u, &out, &ep);
+}
+
 /* ... and, for the depthwise kernel, the padding it adds around its input (top, left). */
 void etmlir_uk_depthwise_conv2d_nchw_chw_ep(D4_ARGS(i_), D3_ARGS(f_), D4_ARGS(o_), int64_t sh, int64_t sw,
                                             int64_t dh, int64_t dw, D1_ARGS(bias_), D4_ARGS(r_), int64_t mode,

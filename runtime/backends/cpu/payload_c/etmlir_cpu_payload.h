@@ -160,6 +160,12 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_packed_ep(etmlir_memref4d_f
                                                                int64_t dilation_w, int64_t kh, int64_t kw,
                                                                const etmlir_epilogue* ep);
 ETMLIR_CPU_EXPORT int64_t etmlir_uk_panel_rows(void);
+/* A 3x3, stride-1, undilated convolution by Winograd F(2x2, 3x3), its filter g [F, C, 3, 3] transformed
+ * at compile time: u is [16 * ceil(F / H), C, H], U_e = (G g G^T)_e (e = 4i + j of the 4x4 transform,
+ * G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]) as [F, C] in panels of H rows like the packed
+ * convolution's, U_0's panels first. Any other H still computes the convolution. */
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_winograd_ep(etmlir_memref4d_f32* in, etmlir_memref3d_f32* u,
+                                                                 etmlir_memref4d_f32* out, const etmlir_epilogue* ep);
 ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_batch_matmul_ep(etmlir_memref3d_f32* a, etmlir_memref3d_f32* b,
                                                               etmlir_memref3d_f32* c, const etmlir_epilogue* ep);
 ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_nchw_fchw_ep(etmlir_memref4d_f32* in,

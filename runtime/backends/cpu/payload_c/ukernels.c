@@ -13,7 +13,8 @@
  * Convolution: one GEMM per image, W[F, C*KH*KW] x im2col(in)[C*KH*KW, OH*OW], where a pointwise
  * convolution's B is the input itself and otherwise the B packer gathers the im2col columns (no
  * im2col buffer). With AVX-512, a convolution with C*KH*KW <= KC_MAX reads its input straight
- * from the microkernel instead (implicit GEMM). Depthwise: 3x3 stride 1 / 2 fast paths, several
+ * from the microkernel instead (implicit GEMM). A 3x3 stride-1 convolution whose filter the compiler
+ * transformed goes through Winograd F(2x2, 3x3): 16 GEMMs over blocks of tiles. Depthwise: 3x3 stride 1 / 2 fast paths, several
  * output rows per pass; everything else a generic loop.
  *
  * Three builds of the same sources: AVX-512 (MR x NR = 14 x 32), AVX2 + FMA (6 x 16) and a
@@ -1646,6 +1647,319 @@ static void conv_image_epilogue(const etmlir_epilogue* ep, float* o, const int64
       ep_init(&e, o + oh * os[2], os[1], os[3], 0, F, 0, OW);
     }
   }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Winograd F(2x2, 3x3): 3x3 stride-1 convolutions with 2.25x fewer multiplies                 */
+/* ------------------------------------------------------------------------------------------ */
+/* Each 2x2 output tile is Y = A^T [sum_c (G g G^T) . (B^T d B)] A, d the tile's 4x4 input patch
+ * (Lavin and Gray, 2015). For each of the 16 elements e of the transformed tile, the sum over
+ * channels is a GEMM:  M_e[F, tiles] = U_e[F, C] x V_e[C, tiles],  U_e = (G g G^T)_e and
+ * V_e = (B^T d B)_e. U arrives as A panels (gemm_problem.a_packed), built at compile time by
+ * et-cpu-pack-weights from the constant filter (which layers it suits is decided there); V is built a block of tiles at a time as
+ * B panels (b_view.packed), so the GEMMs pack nothing and a block's V and M stay in L2.
+ *   G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]
+ *   A^T = [1 1 1 0; 0 1 -1 -1]
+ * The transforms add and subtract only, so the result differs from the direct convolution by a
+ * few ulps of the intermediate sums. */
+
+enum { WINO_BLOCK_FLOATS = 8192 }; /* a block's tiles x max(C, F): V and M 16x that, 512 KiB each */
+
+/* U packed: [16][ceil(F / UK_MR)][C][UK_MR], row f of U_e at (f / UK_MR, c, f % UK_MR), zero
+ * padded past F. Floats per e: */
+static int64_t wino_u_floats(int64_t F, int64_t C) { return CEIL_DIV(F, UK_MR) * UK_MR * C; }
+
+typedef struct {
+  const float* in;
+  int64_t is[4], IH, IW; /* the (padded) input */
+  float* out;
+  int64_t os[4];
+  const float* u;
+  int64_t C, F, OH, OW, TH, TW, tiles, tb; /* tb: tiles per block, a multiple of UK_NR */
+  int64_t blocks, tasks;
+  const etmlir_epilogue* ep;
+  float* scratch; /* per task: V (16 x C x tb) then M (16 x F x tb) */
+  int64_t slot;
+  int64_t phase_block, phase; /* the block and phase the phase-parallel split works on */
+} wino_job;
+
+/* B^T d B for n <= UK_NR tiles side by side: d[r][s] = src[r * rs + 2 * k + s] for tile k; element e of
+ * tile k goes to dst[e * es + k]. The patch's columns are split into even and odd ones first, so every
+ * loop after that runs over tiles with unit stride (and vectorizes). */
+static void wino_in_run(const float* restrict src, int64_t rs, int64_t n, float* restrict dst, int64_t es) {
+  float ev[4][UK_NR + 1], od[4][UK_NR + 1], te[4][UK_NR + 1], to[4][UK_NR + 1];
+  for (int r = 0; r < 4; r++) {
+    const float* row = src + r * rs;
+    for (int64_t k = 0; k <= n; k++) {
+      ev[r][k] = row[2 * k];
+      od[r][k] = row[2 * k + 1];
+    }
+  }
+  /* B^T d: rows combined (i = 0..3), still split into even and odd columns. */
+  for (int64_t k = 0; k <= n; k++) {
+    te[0][k] = ev[0][k] - ev[2][k];
+    te[1][k] = ev[1][k] + ev[2][k];
+    te[2][k] = ev[2][k] - ev[1][k];
+    te[3][k] = ev[1][k] - ev[3][k];
+    to[0][k] = od[0][k] - od[2][k];
+    to[1][k] = od[1][k] + od[2][k];
+    to[2][k] = od[2][k] - od[1][k];
+    to[3][k] = od[1][k] - od[3][k];
+  }
+  /* (B^T d) B: column 2k + s of the patch is te[k] (s = 0), to[k] (1), te[k + 1] (2), to[k + 1] (3). */
+  for (int i = 0; i < 4; i++) {
+    float* d0 = dst + (i * 4 + 0) * es;
+    float* d1 = dst + (i * 4 + 1) * es;
+    float* d2 = dst + (i * 4 + 2) * es;
+    float* d3 = dst + (i * 4 + 3) * es;
+    for (int64_t k = 0; k < n; k++) {
+      d0[k] = te[i][k] - te[i][k + 1];
+      d1[k] = to[i][k] + te[i][k + 1];
+      d2[k] = te[i][k + 1] - to[i][k];
+      d3[k] = to[i][k] - to[i][k + 1];
+    }
+  }
+}
+
+/* The tiles [t0, t1) of channels [c0, c1) into V (tile t at lane t - t0 of its block). A run is
+ * tiles of one tile row within one B panel; a tile whose patch leaves the input (odd output sizes)
+ * reads zeros there. */
+static void wino_input(const wino_job* j, int64_t t0, int64_t t1, int64_t c0, int64_t c1, float* v) {
+  int64_t es = j->C * j->tb, per_image = j->TH * j->TW;
+  for (int64_t t = t0; t < t1;) {
+    int64_t n = t / per_image, ty = (t % per_image) / j->TW, tx = t % j->TW, lane = t - t0;
+    int64_t run = MIN(MIN(j->TW - tx, t1 - t), UK_NR - lane % UK_NR);
+    int64_t y0 = 2 * ty, x0 = 2 * tx;
+    int full_rows = y0 + 4 <= j->IH;
+    int64_t room = j->IW - 4 - x0; /* tiles wholly inside: x0 + 2k + 3 < IW */
+    int64_t inner = full_rows && room >= 0 ? MIN(run, room / 2 + 1) : 0;
+    for (int64_t c = c0; c < c1; c++) {
+      const float* src = j->in + n * j->is[0] + c * j->is[1] + y0 * j->is[2] + x0;
+      float* dst = v + (lane / UK_NR) * j->C * UK_NR + c * UK_NR + lane % UK_NR;
+      if (inner) wino_in_run(src, j->is[2], inner, dst, es);
+      for (int64_t k = inner; k < run; k++) {
+        float d[4 * 4];
+        for (int r = 0; r < 4; r++)
+          for (int s = 0; s < 4; s++) {
+            int64_t y = y0 + r, x = x0 + 2 * k + s;
+            d[r * 4 + s] = y < j->IH && x < j->IW ? src[r * j->is[2] + 2 * k + s] : 0.0f;
+          }
+        wino_in_run(d, 4, 1, dst + k, es);
+      }
+    }
+    t += run;
+  }
+  /* Lanes past the last tile of the block's last panel: zero, so the GEMM reads no garbage. */
+  int64_t used = t1 - t0, padded = CEIL_DIV(used, UK_NR) * UK_NR;
+  if (padded > used && c0 == 0)
+    for (int e = 0; e < 16; e++)
+      for (int64_t c = 0; c < j->C; c++)
+        for (int64_t lane = used; lane < padded; lane++)
+          v[e * es + (lane / UK_NR) * j->C * UK_NR + c * UK_NR + lane % UK_NR] = 0.0f;
+}
+
+/* M_e = U_e x V_e for e in [e0, e1) over the block's first `cols` lanes (whole panels). */
+static void wino_gemms(const wino_job* j, int e0, int e1, int64_t cols, const float* v, float* m) {
+  static const etmlir_epilogue zero = {ETMLIR_EP_INIT_ZERO, 0.0f, 0.0f, NULL, 0, NULL, {0}, 0, 0};
+  for (int e = e0; e < e1; e++) {
+    gemm_problem g;
+    memset(&g, 0, sizeof(g));
+    g.M = j->F;
+    g.N = cols;
+    g.K = j->C;
+    g.a_packed = j->u + e * wino_u_floats(j->F, j->C);
+    g.b.packed = v + e * j->C * j->tb;
+    g.c = m + e * j->F * j->tb;
+    g.rsc = j->tb;
+    g.csc = 1;
+    g.e.ep = &zero;
+    blocking bl = choose_blocking(&g);
+    gemm_range(&g, &bl, 0, g.M, 0, g.N, NULL);
+  }
+}
+
+/* A^T m A for n <= UK_NR tiles side by side (element e of tile k at src[e * es + k]), added to two
+ * output rows (column 2k + s of tile k at o[(2k + s) * cs]); tiles from `pairs` on have one column
+ * inside, and o1 is written only when rows == 2. */
+UK_INLINE void wino_out_run(const float* restrict src, int64_t es, int64_t n, int64_t pairs, int64_t rows,
+                            float* restrict o0, float* restrict o1, const int64_t cs) {
+  float y[4][UK_NR]; /* y[2i + s][k]: output row i, column 2k + s */
+  for (int64_t k = 0; k < n; k++) {
+    float s0[4], s1[4];
+    for (int q = 0; q < 4; q++) {
+      float m0 = src[q * es + k], m1 = src[(4 + q) * es + k], m2 = src[(8 + q) * es + k], m3 = src[(12 + q) * es + k];
+      s0[q] = m0 + m1 + m2;
+      s1[q] = m1 - m2 - m3;
+    }
+    y[0][k] = s0[0] + s0[1] + s0[2];
+    y[1][k] = s0[1] - s0[2] - s0[3];
+    y[2][k] = s1[0] + s1[1] + s1[2];
+    y[3][k] = s1[1] - s1[2] - s1[3];
+  }
+  for (int i = 0; i < (int)rows; i++) {
+    float* o = i ? o1 : o0;
+    const float* ya = y[2 * i];
+    const float* yb = y[2 * i + 1];
+    for (int64_t k = 0; k < pairs; k++) {
+      o[2 * k * cs] += ya[k];
+      o[(2 * k + 1) * cs] += yb[k];
+    }
+    for (int64_t k = pairs; k < n; k++) o[2 * k * cs] += ya[k];
+  }
+}
+
+/* A^T M A of tiles [t0, t1) for channels [f0, f1), added to the output, with the epilogue. */
+static void wino_output(const wino_job* j, int64_t t0, int64_t t1, int64_t f0, int64_t f1, const float* m) {
+  int64_t es = j->F * j->tb, per_image = j->TH * j->TW;
+  const int64_t* os = j->os;
+  for (int64_t t = t0; t < t1;) {
+    int64_t n = t / per_image, ty = (t % per_image) / j->TW, tx = t % j->TW, lane = t - t0;
+    int64_t run = MIN(MIN(j->TW - tx, t1 - t), UK_NR);
+    int64_t oh = 2 * ty, ow = 2 * tx, rows = MIN(2, j->OH - oh), cols = MIN(2 * run, j->OW - ow);
+    float* o = j->out + n * os[0] + oh * os[2];
+    for (int64_t r = 0; r < rows; r++) {
+      ep_view e = conv_row_epilogue(j->ep, n, oh + r);
+      ep_init(&e, o + r * os[2], os[1], os[3], f0, f1 - f0, ow, cols);
+    }
+    int64_t pairs = cols / 2; /* tiles whose two columns are both inside */
+    for (int64_t f = f0; f < f1; f++) {
+      float* o0 = o + f * os[1] + ow * os[3];
+      if (os[3] == 1) {
+        wino_out_run(m + f * j->tb + lane, es, run, pairs, rows, o0, o0 + os[2], 1);
+      } else {
+        wino_out_run(m + f * j->tb + lane, es, run, pairs, rows, o0, o0 + os[2], os[3]);
+      }
+    }
+    for (int64_t r = 0; r < rows; r++) {
+      ep_view e = conv_row_epilogue(j->ep, n, oh + r);
+      ep_finish(&e, o + r * os[2], os[1], os[3], f0, f1 - f0, ow, cols);
+    }
+    t += run;
+  }
+}
+
+static void wino_block(const wino_job* j, int64_t b, float* slot) {
+  float* v = slot;
+  float* m = slot + 16 * j->C * j->tb;
+  int64_t t0 = b * j->tb, t1 = MIN(j->tiles, t0 + j->tb);
+  wino_input(j, t0, t1, 0, j->C, v);
+  wino_gemms(j, 0, 16, CEIL_DIV(t1 - t0, UK_NR) * UK_NR, v, m);
+  wino_output(j, t0, t1, 0, j->F, m);
+}
+
+/* Enough blocks for every task: each task takes whole blocks. */
+static void wino_blocks_body(void* arg, int64_t begin, int64_t end) {
+  const wino_job* j = (const wino_job*)arg;
+  for (int64_t task = begin; task < end; task++) {
+    int64_t b0, b1;
+    split_range(j->blocks, j->tasks, 1, task, &b0, &b1);
+    for (int64_t b = b0; b < b1; b++) wino_block(j, b, j->scratch + task * j->slot);
+  }
+}
+
+/* Fewer blocks than tasks: the tasks share one block, phase by phase (input channels, then the 16
+ * GEMMs, then output channels), one parallel_for per phase. */
+static void wino_phase_body(void* arg, int64_t begin, int64_t end) {
+  const wino_job* j = (const wino_job*)arg;
+  float* v = j->scratch;
+  float* m = j->scratch + 16 * j->C * j->tb;
+  int64_t t0 = j->phase_block * j->tb, t1 = MIN(j->tiles, t0 + j->tb);
+  for (int64_t i = begin; i < end; i++) {
+    int64_t lo, hi;
+    if (j->phase == 0) {
+      split_range(j->C, j->tasks, 1, i, &lo, &hi);
+      if (lo < hi || i == 0) wino_input(j, t0, t1, lo, hi, v);
+    } else if (j->phase == 1) {
+      split_range(16, j->tasks, 1, i, &lo, &hi);
+      wino_gemms(j, (int)lo, (int)hi, CEIL_DIV(t1 - t0, UK_NR) * UK_NR, v, m);
+    } else {
+      split_range(j->F, j->tasks, 1, i, &lo, &hi);
+      if (lo < hi) wino_output(j, t0, t1, lo, hi, m);
+    }
+  }
+}
+
+static void wino_conv(etmlir_memref4d_f32* in, const float* u, etmlir_memref4d_f32* out, int64_t C,
+                      const etmlir_epilogue* ep) {
+  wino_job j;
+  memset(&j, 0, sizeof(j));
+  j.in = in->aligned + in->offset;
+  j.out = out->aligned + out->offset;
+  for (int i = 0; i < 4; i++) {
+    j.is[i] = in->strides[i];
+    j.os[i] = out->strides[i];
+  }
+  j.IH = in->sizes[2];
+  j.IW = in->sizes[3];
+  j.u = u;
+  j.C = C;
+  j.F = out->sizes[1];
+  j.OH = out->sizes[2];
+  j.OW = out->sizes[3];
+  j.TH = CEIL_DIV(j.OH, 2);
+  j.TW = CEIL_DIV(j.OW, 2);
+  j.tiles = out->sizes[0] * j.TH * j.TW;
+  j.tb = MAX(UK_NR, WINO_BLOCK_FLOATS / MAX(j.C, j.F) / UK_NR * UK_NR);
+  j.tb = MIN(j.tb, CEIL_DIV(j.tiles, UK_NR) * UK_NR);
+  j.blocks = CEIL_DIV(j.tiles, j.tb);
+  j.ep = ep;
+  j.slot = 16 * (j.C + j.F) * j.tb;
+  int nt = etmlir_cpu_num_threads();
+  double flops = 2.0 * 16 * (double)j.F * (double)j.C * (double)j.tiles;
+  j.tasks = nt > 1 && flops >= PAR_MIN_FLOPS ? nt : 1;
+  int by_blocks = j.blocks >= j.tasks;
+  j.scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(j.slot * (by_blocks ? j.tasks : 1)));
+  if (j.tasks == 1) {
+    for (int64_t b = 0; b < j.blocks; b++) wino_block(&j, b, j.scratch);
+  } else if (by_blocks) {
+    etmlir_cpu_parallel_for(j.tasks, wino_blocks_body, &j);
+  } else {
+    for (j.phase_block = 0; j.phase_block < j.blocks; j.phase_block++)
+      for (j.phase = 0; j.phase < 3; j.phase++) etmlir_cpu_parallel_for(j.tasks, wino_phase_body, &j);
+  }
+  etmlir_cpu_scratch_free(j.scratch);
+}
+
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_winograd_ep(etmlir_memref4d_f32* in, etmlir_memref3d_f32* u,
+                                                                 etmlir_memref4d_f32* out, const etmlir_epilogue* ep) {
+  int64_t nb = out->sizes[0], F = out->sizes[1], C = u->sizes[1], H = u->sizes[2];
+  if (nb <= 0 || F <= 0 || out->sizes[2] <= 0 || out->sizes[3] <= 0) return;
+  const float* up = u->aligned + u->offset;
+  const int64_t* us = u->strides;
+  float* own_u = NULL;
+  if (!(H == UK_MR && us[2] == 1 && us[1] == H && us[0] == C * H && ((uintptr_t)up & 63) == 0)) {
+    /* Panels of another height, layout or alignment (the compiler does not make them): repacked. */
+    int64_t ue = wino_u_floats(F, C), P = H > 0 ? u->sizes[0] / 16 : 0;
+    own_u = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(16 * ue));
+    memset(own_u, 0, sizeof(float) * (size_t)(16 * ue));
+    for (int64_t e = 0; e < 16; e++)
+      for (int64_t f = 0; f < F; f++)
+        for (int64_t c = 0; c < C; c++)
+          own_u[e * ue + (f / UK_MR) * C * UK_MR + c * UK_MR + f % UK_MR] =
+              up[(e * P + f / H) * us[0] + c * us[1] + (f % H) * us[2]];
+    up = own_u;
+  }
+  etmlir_memref4d_f32 dense = *in;
+  float* own_in = NULL;
+  if (in->strides[3] != 1) { /* the input transform reads rows with unit stride */
+    const int64_t* s = in->sizes;
+    own_in = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(s[0] * s[1] * s[2] * s[3]));
+    const float* src = in->aligned + in->offset;
+    for (int64_t i = 0, n = 0; n < s[0]; n++)
+      for (int64_t c = 0; c < s[1]; c++)
+        for (int64_t h = 0; h < s[2]; h++)
+          for (int64_t w = 0; w < s[3]; w++)
+            own_in[i++] = src[n * in->strides[0] + c * in->strides[1] + h * in->strides[2] + w * in->strides[3]];
+    dense.allocated = dense.aligned = own_in;
+    dense.offset = 0;
+    dense.strides[3] = 1;
+    dense.strides[2] = s[3];
+    dense.strides[1] = s[2] * s[3];
+    dense.strides[0] = s[1] * s[2] * s[3];
+  }
+  wino_conv(&dense, up, out, C, ep);
+  if (own_in) etmlir_cpu_scratch_free(own_in);
+  if (own_u) etmlir_cpu_scratch_free(own_u);
 }
 
 static void conv2d(etmlir_memref4d_f32* in, const conv_filter* w, etmlir_memref4d_f32* out, int64_t stride_h,
