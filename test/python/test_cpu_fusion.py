@@ -216,35 +216,40 @@ def test_packed_filters_match_eager(compiled):
 
 
 class WideBlocks(nn.Module):
-    """ResNet blocks wide enough for Winograd (64+ channels, 32+ output tiles), one output of odd size,
-    and a 3x3 convolution Winograd leaves alone (too few tiles) sharing a filter with one it takes."""
+    """3x3 layers Winograd takes: a ResNet block and a widening layer with 32+ output tiles of 4x4
+    (F(4x4)), a 256-channel layer with too few of those but 32+ of 2x2 (F(2x2)); and two it leaves
+    alone: a stride-2 layer, and a small slice sharing a filter with a layer it takes."""
 
     def __init__(self) -> None:
         super().__init__()
         self.block = BasicBlock(64)
         self.widen = nn.Conv2d(64, 96, 3, 1, 1)
         self.shared = nn.Conv2d(96, 64, 3, 1, 1, bias=False)
+        self.down = nn.Conv2d(64, 256, 3, 2, 1)
+        self.deep = nn.Conv2d(256, 256, 3, 1, 1)
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h = nn.functional.relu6(self.widen(self.block(x)))
-        return self.shared(h), self.shared(h[:, :, :5, :7])
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        y = self.block(x)
+        h = nn.functional.relu6(self.widen(y))
+        return self.shared(h), self.shared(h[:, :, :5, :7]), self.deep(torch.relu(self.down(y)))
 
 
 def test_winograd_convolutions_match_eager(compiled):
     """3x3 stride-1 layers with their filters transformed at compile time (et-cpu-pack-weights), under
     ReLU, residual and bias epilogues, at 1 and 2 threads, against eager: the transforms reassociate the
-    sums, hence 1e-3."""
+    sums (F(4x4)'s coefficients reach 8), hence 1e-3. Their scratch fits the arena measured at compile
+    time."""
     torch.manual_seed(5)
     model = WideBlocks().eval()
     _randomize_norms(model)
-    x = torch.randn(2, 64, 19, 23)
+    x = torch.randn(2, 64, 27, 31)
     program = etmlir.to_edge(etmlir.export(model, (x,))).to_backend(backends.partitioner("cpu"))
-    assert compiled["etmlir_uk_conv2d_winograd_ep"] == 4, compiled
-    assert compiled["etmlir_uk_conv2d_packed_ep"] == 1, compiled  # the 5 x 7 slice: 12 tiles
+    assert compiled["etmlir_uk_conv2d_winograd_ep"] == 5, compiled
+    assert compiled["etmlir_uk_conv2d_packed_ep"] == 2, compiled
     pte = program.to_executorch().buffer
     with torch.no_grad():
         want = [w.numpy() for w in model(x)]
-    previous = rt.cpu_threads()
+    previous, fallbacks = rt.cpu_threads(), rt.cpu_heap_fallbacks()
     try:
         for threads in (1, 2):
             rt.set_cpu_threads(threads)
@@ -252,6 +257,7 @@ def test_winograd_convolutions_match_eager(compiled):
                 np.testing.assert_allclose(np.asarray(got), expected, atol=1e-3, rtol=1e-4)
     finally:
         rt.set_cpu_threads(previous)
+    assert rt.cpu_heap_fallbacks() == fallbacks  # the measured arena held the transforms' scratch
 
 
 def test_gelu_is_not_an_epilogue_but_still_matches(compiled):

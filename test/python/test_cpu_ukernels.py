@@ -366,14 +366,15 @@ def test_parallel_split_matches_serial(lib, threads, chunks):
                          epilogue(0, 0.0, 0.0, None, None))
         np.testing.assert_allclose(out, expected.numpy(), **tol(c * k * k))
 
-    # Winograd: few tiles (one block: the tasks share it phase by phase), and many blocks.
-    for f, c, hw, n in [(96, 80, 9, 1), (33, 64, 40, 2)]:
+    # Winograd F(2x2) and F(4x4): few tiles (one block: the tasks share it phase by phase), and many blocks.
+    for f, c, hw, n, tile in [(96, 80, 9, 1, 2), (33, 64, 40, 2, 2), (96, 80, 13, 1, 4), (40, 48, 70, 1, 4)]:
         x, x_base = strided((n, c, hw, hw), "c", rng)
         wt = rng.standard_normal((f, c, 3, 3)).astype(np.float32)
         out, out_base = strided((n, f, hw - 2, hw - 2), "c", rng)
         expected = torch.from_numpy(out.copy()).double() + torch.nn.functional.conv2d(
             torch.from_numpy(x.copy()).double(), torch.from_numpy(wt).double())
-        _run_winograd(lib, x, x_base, wt, lib.etmlir_uk_panel_rows(), out, out_base, epilogue(0, 0.0, 0.0, None, None))
+        _run_winograd(lib, x, x_base, wt, lib.etmlir_uk_panel_rows(), out, out_base, epilogue(0, 0.0, 0.0, None, None),
+                      tile=tile)
         np.testing.assert_allclose(out, expected.numpy(), **tol(c * 9))
 
     a, a_base = strided((6, 64, 64), "c", rng)
@@ -764,26 +765,30 @@ def test_packed_conv2d_matches_reference(lib, case, mode, lo, hi, native):
     _check(out, want, c * kh * kw)
 
 
-def _run_winograd(lib, x, x_base, wt, rows, out, out_base, ep, misalign=0):
-    """The 3x3 stride-1 convolution by Winograd, its filter transformed as et-cpu-pack-weights does."""
-    u, u_base = aligned_copy(winograd_filter(wt, rows), misalign)
+def _run_winograd(lib, x, x_base, wt, rows, out, out_base, ep, misalign=0, tile=2):
+    """The 3x3 stride-1 convolution by Winograd F(tile x tile, 3x3), its filter transformed as
+    et-cpu-pack-weights does."""
+    u, u_base = aligned_copy(winograd_filter(wt, rows, tile), misalign)
     dx, du, do = descriptor(x, x_base), descriptor(u, u_base), descriptor(out, out_base)
     lib._mlir_ciface_etmlir_uk_conv2d_winograd_ep(ctypes.byref(dx), ctypes.byref(du), ctypes.byref(do), ctypes.byref(ep))
 
 
-# (n, c, h, w, f, layout) of the padded input: even and odd output sizes (a last tile half outside),
-# ResNet-18's first stage, a K of two blocks (512 channels) with fewer tiles than a panel, strided
-# input and output (the input copied to unit column stride), one channel in and out, a 1x1 output.
+# (n, c, h, w, f, layout) of the padded input: output sizes that are and are not multiples of the tile (a
+# last tile partly outside), ResNet-18's first stage, a K of two blocks (512 channels) with fewer tiles
+# than a panel, strided input and output (the input copied to unit column stride), one channel in and
+# out, a 1x1 output, more than one 16-tile vector per tile row (F(4x4) on AVX-512).
 WINOGRAD = [(1, 32, 10, 10, 32, "c"), (2, 40, 11, 13, 36, "c"), (1, 64, 58, 58, 64, "c"), (1, 512, 9, 9, 512, "c"),
-            (1, 33, 7, 9, 47, "s"), (1, 1, 5, 6, 1, "c"), (1, 5, 3, 3, 2, "s")]
+            (1, 33, 7, 9, 47, "s"), (1, 1, 5, 6, 1, "c"), (1, 5, 3, 3, 2, "s"), (1, 20, 6, 150, 24, "c")]
 
 
+@pytest.mark.parametrize("tile", [2, 4])
 @pytest.mark.parametrize("case", WINOGRAD)
 @pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES)
 @pytest.mark.parametrize("native", [True, False])
-def test_winograd_conv2d_matches_reference(lib, case, mode, lo, hi, native):
-    """Against the float64 convolution under every epilogue; with the kernels' own panel height, and
-    another, misaligned (the compiler never makes it: repacked, still right)."""
+def test_winograd_conv2d_matches_reference(lib, tile, case, mode, lo, hi, native):
+    """F(2x2, 3x3) and F(4x4, 3x3) against the float64 convolution under every epilogue; with the kernels'
+    own panel height, and another, misaligned (the compiler never makes it: repacked, still right). The
+    usual tolerance holds for both (F(4x4) comes within a third of it at 512 channels)."""
     n, c, h, w, f, layout = case
     rng = np.random.default_rng(sum(case[:5]) + mode)
     x, x_base = strided((n, c, h, w), layout, rng)
@@ -796,7 +801,8 @@ def test_winograd_conv2d_matches_reference(lib, case, mode, lo, hi, native):
     want = expected_epilogue(product, out.astype(np.float64), mode, lo, hi,
                              bias.astype(np.float64)[None, :, None, None], res.astype(np.float64))
     rows = lib.etmlir_uk_panel_rows() if native else 5
-    _run_winograd(lib, x, x_base, wt, rows, out, out_base, epilogue(mode, lo, hi, bias, res), 0 if native else 3)
+    _run_winograd(lib, x, x_base, wt, rows, out, out_base, epilogue(mode, lo, hi, bias, res), 0 if native else 3,
+                  tile)
     _check(out, want, c * 9)
 
 

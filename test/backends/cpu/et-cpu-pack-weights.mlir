@@ -1,4 +1,4 @@
-// RUN: et-opt %s --split-input-file --pass-pipeline='builtin.module(et-cpu-pack-weights{panel-rows=2 panel-width=4 winograd-min-channels=1})' | FileCheck %s
+// RUN: et-opt %s --split-input-file --pass-pipeline='builtin.module(et-cpu-pack-weights{panel-rows=2 panel-width=4 winograd-min-channels=1 winograd2-min-channels=1})' | FileCheck %s
 // RUN: not et-opt %s --split-input-file --pass-pipeline='builtin.module(et-cpu-pack-weights{panel-rows=-1})' 2>&1 | FileCheck %s --check-prefix=BAD
 
 // A panel size the kernels cannot have is refused before anything is packed.
@@ -109,16 +109,21 @@ module {
 
 // -----
 
-// A 3x3 stride-1 convolution with enough channels (here 1: winograd-min-channels=1) and output tiles
-// (8 x 16: 32 tiles of 2 x 2) goes through Winograd F(2x2, 3x3): its filter g becomes U = G g G^T, each
-// of the 16 elements an [F, C] matrix in row panels, one after another: [16 * ceil(F / 2), C, 2]. For
-// g = the centre tap, U = u u^T with u = (0, .5, -.5, 0). The call loses its strides and dilations.
-// The same filter with 4 tiles, or at stride 2, reads the plain row panels; the old global goes.
+// A 3x3 stride-1 convolution with enough channels (here 1) and output tiles goes through Winograd
+// F(m x m, 3x3): its filter g becomes U = G g G^T, each of the (m + 2)^2 elements an [F, C] matrix in
+// row panels, one after another: [(m + 2)^2 * ceil(F / 2), C, 2]. 16 x 32 outputs have 32 tiles of 4 x 4
+// (m = 4); 8 x 16 outputs 8 of those but 32 of 2 x 2 (m = 2: for g = the centre tap, U = u u^T with
+// u = (0, .5, -.5, 0)). The calls lose their strides and dilations. The same filter with 4 tiles, or at
+// stride 2, reads the plain row panels; the old global goes.
 // CHECK-NOT: @g :
-// CHECK: memref.global "private" constant @g_winograd : memref<16x1x2xf32> = dense<{{\[}}{{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[2.500000e-01, 0.000000e+00]], {{\[}}[-2.500000e-01, 0.000000e+00]], {{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[-2.500000e-01, 0.000000e+00]], {{\[}}[2.500000e-01, 0.000000e+00]],
+// CHECK: memref.global "private" constant @g_winograd4 : memref<36x1x2xf32>
+// CHECK: memref.global "private" constant @g_winograd2 : memref<16x1x2xf32> = dense<{{\[}}{{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[2.500000e-01, 0.000000e+00]], {{\[}}[-2.500000e-01, 0.000000e+00]], {{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[0.000000e+00, 0.000000e+00]], {{\[}}[-2.500000e-01, 0.000000e+00]], {{\[}}[2.500000e-01, 0.000000e+00]],
 // CHECK: memref.global "private" constant @g_panels : memref<1x9x2xf32>
 // CHECK-LABEL: func.func @forward
-// CHECK: %[[U:.*]] = memref.get_global @g_winograd
+// CHECK: %[[U4:.*]] = memref.get_global @g_winograd4
+// CHECK: %[[UC4:.*]] = memref.cast %[[U4]]
+// CHECK: call @etmlir_uk_conv2d_winograd_ep(%{{.*}}, %[[UC4]], %[[BIG:[^,]*]], %{{.*}}, %[[BIG]], %{{.*}}, %{{.*}}, %{{.*}}) :
+// CHECK: %[[U:.*]] = memref.get_global @g_winograd2
 // CHECK: %[[UC:.*]] = memref.cast %[[U]]
 // CHECK: call @etmlir_uk_conv2d_winograd_ep(%{{.*}}, %[[UC]], %[[OUT:[^,]*]], %{{.*}}, %[[OUT]], %{{.*}}, %{{.*}}, %{{.*}}) :
 // CHECK-COUNT-2: call @etmlir_uk_conv2d_packed_ep(
@@ -126,15 +131,18 @@ module {
 module {
   memref.global "private" constant @g : memref<1x1x3x3xf32> = dense<[[[[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]]]>
   func.func private @etmlir_uk_conv2d_nchw_fchw(memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, i64, i64, i64)
-  func.func @forward(%in: memref<1x1x10x18xf32>, %out: memref<1x1x8x16xf32>, %small: memref<1x1x4x4xf32>, %half: memref<1x1x4x8xf32>) {
+  func.func @forward(%in: memref<1x1x10x18xf32>, %out: memref<1x1x8x16xf32>, %small: memref<1x1x4x4xf32>, %half: memref<1x1x4x8xf32>, %bigin: memref<1x1x18x34xf32>, %bigout: memref<1x1x16x32xf32>) {
     %0 = memref.get_global @g : memref<1x1x3x3xf32>
     %w = memref.cast %0 : memref<1x1x3x3xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
     %i = memref.cast %in : memref<1x1x10x18xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
     %o = memref.cast %out : memref<1x1x8x16xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
     %s = memref.cast %small : memref<1x1x4x4xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
     %h = memref.cast %half : memref<1x1x4x8xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+    %bi = memref.cast %bigin : memref<1x1x18x34xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+    %bo = memref.cast %bigout : memref<1x1x16x32xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
     %one = arith.constant 1 : i64
     %two = arith.constant 2 : i64
+    func.call @etmlir_uk_conv2d_nchw_fchw(%bi, %w, %bo, %one, %one, %one, %one) : (memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, i64, i64, i64) -> ()
     func.call @etmlir_uk_conv2d_nchw_fchw(%i, %w, %o, %one, %one, %one, %one) : (memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, i64, i64, i64) -> ()
     func.call @etmlir_uk_conv2d_nchw_fchw(%i, %w, %s, %one, %one, %one, %one) : (memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, i64, i64, i64) -> ()
     func.call @etmlir_uk_conv2d_nchw_fchw(%i, %w, %h, %two, %two, %one, %one) : (memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, i64, i64, i64) -> ()

@@ -1056,12 +1056,35 @@ static void gemv_tile_any(int M, int J, const float* a, int64_t lda, const float
   }
 }
 
-/* The last few columns of a GEMM whose A rows are contiguous, as dot products: C[:, n] += A B[:, n]
- * (col: K floats of scratch). Cheaper than a vector of mostly idle lanes in the microkernel. */
+/* Column n of B into col[0, K): a matrix's, or an image's im2col column (b_view). */
+static void b_column(const b_view* b, int64_t K, int64_t n, float* col) {
+  if (!b->is_conv) {
+    for (int64_t k = 0; k < K; k++) col[k] = b->m.p[k * b->m.rs + n * b->m.cs];
+    return;
+  }
+  int64_t oh = n / b->ow, ow = n % b->ow, window = b->kh * b->kw;
+  for (int64_t k = 0; k < K; k++) {
+    int64_t c = k / window, i = (k % window) / b->kw, j = k % b->kw;
+    col[k] = b->in[c * b->sc + (oh * b->str_h + i * b->dil_h) * b->sh + (ow * b->str_w + j * b->dil_w) * b->sw];
+  }
+}
+
+/* The last few columns of a GEMM whose A rows are contiguous or packed in panels, as dot products:
+ * C[:, n] += A B[:, n] (col: K floats of scratch). Cheaper than a vector of mostly idle lanes in the
+ * microkernel. */
 static void gemm_tail_columns(const gemm_problem* g, int64_t n0, int64_t n1, float* col) {
   for (int64_t n = n0; n < n1; n++) {
-    const float* b = g->b.m.p + n * g->b.m.cs;
-    for (int64_t k = 0; k < g->K; k++) col[k] = b[k * g->b.m.rs];
+    b_column(&g->b, g->K, n, col);
+    if (g->a_packed) { /* a panel's UK_MR rows side by side, k after k */
+      for (int64_t m0 = 0; m0 < g->M; m0 += UK_MR) {
+        const float* panel = g->a_packed + (m0 / UK_MR) * g->K * UK_MR;
+        float acc[UK_MR] = {0};
+        for (int64_t k = 0; k < g->K; k++)
+          for (int r = 0; r < UK_MR; r++) acc[r] += panel[k * UK_MR + r] * col[k];
+        for (int64_t r = 0; r < MIN(UK_MR, g->M - m0); r++) g->c[(m0 + r) * g->rsc + n * g->csc] += acc[r];
+      }
+      continue;
+    }
     for (int64_t m = 0; m < g->M; m += 4) {
       /* "a" is the column (one row), "w" are four rows of A; outputs C[m + j, n]. */
       gemv_tile_any(1, (int)MIN(4, g->M - m), col, 0, g->a.p + m * g->a.rs, g->a.rs, g->K,
@@ -1221,11 +1244,11 @@ static void gemm_run(gemm_problem* probs, int64_t batch) {
   int64_t tail = 0; /* columns left to gemm_tail_columns */
   (void)tail;
 #if defined(__AVX512F__)
-  /* A few columns past a multiple of 16 (N = 49, 65, 196) go to dot products instead of a vector
-   * of mostly idle lanes. */
-  if (!job.gemv && !g0->b.is_conv && !g0->b.packed && !g0->a_packed && N >= 32 && N % 16 <= TAIL_COLS_MAX) {
+  /* A few columns past a multiple of 16 (N = 49, 65, 196: a 7x7 or 14x14 convolution's) go to dot
+   * products instead of a vector of mostly idle lanes. */
+  if (!job.gemv && !g0->b.packed && N >= 32 && N % 16 <= TAIL_COLS_MAX) {
     tail = N % 16;
-    for (int64_t i = 0; i < batch; i++) tail = probs[i].a.cs == 1 ? tail : 0;
+    for (int64_t i = 0; i < batch; i++) tail = probs[i].a_packed || probs[i].a.cs == 1 ? tail : 0;
     for (int64_t i = 0; i < batch; i++) probs[i].N -= tail;
     N -= tail;
   }
@@ -1650,26 +1673,33 @@ static void conv_image_epilogue(const etmlir_epilogue* ep, float* o, const int64
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Winograd F(2x2, 3x3): 3x3 stride-1 convolutions with 2.25x fewer multiplies                 */
+/* Winograd F(m x m, 3 x 3), m = 2 or 4: 3x3 stride-1 convolutions with fewer multiplies        */
 /* ------------------------------------------------------------------------------------------ */
-/* Each 2x2 output tile is Y = A^T [sum_c (G g G^T) . (B^T d B)] A, d the tile's 4x4 input patch
- * (Lavin and Gray, 2015). For each of the 16 elements e of the transformed tile, the sum over
- * channels is a GEMM:  M_e[F, tiles] = U_e[F, C] x V_e[C, tiles],  U_e = (G g G^T)_e and
- * V_e = (B^T d B)_e. U arrives as A panels (gemm_problem.a_packed), built at compile time by
- * et-cpu-pack-weights from the constant filter (which layers it suits is decided there); V is built a block of tiles at a time as
- * B panels (b_view.packed), so the GEMMs pack nothing and a block's V and M stay in L2.
- *   G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]
- *   A^T = [1 1 1 0; 0 1 -1 -1]
- * The transforms add and subtract only, so the result differs from the direct convolution by a
- * few ulps of the intermediate sums. */
+/* Each m x m output tile is Y = A^T [sum_c (G g G^T) . (B^T d B)] A, d the tile's a x a input patch,
+ * a = m + 2 (Lavin and Gray, 2015). For each of the E = a^2 elements e of the transformed tile, the
+ * sum over channels is a GEMM:  M_e[F, tiles] = U_e[F, C] x V_e[C, tiles],  U_e = (G g G^T)_e and
+ * V_e = (B^T d B)_e: 9 m^2 multiplies per tile and channel pair become E (2.25x fewer for m = 2, 4x
+ * for m = 4). U arrives as A panels (gemm_problem.a_packed), built at compile time by
+ * et-cpu-pack-weights from the constant filter (which layers suit which m is decided there); V is
+ * built a block of tiles at a time as B panels (b_view.packed), so the GEMMs pack nothing.
+ *   m = 2:  B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]   A^T = [1 1 1 0; 0 1 -1 -1]
+ *   m = 4:  B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
+ *           A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
+ * (G: pack_weights.py.) The transforms reassociate the sums: for m = 4, whose coefficients reach 8,
+ * the result drifts further from the direct convolution's (see the tests' tolerances). */
 
-enum { WINO_BLOCK_FLOATS = 8192 }; /* a block's tiles x max(C, F): V and M 16x that, 512 KiB each */
+enum {
+  WINO_BLOCK_FLOATS = 8192, /* a block's tiles x max(C, F): V and M E times that */
+  WINO_MAX_M = 4,
+  WINO_MAX_A = WINO_MAX_M + 2,
+};
 
-/* U packed: [16][ceil(F / UK_MR)][C][UK_MR], row f of U_e at (f / UK_MR, c, f % UK_MR), zero
+/* U packed: [E][ceil(F / UK_MR)][C][UK_MR], row f of U_e at (f / UK_MR, c, f % UK_MR), zero
  * padded past F. Floats per e: */
 static int64_t wino_u_floats(int64_t F, int64_t C) { return CEIL_DIV(F, UK_MR) * UK_MR * C; }
 
 typedef struct {
+  int m, a, E; /* output tile m x m, input patch a x a, E = a * a */
   const float* in;
   int64_t is[4], IH, IW; /* the (padded) input */
   float* out;
@@ -1678,73 +1708,316 @@ typedef struct {
   int64_t C, F, OH, OW, TH, TW, tiles, tb; /* tb: tiles per block, a multiple of UK_NR */
   int64_t blocks, tasks;
   const etmlir_epilogue* ep;
-  float* scratch; /* per task: V (16 x C x tb) then M (16 x F x tb) */
+  float* scratch; /* per task: V (E x C x tb) then M (E x F x tb) */
   int64_t slot;
   int64_t phase_block, phase; /* the block and phase the phase-parallel split works on */
 } wino_job;
 
-/* B^T d B for n <= UK_NR tiles side by side: d[r][s] = src[r * rs + 2 * k + s] for tile k; element e of
- * tile k goes to dst[e * es + k]. The patch's columns are split into even and odd ones first, so every
- * loop after that runs over tiles with unit stride (and vectorizes). */
-static void wino_in_run(const float* restrict src, int64_t rs, int64_t n, float* restrict dst, int64_t es) {
-  float ev[4][UK_NR + 1], od[4][UK_NR + 1], te[4][UK_NR + 1], to[4][UK_NR + 1];
-  for (int r = 0; r < 4; r++) {
-    const float* row = src + r * rs;
-    for (int64_t k = 0; k <= n; k++) {
-      ev[r][k] = row[2 * k];
-      od[r][k] = row[2 * k + 1];
-    }
-  }
-  /* B^T d: rows combined (i = 0..3), still split into even and odd columns. */
-  for (int64_t k = 0; k <= n; k++) {
-    te[0][k] = ev[0][k] - ev[2][k];
-    te[1][k] = ev[1][k] + ev[2][k];
-    te[2][k] = ev[2][k] - ev[1][k];
-    te[3][k] = ev[1][k] - ev[3][k];
-    to[0][k] = od[0][k] - od[2][k];
-    to[1][k] = od[1][k] + od[2][k];
-    to[2][k] = od[2][k] - od[1][k];
-    to[3][k] = od[1][k] - od[3][k];
-  }
-  /* (B^T d) B: column 2k + s of the patch is te[k] (s = 0), to[k] (1), te[k + 1] (2), to[k + 1] (3). */
-  for (int i = 0; i < 4; i++) {
-    float* d0 = dst + (i * 4 + 0) * es;
-    float* d1 = dst + (i * 4 + 1) * es;
-    float* d2 = dst + (i * 4 + 2) * es;
-    float* d3 = dst + (i * 4 + 3) * es;
-    for (int64_t k = 0; k < n; k++) {
-      d0[k] = te[i][k] - te[i][k + 1];
-      d1[k] = to[i][k] + te[i][k + 1];
-      d2[k] = te[i][k + 1] - to[i][k];
-      d3[k] = to[i][k] - to[i][k + 1];
+/* The 1-d transforms, on n lanes (n <= UK_NR + 1): out row i = sum_r T[i][r] * in row r. */
+UK_INLINE void wino_bt(const int m, float (*restrict in)[UK_NR + 1], float (*restrict out)[UK_NR + 1], int64_t n) {
+#pragma GCC ivdep
+  for (int64_t k = 0; k < n; k++) {
+    if (m == 2) {
+      float d0 = in[0][k], d1 = in[1][k], d2 = in[2][k], d3 = in[3][k];
+      out[0][k] = d0 - d2;
+      out[1][k] = d1 + d2;
+      out[2][k] = d2 - d1;
+      out[3][k] = d1 - d3;
+    } else {
+      float d0 = in[0][k], d1 = in[1][k], d2 = in[2][k], d3 = in[3][k], d4 = in[4][k], d5 = in[5][k];
+      out[0][k] = 4.0f * d0 - 5.0f * d2 + d4;
+      out[1][k] = d3 + d4 - 4.0f * (d1 + d2);
+      out[2][k] = d4 - d3 + 4.0f * (d1 - d2);
+      out[3][k] = d4 - d2 + 2.0f * (d3 - d1);
+      out[4][k] = d4 - d2 + 2.0f * (d1 - d3);
+      out[5][k] = 4.0f * d1 - 5.0f * d3 + d5;
     }
   }
 }
 
+UK_INLINE void wino_at(const int m, float (*restrict in)[UK_NR], float (*restrict out)[UK_NR], int64_t n) {
+#pragma GCC ivdep
+  for (int64_t k = 0; k < n; k++) {
+    if (m == 2) {
+      float m0 = in[0][k], m1 = in[1][k], m2 = in[2][k], m3 = in[3][k];
+      out[0][k] = m0 + m1 + m2;
+      out[1][k] = m1 - m2 - m3;
+    } else {
+      float m0 = in[0][k], m1 = in[1][k], m2 = in[2][k], m3 = in[3][k], m4 = in[4][k], m5 = in[5][k];
+      float p12 = m1 + m2, d12 = m1 - m2, p34 = m3 + m4, d34 = m3 - m4;
+      out[0][k] = m0 + p12 + p34;
+      out[1][k] = d12 + 2.0f * d34;
+      out[2][k] = p12 + 4.0f * p34;
+      out[3][k] = d12 + 8.0f * d34 + m5;
+    }
+  }
+}
+
+/* B^T d B for n <= UK_NR tiles side by side: d[r][s] = src[r * rs + m * k + s] for tile k; element
+ * e = a i + j of tile k goes to dst[e * es + k]. Each row's columns are first split by their phase
+ * modulo m (column m k + s of tile k is phase s of lane k, or, for s >= m, phase s - m of lane k + 1),
+ * so every loop after that runs over tiles with unit stride (and vectorizes). */
+UK_INLINE void wino_in_run_m(const int m, const float* restrict src, int64_t rs, int64_t n, float* restrict dst,
+                             int64_t es) {
+  const int a = m + 2;
+  float ph[WINO_MAX_M][WINO_MAX_A][UK_NR + 1]; /* [phase][row][lane] */
+  float t[WINO_MAX_M][WINO_MAX_A][UK_NR + 1];  /* B^T applied down the rows: [phase][i][lane] */
+  for (int r = 0; r < a; r++) {
+    const float* row = src + r * rs;
+    for (int s = 0; s < m; s++) {
+      for (int64_t k = 0; k < n; k++) ph[s][r][k] = row[m * k + s];
+      /* Lane n: only the two phases the last tile's last two columns need (reading more would
+       * leave the patch). */
+      ph[s][r][n] = s < 2 ? row[m * n + s] : 0.0f;
+    }
+  }
+  for (int s = 0; s < m; s++) wino_bt(m, ph[s], t[s], n + 1);
+  for (int i = 0; i < a; i++) {
+    float col[WINO_MAX_A][UK_NR + 1], v[WINO_MAX_A][UK_NR + 1];
+    for (int s = 0; s < a; s++)
+      for (int64_t k = 0; k < n; k++) col[s][k] = s < m ? t[s][i][k] : t[s - m][i][k + 1];
+    wino_bt(m, col, v, n);
+    for (int j = 0; j < a; j++)
+      for (int64_t k = 0; k < n; k++) dst[(i * a + j) * es + k] = v[j][k];
+  }
+}
+
+#if defined(__AVX512F__)
+/* F(4x4, 3x3) on 16 tiles at once (AVX-512), n <= 16 of them real: lane k of every vector is tile k. */
+
+/* B^T x for the six vectors x[0..5] (one per row or column of the patch). */
+UK_INLINE void wino4_bt512(const __m512* x, __m512* y) {
+  const __m512 four = _mm512_set1_ps(4.0f), five = _mm512_set1_ps(5.0f), two = _mm512_set1_ps(2.0f);
+  y[0] = _mm512_fnmadd_ps(five, x[2], _mm512_fmadd_ps(four, x[0], x[4]));
+  y[1] = _mm512_fnmadd_ps(four, _mm512_add_ps(x[1], x[2]), _mm512_add_ps(x[3], x[4]));
+  y[2] = _mm512_fmadd_ps(four, _mm512_sub_ps(x[1], x[2]), _mm512_sub_ps(x[4], x[3]));
+  y[3] = _mm512_fmadd_ps(two, _mm512_sub_ps(x[3], x[1]), _mm512_sub_ps(x[4], x[2]));
+  y[4] = _mm512_fmadd_ps(two, _mm512_sub_ps(x[1], x[3]), _mm512_sub_ps(x[4], x[2]));
+  y[5] = _mm512_fnmadd_ps(five, x[3], _mm512_fmadd_ps(four, x[1], x[5]));
+}
+
+/* A^T x for the six vectors x[0..5]: four. */
+UK_INLINE void wino4_at512(const __m512* x, __m512* y) {
+  const __m512 two = _mm512_set1_ps(2.0f), four = _mm512_set1_ps(4.0f), eight = _mm512_set1_ps(8.0f);
+  __m512 p12 = _mm512_add_ps(x[1], x[2]), d12 = _mm512_sub_ps(x[1], x[2]);
+  __m512 p34 = _mm512_add_ps(x[3], x[4]), d34 = _mm512_sub_ps(x[3], x[4]);
+  y[0] = _mm512_add_ps(_mm512_add_ps(x[0], p12), p34);
+  y[1] = _mm512_fmadd_ps(two, d34, d12);
+  y[2] = _mm512_fmadd_ps(four, p34, p12);
+  y[3] = _mm512_add_ps(_mm512_fmadd_ps(eight, d34, d12), x[5]);
+}
+
+/* Input transform of n <= 16 tiles: the patch of tile k is src[r * rs + 4k + s], r, s < 6. */
+static void wino4_in16(const float* src, int64_t rs, int64_t n, float* dst, int64_t es) {
+  /* Phase s of the 16 tiles, from four vectors of 64 consecutive floats: lane k takes float 4k + s. */
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i next = _mm512_add_epi32(lane, _mm512_set1_epi32(1)); /* lane k <- k + 1; lane 15 <- the tail's 0 */
+  const __m512i next2 = _mm512_mask_add_epi32(next, 0x8000, next, _mm512_set1_epi32(1)); /* ... tail's 1 */
+  int64_t len = 4 * n + 2; /* floats the n patches span in a row */
+  __m512 d[6][6];          /* [row][column] */
+  for (int r = 0; r < 6; r++) {
+    const float* row = src + r * rs;
+    __m512 v[5];
+    for (int q = 0; q < 5; q++) v[q] = _mm512_maskz_loadu_ps(mask16(MAX(0, len - 16 * q)), row + 16 * q);
+    for (int s = 0; s < 4; s++) {
+      __m512i idx = _mm512_and_si512(_mm512_add_epi32(_mm512_slli_epi32(lane, 2), _mm512_set1_epi32(s)),
+                                     _mm512_set1_epi32(31));
+      d[r][s] = _mm512_mask_blend_ps(0xFF00, _mm512_permutex2var_ps(v[0], idx, v[1]),
+                                     _mm512_permutex2var_ps(v[2], idx, v[3]));
+    }
+    d[r][4] = _mm512_permutex2var_ps(d[r][0], next, v[4]);  /* float 4k + 4: phase 0 of tile k + 1 */
+    d[r][5] = _mm512_permutex2var_ps(d[r][1], next2, v[4]); /* float 4k + 5 */
+  }
+  __m512 t[6][6]; /* B^T down the columns: t[i][s] */
+  for (int s = 0; s < 6; s++) {
+    __m512 x[6] = {d[0][s], d[1][s], d[2][s], d[3][s], d[4][s], d[5][s]}, y[6];
+    wino4_bt512(x, y);
+    for (int i = 0; i < 6; i++) t[i][s] = y[i];
+  }
+  __mmask16 keep = mask16(n);
+  for (int i = 0; i < 6; i++) { /* ... then along each row: element (i, j) */
+    __m512 v[6];
+    wino4_bt512(t[i], v);
+    for (int j = 0; j < 6; j++) _mm512_mask_storeu_ps(dst + (i * 6 + j) * es, keep, v[j]);
+  }
+}
+
+/* Output transform of n <= 16 tiles (element e of tile k at src[e * es + k]), added to `rows` output
+ * rows o + p * rs at columns 4k + q < cols (unit column stride). */
+static void wino4_out16(const float* src, int64_t es, int64_t n, int64_t cols, int64_t rows, float* o, int64_t rs) {
+  __mmask16 keep = mask16(n);
+  __m512 s[6][4], y[4][4]; /* A^T along each row: s[i][q]; then down the columns: y[p][q] */
+  for (int i = 0; i < 6; i++) {
+    __m512 x[6];
+    for (int j = 0; j < 6; j++) x[j] = _mm512_maskz_loadu_ps(keep, src + (i * 6 + j) * es);
+    wino4_at512(x, s[i]);
+  }
+  for (int q = 0; q < 4; q++) {
+    __m512 x[6] = {s[0][q], s[1][q], s[2][q], s[3][q], s[4][q], s[5][q]}, z[4];
+    wino4_at512(x, z);
+    for (int p = 0; p < 4; p++) y[p][q] = z[p];
+  }
+  /* Row p holds y[p][q][k] at column 4k + q: interleave the four vectors by pairs, then pairs of pairs. */
+  const __m512i pair_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i pair_hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const __m512i quad_lo = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
+  const __m512i quad_hi = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
+  for (int p = 0; p < (int)rows; p++) {
+    __m512d ab[2], cd[2];
+    ab[0] = _mm512_castps_pd(_mm512_permutex2var_ps(y[p][0], pair_lo, y[p][1]));
+    ab[1] = _mm512_castps_pd(_mm512_permutex2var_ps(y[p][0], pair_hi, y[p][1]));
+    cd[0] = _mm512_castps_pd(_mm512_permutex2var_ps(y[p][2], pair_lo, y[p][3]));
+    cd[1] = _mm512_castps_pd(_mm512_permutex2var_ps(y[p][2], pair_hi, y[p][3]));
+    float* row = o + p * rs;
+    for (int v = 0; v < 4; v++) {
+      __mmask16 mk = mask16(MAX(0, cols - 16 * v));
+      if (!mk) break;
+      __m512 z = _mm512_castpd_ps(_mm512_permutex2var_pd(ab[v / 2], v % 2 ? quad_hi : quad_lo, cd[v / 2]));
+      _mm512_mask_storeu_ps(row + 16 * v, mk, _mm512_add_ps(_mm512_maskz_loadu_ps(mk, row + 16 * v), z));
+    }
+  }
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+/* F(4x4, 3x3) on 8 tiles at once (AVX2), n <= 8 of them real: lane k of every vector is tile k. */
+
+static __m256i lanes_below(int64_t n) { /* the maskload/maskstore mask of the first n lanes */
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)MAX(0, MIN(8, n))), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* The four 64-bit quarters of four vectors, transposed: out[i] quarter q = in[q] quarter i. */
+UK_INLINE void transpose_quarters256(const __m256* in, __m256* out) {
+  __m256d a = _mm256_unpacklo_pd(_mm256_castps_pd(in[0]), _mm256_castps_pd(in[1]));
+  __m256d b = _mm256_unpackhi_pd(_mm256_castps_pd(in[0]), _mm256_castps_pd(in[1]));
+  __m256d c = _mm256_unpacklo_pd(_mm256_castps_pd(in[2]), _mm256_castps_pd(in[3]));
+  __m256d d = _mm256_unpackhi_pd(_mm256_castps_pd(in[2]), _mm256_castps_pd(in[3]));
+  out[0] = _mm256_castpd_ps(_mm256_permute2f128_pd(a, c, 0x20));
+  out[1] = _mm256_castpd_ps(_mm256_permute2f128_pd(b, d, 0x20));
+  out[2] = _mm256_castpd_ps(_mm256_permute2f128_pd(a, c, 0x31));
+  out[3] = _mm256_castpd_ps(_mm256_permute2f128_pd(b, d, 0x31));
+}
+
+UK_INLINE void wino4_bt256(const __m256* x, __m256* y) {
+  const __m256 four = _mm256_set1_ps(4.0f), five = _mm256_set1_ps(5.0f), two = _mm256_set1_ps(2.0f);
+  y[0] = _mm256_fnmadd_ps(five, x[2], _mm256_fmadd_ps(four, x[0], x[4]));
+  y[1] = _mm256_fnmadd_ps(four, _mm256_add_ps(x[1], x[2]), _mm256_add_ps(x[3], x[4]));
+  y[2] = _mm256_fmadd_ps(four, _mm256_sub_ps(x[1], x[2]), _mm256_sub_ps(x[4], x[3]));
+  y[3] = _mm256_fmadd_ps(two, _mm256_sub_ps(x[3], x[1]), _mm256_sub_ps(x[4], x[2]));
+  y[4] = _mm256_fmadd_ps(two, _mm256_sub_ps(x[1], x[3]), _mm256_sub_ps(x[4], x[2]));
+  y[5] = _mm256_fnmadd_ps(five, x[3], _mm256_fmadd_ps(four, x[1], x[5]));
+}
+
+UK_INLINE void wino4_at256(const __m256* x, __m256* y) {
+  const __m256 two = _mm256_set1_ps(2.0f), four = _mm256_set1_ps(4.0f), eight = _mm256_set1_ps(8.0f);
+  __m256 p12 = _mm256_add_ps(x[1], x[2]), d12 = _mm256_sub_ps(x[1], x[2]);
+  __m256 p34 = _mm256_add_ps(x[3], x[4]), d34 = _mm256_sub_ps(x[3], x[4]);
+  y[0] = _mm256_add_ps(_mm256_add_ps(x[0], p12), p34);
+  y[1] = _mm256_fmadd_ps(two, d34, d12);
+  y[2] = _mm256_fmadd_ps(four, p34, p12);
+  y[3] = _mm256_add_ps(_mm256_fmadd_ps(eight, d34, d12), x[5]);
+}
+
+/* Input transform of n <= 8 tiles: the patch of tile k is src[r * rs + 4k + s], r, s < 6. */
+static void wino4_in8(const float* src, int64_t rs, int64_t n, float* dst, int64_t es) {
+  /* Each vector of 8 floats holds two tiles' four phases; pairing the tiles per phase, then
+   * transposing the pairs, gives phase s of the 8 tiles in order. */
+  const __m256i pairs = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256i shift = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 7);
+  int64_t len = 4 * n + 2; /* floats the n patches span in a row */
+  __m256 d[6][6];          /* [row][column] */
+  for (int r = 0; r < 6; r++) {
+    const float* row = src + r * rs;
+    __m256 v[4];
+    for (int q = 0; q < 4; q++)
+      v[q] = _mm256_permutevar8x32_ps(_mm256_maskload_ps(row + 8 * q, lanes_below(len - 8 * q)), pairs);
+    transpose_quarters256(v, d[r]);
+    /* Floats 4k + 4 and 4k + 5: phases 0 and 1 of tile k + 1; lane 7 from past the last tile. */
+    __m256 tail = _mm256_maskload_ps(row + 32, lanes_below(len - 32));
+    d[r][4] = _mm256_blend_ps(_mm256_permutevar8x32_ps(d[r][0], shift), _mm256_permutevar8x32_ps(tail, _mm256_setzero_si256()), 0x80);
+    d[r][5] = _mm256_blend_ps(_mm256_permutevar8x32_ps(d[r][1], shift),
+                              _mm256_permutevar8x32_ps(tail, _mm256_set1_epi32(1)), 0x80);
+  }
+  __m256 t[6][6]; /* B^T down the columns: t[i][s] */
+  for (int s = 0; s < 6; s++) {
+    __m256 x[6] = {d[0][s], d[1][s], d[2][s], d[3][s], d[4][s], d[5][s]}, y[6];
+    wino4_bt256(x, y);
+    for (int i = 0; i < 6; i++) t[i][s] = y[i];
+  }
+  __m256i keep = lanes_below(n);
+  for (int i = 0; i < 6; i++) { /* ... then along each row: element (i, j) */
+    __m256 v[6];
+    wino4_bt256(t[i], v);
+    for (int j = 0; j < 6; j++) _mm256_maskstore_ps(dst + (i * 6 + j) * es, keep, v[j]);
+  }
+}
+
+/* Output transform of n <= 8 tiles (element e of tile k at src[e * es + k]), added to `rows` output
+ * rows o + p * rs at columns 4k + q < cols (unit column stride). */
+static void wino4_out8(const float* src, int64_t es, int64_t n, int64_t cols, int64_t rows, float* o, int64_t rs) {
+  const __m256i unpair = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  __m256i keep = lanes_below(n);
+  __m256 s[6][4], y[4][4]; /* A^T along each row: s[i][q]; then down the columns: y[p][q] */
+  for (int i = 0; i < 6; i++) {
+    __m256 x[6];
+    for (int j = 0; j < 6; j++) x[j] = _mm256_maskload_ps(src + (i * 6 + j) * es, keep);
+    wino4_at256(x, s[i]);
+  }
+  for (int q = 0; q < 4; q++) {
+    __m256 x[6] = {s[0][q], s[1][q], s[2][q], s[3][q], s[4][q], s[5][q]}, z[4];
+    wino4_at256(x, z);
+    for (int p = 0; p < 4; p++) y[p][q] = z[p];
+  }
+  for (int p = 0; p < (int)rows; p++) {
+    __m256 w[4];
+    transpose_quarters256(y[p], w); /* w[v]: tiles 2v, 2v + 1, by phase pairs */
+    float* row = o + p * rs;
+    for (int v = 0; v < 4; v++) {
+      __m256i mk = lanes_below(cols - 8 * v);
+      __m256 z = _mm256_permutevar8x32_ps(w[v], unpair);
+      _mm256_maskstore_ps(row + 8 * v, mk, _mm256_add_ps(_mm256_maskload_ps(row + 8 * v, mk), z));
+    }
+  }
+}
+#endif
+
+static void wino_in_run(int m, const float* src, int64_t rs, int64_t n, float* dst, int64_t es) {
+  if (m == 2) {
+    wino_in_run_m(2, src, rs, n, dst, es);
+  } else {
+#if defined(__AVX512F__)
+    for (int64_t k = 0; k < n; k += 16) wino4_in16(src + 4 * k, rs, MIN(16, n - k), dst + k, es);
+#elif defined(__AVX2__) && defined(__FMA__)
+    for (int64_t k = 0; k < n; k += 8) wino4_in8(src + 4 * k, rs, MIN(8, n - k), dst + k, es);
+#else
+    wino_in_run_m(4, src, rs, n, dst, es);
+#endif
+  }
+}
+
 /* The tiles [t0, t1) of channels [c0, c1) into V (tile t at lane t - t0 of its block). A run is
- * tiles of one tile row within one B panel; a tile whose patch leaves the input (odd output sizes)
- * reads zeros there. */
+ * tiles of one tile row within one B panel; a tile whose patch leaves the input (output sizes that
+ * are not a multiple of m) reads zeros there. */
 static void wino_input(const wino_job* j, int64_t t0, int64_t t1, int64_t c0, int64_t c1, float* v) {
+  const int m = j->m, a = j->a;
   int64_t es = j->C * j->tb, per_image = j->TH * j->TW;
   for (int64_t t = t0; t < t1;) {
     int64_t n = t / per_image, ty = (t % per_image) / j->TW, tx = t % j->TW, lane = t - t0;
     int64_t run = MIN(MIN(j->TW - tx, t1 - t), UK_NR - lane % UK_NR);
-    int64_t y0 = 2 * ty, x0 = 2 * tx;
-    int full_rows = y0 + 4 <= j->IH;
-    int64_t room = j->IW - 4 - x0; /* tiles wholly inside: x0 + 2k + 3 < IW */
-    int64_t inner = full_rows && room >= 0 ? MIN(run, room / 2 + 1) : 0;
+    int64_t y0 = m * ty, x0 = m * tx;
+    int full_rows = y0 + a <= j->IH;
+    int64_t room = j->IW - a - x0; /* tiles wholly inside: x0 + m k + a <= IW */
+    int64_t inner = full_rows && room >= 0 ? MIN(run, room / m + 1) : 0;
     for (int64_t c = c0; c < c1; c++) {
       const float* src = j->in + n * j->is[0] + c * j->is[1] + y0 * j->is[2] + x0;
       float* dst = v + (lane / UK_NR) * j->C * UK_NR + c * UK_NR + lane % UK_NR;
-      if (inner) wino_in_run(src, j->is[2], inner, dst, es);
+      if (inner) wino_in_run(m, src, j->is[2], inner, dst, es);
       for (int64_t k = inner; k < run; k++) {
-        float d[4 * 4];
-        for (int r = 0; r < 4; r++)
-          for (int s = 0; s < 4; s++) {
-            int64_t y = y0 + r, x = x0 + 2 * k + s;
-            d[r * 4 + s] = y < j->IH && x < j->IW ? src[r * j->is[2] + 2 * k + s] : 0.0f;
+        float d[WINO_MAX_A * WINO_MAX_A];
+        for (int r = 0; r < a; r++)
+          for (int s = 0; s < a; s++) {
+            int64_t y = y0 + r, x = x0 + m * k + s;
+            d[r * a + s] = y < j->IH && x < j->IW ? src[r * j->is[2] + m * k + s] : 0.0f;
           }
-        wino_in_run(d, 4, 1, dst + k, es);
+        wino_in_run(m, d, a, 1, dst + k, es);
       }
     }
     t += run;
@@ -1752,14 +2025,14 @@ static void wino_input(const wino_job* j, int64_t t0, int64_t t1, int64_t c0, in
   /* Lanes past the last tile of the block's last panel: zero, so the GEMM reads no garbage. */
   int64_t used = t1 - t0, padded = CEIL_DIV(used, UK_NR) * UK_NR;
   if (padded > used && c0 == 0)
-    for (int e = 0; e < 16; e++)
+    for (int e = 0; e < j->E; e++)
       for (int64_t c = 0; c < j->C; c++)
         for (int64_t lane = used; lane < padded; lane++)
           v[e * es + (lane / UK_NR) * j->C * UK_NR + c * UK_NR + lane % UK_NR] = 0.0f;
 }
 
 /* M_e = U_e x V_e for e in [e0, e1) over the block's first `cols` lanes (whole panels). */
-static void wino_gemms(const wino_job* j, int e0, int e1, int64_t cols, const float* v, float* m) {
+static void wino_gemms(const wino_job* j, int e0, int e1, int64_t cols, const float* v, float* mt) {
   static const etmlir_epilogue zero = {ETMLIR_EP_INIT_ZERO, 0.0f, 0.0f, NULL, 0, NULL, {0}, 0, 0};
   for (int e = e0; e < e1; e++) {
     gemm_problem g;
@@ -1769,7 +2042,7 @@ static void wino_gemms(const wino_job* j, int e0, int e1, int64_t cols, const fl
     g.K = j->C;
     g.a_packed = j->u + e * wino_u_floats(j->F, j->C);
     g.b.packed = v + e * j->C * j->tb;
-    g.c = m + e * j->F * j->tb;
+    g.c = mt + e * j->F * j->tb;
     g.rsc = j->tb;
     g.csc = 1;
     g.e.ep = &zero;
@@ -1778,56 +2051,66 @@ static void wino_gemms(const wino_job* j, int e0, int e1, int64_t cols, const fl
   }
 }
 
-/* A^T m A for n <= UK_NR tiles side by side (element e of tile k at src[e * es + k]), added to two
- * output rows (column 2k + s of tile k at o[(2k + s) * cs]); tiles from `pairs` on have one column
- * inside, and o1 is written only when rows == 2. */
-UK_INLINE void wino_out_run(const float* restrict src, int64_t es, int64_t n, int64_t pairs, int64_t rows,
-                            float* restrict o0, float* restrict o1, const int64_t cs) {
-  float y[4][UK_NR]; /* y[2i + s][k]: output row i, column 2k + s */
-  for (int64_t k = 0; k < n; k++) {
-    float s0[4], s1[4];
-    for (int q = 0; q < 4; q++) {
-      float m0 = src[q * es + k], m1 = src[(4 + q) * es + k], m2 = src[(8 + q) * es + k], m3 = src[(12 + q) * es + k];
-      s0[q] = m0 + m1 + m2;
-      s1[q] = m1 - m2 - m3;
-    }
-    y[0][k] = s0[0] + s0[1] + s0[2];
-    y[1][k] = s0[1] - s0[2] - s0[3];
-    y[2][k] = s1[0] + s1[1] + s1[2];
-    y[3][k] = s1[1] - s1[2] - s1[3];
+/* A^T M A for n <= UK_NR tiles side by side (element e of tile k at src[e * es + k]), added to `rows`
+ * output rows o + p * rs: the first `full` tiles have all m columns inside, the one after them
+ * `part` (column q of tile k at (m k + q) * cs). */
+UK_INLINE void wino_out_run_m(const int m, const float* restrict src, int64_t es, int64_t n, int64_t full,
+                              int64_t part, int64_t rows, float* restrict o, int64_t rs, const int64_t cs) {
+  const int a = m + 2;
+  float s[WINO_MAX_A][WINO_MAX_M][UK_NR]; /* A^T applied along each row i: [i][q][lane] */
+  for (int i = 0; i < a; i++) {
+    float row[WINO_MAX_A][UK_NR];
+    for (int j = 0; j < a; j++)
+      for (int64_t k = 0; k < n; k++) row[j][k] = src[(i * a + j) * es + k];
+    wino_at(m, row, s[i], n);
   }
-  for (int i = 0; i < (int)rows; i++) {
-    float* o = i ? o1 : o0;
-    const float* ya = y[2 * i];
-    const float* yb = y[2 * i + 1];
-    for (int64_t k = 0; k < pairs; k++) {
-      o[2 * k * cs] += ya[k];
-      o[(2 * k + 1) * cs] += yb[k];
+  for (int q = 0; q < m; q++) {
+    float col[WINO_MAX_A][UK_NR], y[WINO_MAX_M][UK_NR];
+    for (int i = 0; i < a; i++)
+      for (int64_t k = 0; k < n; k++) col[i][k] = s[i][q][k];
+    wino_at(m, col, y, n);
+    for (int p = 0; p < (int)rows; p++) {
+      float* op = o + p * rs + q * cs;
+      for (int64_t k = 0; k < full; k++) op[m * k * cs] += y[p][k];
+      if (q < part) op[m * full * cs] += y[p][full];
     }
-    for (int64_t k = pairs; k < n; k++) o[2 * k * cs] += ya[k];
   }
 }
 
 /* A^T M A of tiles [t0, t1) for channels [f0, f1), added to the output, with the epilogue. */
-static void wino_output(const wino_job* j, int64_t t0, int64_t t1, int64_t f0, int64_t f1, const float* m) {
+static void wino_output(const wino_job* j, int64_t t0, int64_t t1, int64_t f0, int64_t f1, const float* mt) {
+  const int m = j->m;
   int64_t es = j->F * j->tb, per_image = j->TH * j->TW;
   const int64_t* os = j->os;
   for (int64_t t = t0; t < t1;) {
     int64_t n = t / per_image, ty = (t % per_image) / j->TW, tx = t % j->TW, lane = t - t0;
     int64_t run = MIN(MIN(j->TW - tx, t1 - t), UK_NR);
-    int64_t oh = 2 * ty, ow = 2 * tx, rows = MIN(2, j->OH - oh), cols = MIN(2 * run, j->OW - ow);
+    int64_t oh = m * ty, ow = m * tx, rows = MIN(m, j->OH - oh), cols = MIN(m * run, j->OW - ow);
+    int64_t full = cols / m, part = cols % m;
     float* o = j->out + n * os[0] + oh * os[2];
     for (int64_t r = 0; r < rows; r++) {
       ep_view e = conv_row_epilogue(j->ep, n, oh + r);
       ep_init(&e, o + r * os[2], os[1], os[3], f0, f1 - f0, ow, cols);
     }
-    int64_t pairs = cols / 2; /* tiles whose two columns are both inside */
     for (int64_t f = f0; f < f1; f++) {
-      float* o0 = o + f * os[1] + ow * os[3];
-      if (os[3] == 1) {
-        wino_out_run(m + f * j->tb + lane, es, run, pairs, rows, o0, o0 + os[2], 1);
+      const float* src = mt + f * j->tb + lane;
+      float* of = o + f * os[1] + ow * os[3];
+      if (m == 2 && os[3] == 1) {
+        wino_out_run_m(2, src, es, run, full, part, rows, of, os[2], 1);
+      } else if (m == 2) {
+        wino_out_run_m(2, src, es, run, full, part, rows, of, os[2], os[3]);
+      } else if (os[3] == 1) {
+#if defined(__AVX512F__)
+        for (int64_t k = 0; k < run; k += 16)
+          wino4_out16(src + k, es, MIN(16, run - k), MIN(64, cols - 4 * k), rows, of + 4 * k, os[2]);
+#elif defined(__AVX2__) && defined(__FMA__)
+        for (int64_t k = 0; k < run; k += 8)
+          wino4_out8(src + k, es, MIN(8, run - k), MIN(32, cols - 4 * k), rows, of + 4 * k, os[2]);
+#else
+        wino_out_run_m(4, src, es, run, full, part, rows, of, os[2], 1);
+#endif
       } else {
-        wino_out_run(m + f * j->tb + lane, es, run, pairs, rows, o0, o0 + os[2], os[3]);
+        wino_out_run_m(4, src, es, run, full, part, rows, of, os[2], os[3]);
       }
     }
     for (int64_t r = 0; r < rows; r++) {
@@ -1840,11 +2123,11 @@ static void wino_output(const wino_job* j, int64_t t0, int64_t t1, int64_t f0, i
 
 static void wino_block(const wino_job* j, int64_t b, float* slot) {
   float* v = slot;
-  float* m = slot + 16 * j->C * j->tb;
+  float* mt = slot + j->E * j->C * j->tb;
   int64_t t0 = b * j->tb, t1 = MIN(j->tiles, t0 + j->tb);
   wino_input(j, t0, t1, 0, j->C, v);
-  wino_gemms(j, 0, 16, CEIL_DIV(t1 - t0, UK_NR) * UK_NR, v, m);
-  wino_output(j, t0, t1, 0, j->F, m);
+  wino_gemms(j, 0, j->E, CEIL_DIV(t1 - t0, UK_NR) * UK_NR, v, mt);
+  wino_output(j, t0, t1, 0, j->F, mt);
 }
 
 /* Enough blocks for every task: each task takes whole blocks. */
@@ -1857,12 +2140,12 @@ static void wino_blocks_body(void* arg, int64_t begin, int64_t end) {
   }
 }
 
-/* Fewer blocks than tasks: the tasks share one block, phase by phase (input channels, then the 16
+/* Fewer blocks than tasks: the tasks share one block, phase by phase (input channels, then the E
  * GEMMs, then output channels), one parallel_for per phase. */
 static void wino_phase_body(void* arg, int64_t begin, int64_t end) {
   const wino_job* j = (const wino_job*)arg;
   float* v = j->scratch;
-  float* m = j->scratch + 16 * j->C * j->tb;
+  float* mt = j->scratch + j->E * j->C * j->tb;
   int64_t t0 = j->phase_block * j->tb, t1 = MIN(j->tiles, t0 + j->tb);
   for (int64_t i = begin; i < end; i++) {
     int64_t lo, hi;
@@ -1870,19 +2153,22 @@ static void wino_phase_body(void* arg, int64_t begin, int64_t end) {
       split_range(j->C, j->tasks, 1, i, &lo, &hi);
       if (lo < hi || i == 0) wino_input(j, t0, t1, lo, hi, v);
     } else if (j->phase == 1) {
-      split_range(16, j->tasks, 1, i, &lo, &hi);
-      wino_gemms(j, (int)lo, (int)hi, CEIL_DIV(t1 - t0, UK_NR) * UK_NR, v, m);
+      split_range(j->E, j->tasks, 1, i, &lo, &hi);
+      wino_gemms(j, (int)lo, (int)hi, CEIL_DIV(t1 - t0, UK_NR) * UK_NR, v, mt);
     } else {
       split_range(j->F, j->tasks, 1, i, &lo, &hi);
-      if (lo < hi) wino_output(j, t0, t1, lo, hi, m);
+      if (lo < hi) wino_output(j, t0, t1, lo, hi, mt);
     }
   }
 }
 
-static void wino_conv(etmlir_memref4d_f32* in, const float* u, etmlir_memref4d_f32* out, int64_t C,
+static void wino_conv(etmlir_memref4d_f32* in, const float* u, etmlir_memref4d_f32* out, int64_t C, int m,
                       const etmlir_epilogue* ep) {
   wino_job j;
   memset(&j, 0, sizeof(j));
+  j.m = m;
+  j.a = m + 2;
+  j.E = j.a * j.a;
   j.in = in->aligned + in->offset;
   j.out = out->aligned + out->offset;
   for (int i = 0; i < 4; i++) {
@@ -1896,19 +2182,21 @@ static void wino_conv(etmlir_memref4d_f32* in, const float* u, etmlir_memref4d_f
   j.F = out->sizes[1];
   j.OH = out->sizes[2];
   j.OW = out->sizes[3];
-  j.TH = CEIL_DIV(j.OH, 2);
-  j.TW = CEIL_DIV(j.OW, 2);
+  j.TH = CEIL_DIV(j.OH, m);
+  j.TW = CEIL_DIV(j.OW, m);
   j.tiles = out->sizes[0] * j.TH * j.TW;
   j.tb = MAX(UK_NR, WINO_BLOCK_FLOATS / MAX(j.C, j.F) / UK_NR * UK_NR);
   j.tb = MIN(j.tb, CEIL_DIV(j.tiles, UK_NR) * UK_NR);
   j.blocks = CEIL_DIV(j.tiles, j.tb);
   j.ep = ep;
-  j.slot = 16 * (j.C + j.F) * j.tb;
+  j.slot = j.E * (j.C + j.F) * j.tb;
   int nt = etmlir_cpu_num_threads();
-  double flops = 2.0 * 16 * (double)j.F * (double)j.C * (double)j.tiles;
+  double flops = 2.0 * j.E * (double)j.F * (double)j.C * (double)j.tiles;
   j.tasks = nt > 1 && flops >= PAR_MIN_FLOPS ? nt : 1;
   int by_blocks = j.blocks >= j.tasks;
-  j.scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(j.slot * (by_blocks ? j.tasks : 1)));
+  /* min(tasks, blocks) slots either way (the phase split uses one): never fewer than a smaller pool
+   * needs, so the arena the compiler measures with its larger pool holds every run's. */
+  j.scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(j.slot * MIN(j.tasks, j.blocks)));
   if (j.tasks == 1) {
     for (int64_t b = 0; b < j.blocks; b++) wino_block(&j, b, j.scratch);
   } else if (by_blocks) {
@@ -1924,15 +2212,27 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_winograd_ep(etmlir_memref4d
                                                                  etmlir_memref4d_f32* out, const etmlir_epilogue* ep) {
   int64_t nb = out->sizes[0], F = out->sizes[1], C = u->sizes[1], H = u->sizes[2];
   if (nb <= 0 || F <= 0 || out->sizes[2] <= 0 || out->sizes[3] <= 0) return;
+  /* The tile size follows from U's element count: E = (m + 2)^2 matrices of ceil(F / H) panels. */
+  int64_t P = H > 0 ? CEIL_DIV(F, H) : 0, E = P > 0 ? u->sizes[0] / P : 0;
+  int m = E == 16 && u->sizes[0] == 16 * P ? 2 : E == 36 && u->sizes[0] == 36 * P ? 4 : 0;
+  if (!m) { /* not a U the compiler makes: NaN, never a plausible wrong answer */
+    for (int64_t n = 0; n < nb; n++)
+      for (int64_t f = 0; f < F; f++)
+        for (int64_t h = 0; h < out->sizes[2]; h++)
+          for (int64_t w = 0; w < out->sizes[3]; w++)
+            out->aligned[out->offset + n * out->strides[0] + f * out->strides[1] + h * out->strides[2] +
+                         w * out->strides[3]] = __builtin_nanf("");
+    return;
+  }
   const float* up = u->aligned + u->offset;
   const int64_t* us = u->strides;
   float* own_u = NULL;
   if (!(H == UK_MR && us[2] == 1 && us[1] == H && us[0] == C * H && ((uintptr_t)up & 63) == 0)) {
     /* Panels of another height, layout or alignment (the compiler does not make them): repacked. */
-    int64_t ue = wino_u_floats(F, C), P = H > 0 ? u->sizes[0] / 16 : 0;
-    own_u = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(16 * ue));
-    memset(own_u, 0, sizeof(float) * (size_t)(16 * ue));
-    for (int64_t e = 0; e < 16; e++)
+    int64_t ue = wino_u_floats(F, C);
+    own_u = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(E * ue));
+    memset(own_u, 0, sizeof(float) * (size_t)(E * ue));
+    for (int64_t e = 0; e < E; e++)
       for (int64_t f = 0; f < F; f++)
         for (int64_t c = 0; c < C; c++)
           own_u[e * ue + (f / UK_MR) * C * UK_MR + c * UK_MR + f % UK_MR] =
@@ -1957,7 +2257,7 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_winograd_ep(etmlir_memref4d
     dense.strides[1] = s[2] * s[3];
     dense.strides[0] = s[1] * s[2] * s[3];
   }
-  wino_conv(&dense, up, out, C, ep);
+  wino_conv(&dense, up, out, C, m, ep);
   if (own_in) etmlir_cpu_scratch_free(own_in);
   if (own_u) etmlir_cpu_scratch_free(own_u);
 }

@@ -31,23 +31,26 @@ strides, dilations[, epilogue])` likewise becomes `@etmlir_uk_conv2d_packed_ep(
 of A, column by column). Panels are zero padded at the end; the kernels do
 not compute the padding, so it costs only memory, and a weight it would more
 than double (N = 10 classifiers at W = 32) stays as it was, as does a splat.
-A 3x3 stride-1 convolution with at least `winograd-min-channels` channels
-in and out and 32 output tiles of 2x2 per image instead goes through
-Winograd F(2x2, 3x3) (2.25x fewer multiplies; `etmlir_uk_conv2d_winograd_ep`):
-its filter g becomes U = G g G^T, and each of U's 16 elements, an [F, C]
-matrix, is packed into row panels, [16 * ceil(F / H), C, H] in all:
+
+A 3x3 stride-1 convolution with enough channels in and out and at least 32
+output tiles per image instead goes through Winograd F(m x m, 3x3)
+(`etmlir_uk_conv2d_winograd_ep`): m = 4 (4x fewer multiplies) when it has 32
+tiles of 4x4 and `winograd-min-channels` channels, else m = 2 (2.25x fewer)
+when it has 32 tiles of 2x2 and `winograd2-min-channels` channels. Its filter
+g becomes U = G g G^T, and each of U's (m + 2)^2 elements, an [F, C] matrix,
+is packed into row panels, [(m + 2)^2 * ceil(F / H), C, H] in all:
 
     func.call @etmlir_uk_conv2d_nchw_fchw_ep(%in, %filter, %out, %c1, %c1, %c1, %c1, <epilogue>)
 
 becomes
 
-    memref.global "private" constant @f_winograd : memref<160x64x14xf32> = dense<...> {alignment = 64}
+    memref.global "private" constant @f_winograd4 : memref<180x64x14xf32> = dense<...> {alignment = 64}
     func.call @etmlir_uk_conv2d_winograd_ep(%in, %u, %out, <epilogue>)
 
 The old global goes when nothing else reads it, so the payload carries each
-weight once (a filter with both uses is packed both ways). The sizes must be those the payload's microkernels were built
-for: the cpu pipeline asks them (`link.panel_shape`); 0, the default, asks
-the host's.
+weight once (a filter with several uses is packed each way they need). The
+panel sizes must be those the payload's microkernels were built for: the cpu
+pipeline asks them (`link.panel_shape`); 0, the default, asks the host's.
 """
 
 from __future__ import annotations
@@ -75,13 +78,10 @@ class Source:
 
 
 WINOGRAD_KERNEL = "etmlir_uk_conv2d_winograd_ep"
-# Which 3x3 stride-1 convolutions go through Winograd F(2x2, 3x3): measured in a ctypes loop on an
-# AVX-512 core, against the packed direct convolution (one thread, ReLU epilogue), ResNet-18's layers
-# ran 0.73-0.76x the time (64 channels at 56x56, 128 at 28x28, 256 at 14x14) and 512 at 7x7 (16
-# tiles, half a panel) 1.19x; 32 channels at 56x56 and 64 at 28x28 broke even. On the AVX2 build of
-# the same sources the ratios were 0.54-0.65 (and 0.79 at 7x7).
-WINOGRAD_MIN_CHANNELS = 64
-WINOGRAD_MIN_TILES = 32  # 2x2 output tiles per image
+# Which 3x3 stride-1 convolutions go through Winograd, and with which tile: see winograd_tile.
+WINOGRAD_MIN_CHANNELS = 32
+WINOGRAD_MIN_TILES = 32  # output tiles per image
+WINOGRAD_2_CHANNELS = 256  # F(2x2) pays only with this many channels
 
 SOURCES = {
     "etmlir_uk_matmul": Source(1, 2, False, "etmlir_uk_matmul_packed_ep", 0),
@@ -95,10 +95,12 @@ SOURCES = {
     "panel-width": Option(int, 0, "B-panel columns: the payload's microkernels' (0: the host's)", minimum=0),
     "panel-rows": Option(int, 0, "A-panel rows: the payload's microkernels' (0: the host's)", minimum=0),
     "winograd-min-channels": Option(int, WINOGRAD_MIN_CHANNELS,
-                                    "input and output channels a 3x3 stride-1 convolution needs for Winograd",
-                                    minimum=1)})
+                                    "input and output channels a 3x3 stride-1 convolution needs for Winograd F(4x4)",
+                                    minimum=1),
+    "winograd2-min-channels": Option(int, WINOGRAD_2_CHANNELS, "... and for Winograd F(2x2)", minimum=1)})
 def pack_weights(module: ir.Operation, *, panel_width: int = 0, panel_rows: int = 0,
-                 winograd_min_channels: int = WINOGRAD_MIN_CHANNELS) -> None:
+                 winograd_min_channels: int = WINOGRAD_MIN_CHANNELS,
+                 winograd2_min_channels: int = WINOGRAD_2_CHANNELS) -> None:
     """et-cpu-pack-weights: matmuls by a constant B and convolutions by a constant filter read panels packed
     at compile time."""
     if panel_width == 0 or panel_rows == 0:
@@ -130,8 +132,10 @@ def pack_weights(module: ir.Operation, *, panel_width: int = 0, panel_rows: int 
         for call, source, get_global in calls:
             name = ir.FlatSymbolRefAttr(get_global.attributes["name"]).value
             shape = ir.MemRefType(get_global.result.type).shape
-            winograd = source.rank == 4 and suits_winograd(call, shape, winograd_min_channels)
-            key = (name, "winograd" if winograd else "panels")
+            tile = winograd_tile(call, shape, (winograd_min_channels, winograd2_min_channels)) \
+                if source.rank == 4 else 0
+            winograd = tile > 0
+            key = (name, f"winograd{tile}" if winograd else "panels")
             if key not in packed:
                 old = globals_.get(name)
                 value = old.attributes["initial_value"] if old is not None and "constant" in old.attributes \
@@ -143,7 +147,7 @@ def pack_weights(module: ir.Operation, *, panel_width: int = 0, panel_rows: int 
                 if weight is None:
                     panels = None
                 elif winograd:
-                    panels = winograd_filter(weight, panel_rows)
+                    panels = winograd_filter(weight, panel_rows, tile)
                 else:
                     panels = _panels(weight, panel_width, panel_rows)
                 packed[key] = None if panels is None else _new_global(old, f"{name}_{key[1]}", panels)
@@ -184,17 +188,21 @@ def _constant_int(value: ir.Value) -> int | None:
     return ir.IntegerAttr(value.owner.operation.attributes["value"]).value
 
 
-def suits_winograd(call: ir.Operation, shape: list[int], min_channels: int = WINOGRAD_MIN_CHANNELS) -> bool:
-    """Whether a convolution call (filter `shape`) goes through Winograd F(2x2, 3x3): a 3x3 window,
-    strides and dilations 1, enough channels either side and enough output tiles per image."""
+def winograd_tile(call: ir.Operation, shape: list[int],
+                  min_channels: tuple[int, int] = (WINOGRAD_MIN_CHANNELS, WINOGRAD_2_CHANNELS)) -> int:
+    """The output tile m (4 or 2) a convolution call (filter `shape`) goes through Winograd F(m x m, 3x3)
+    with, or 0: a 3x3 window, strides and dilations 1, and for F(4x4) (F(2x2)) min_channels[0] ([1])
+    channels either side and WINOGRAD_MIN_TILES output tiles of 4x4 (2x2) per image."""
     f, c, kh, kw = shape
-    if (kh, kw) != (3, 3) or min(f, c) < min_channels or \
-            any(_constant_int(call.operands[i]) != 1 for i in range(3, 7)):
-        return False
+    if (kh, kw) != (3, 3) or any(_constant_int(call.operands[i]) != 1 for i in range(3, 7)):
+        return 0
     out = _static_shape(call.operands[2])
     if out[2] is None or out[3] is None:
-        return False
-    return -(-out[2] // 2) * -(-out[3] // 2) >= WINOGRAD_MIN_TILES
+        return 0
+    for tile, channels in zip((4, 2), min_channels):
+        if min(f, c) >= channels and -(-out[2] // tile) * -(-out[3] // tile) >= WINOGRAD_MIN_TILES:
+            return tile
+    return 0
 
 
 def _panels(weight: np.ndarray, width: int, rows: int) -> np.ndarray | None:
@@ -227,17 +235,24 @@ def pack_rows(a: np.ndarray, rows: int) -> np.ndarray:
     return pack_columns(np.ascontiguousarray(a.T), rows)
 
 
-# Winograd F(2x2, 3x3)'s filter transform (Lavin and Gray, 2015): U = G g G^T for each 3x3 g.
-WINOGRAD_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+# Winograd F(m x m, 3x3)'s filter transforms (Lavin and Gray, 2015): U = G g G^T for each 3x3 g.
+WINOGRAD_G = {
+    2: np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]]),
+    4: np.array([[1 / 4, 0.0, 0.0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+                 [1 / 24, -1 / 12, 1 / 6], [0.0, 0.0, 1.0]]),
+}
 
 
-def winograd_filter(weight: np.ndarray, rows: int) -> np.ndarray:
-    """A 3x3 filter [F, C, 3, 3] as `etmlir_uk_conv2d_winograd_ep` reads it: U = G g G^T (in float64,
-    rounded once), element e = 4i + j of it as an [F, C] matrix in row panels (`pack_rows`), the 16
-    matrices' panels one after another: [16 * ceil(F / rows), C, rows]."""
-    u = np.einsum("ik,fckl,jl->ijfc", WINOGRAD_G, weight.astype(np.float64), WINOGRAD_G)
-    u = u.reshape(16, weight.shape[0], weight.shape[1]).astype(np.float32)
-    return np.concatenate([pack_rows(u[e], rows) for e in range(16)])
+def winograd_filter(weight: np.ndarray, rows: int, tile: int = 2) -> np.ndarray:
+    """A 3x3 filter [F, C, 3, 3] as `etmlir_uk_conv2d_winograd_ep` reads it for output tiles of
+    `tile` x `tile`: U = G g G^T (in float64, rounded once), element e = a i + j of it (a = tile + 2) as
+    an [F, C] matrix in row panels (`pack_rows`), the a^2 matrices' panels one after another:
+    [a^2 * ceil(F / rows), C, rows]."""
+    g = WINOGRAD_G[tile]
+    a = tile + 2
+    u = np.einsum("ik,fckl,jl->ijfc", g, weight.astype(np.float64), g)
+    u = u.reshape(a * a, weight.shape[0], weight.shape[1]).astype(np.float32)
+    return np.concatenate([pack_rows(u[e], rows) for e in range(a * a)])
 
 
 def _new_global(old: ir.Operation, name: str, panels: np.ndarray) -> ir.Operation:
