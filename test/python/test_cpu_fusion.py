@@ -260,6 +260,28 @@ def test_winograd_convolutions_match_eager(compiled):
     assert rt.cpu_heap_fallbacks() == fallbacks  # the measured arena held the transforms' scratch
 
 
+def test_winograd_can_be_turned_off_for_a_smaller_payload(compiled):
+    """compile_specs={"winograd": "false"}: the same layers read plain filter panels (1/4 the size of
+    F(4x4)'s transformed filters), and still match eager."""
+    torch.manual_seed(6)
+    model = BasicBlock(64).eval()
+    _randomize_norms(model)
+    x = torch.randn(1, 64, 24, 24)
+    edge = etmlir.to_edge(etmlir.export(model, (x,)))
+    sizes = {}
+    for spec in ("true", "false"):
+        compiled.clear()
+        pte = edge.to_backend(backends.partitioner("cpu", compile_specs={"winograd": spec})).to_executorch().buffer
+        assert compiled["etmlir_uk_conv2d_winograd_ep"] == (2 if spec == "true" else 0), compiled
+        assert _convolutions(compiled) == 2
+        with torch.no_grad():
+            np.testing.assert_allclose(rt.load(pte).method("forward")(x.numpy())[0], model(x).numpy(), atol=1e-3,
+                                       rtol=1e-4)
+        sizes[spec] = len(pte)
+    # Two 64 x 64 x 3 x 3 filters: 36 / 9 times the floats with Winograd F(4x4) (plus panel padding).
+    assert sizes["true"] - sizes["false"] > 2 * 64 * 64 * 9 * 4 * 2.5
+
+
 def test_gelu_is_not_an_epilogue_but_still_matches(compiled):
     """GELU is no clamp: it stays a loop after the product (the bias is still fused)."""
     model = nn.Sequential(nn.Linear(16, 32), nn.GELU())

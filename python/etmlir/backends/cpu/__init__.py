@@ -27,6 +27,9 @@ Partitioner options:
                    lowering instead of the microkernels (slow; for comparisons)
                    {"trace_regions": "false"}: no per-region events for the tracer (the
                    delegate is one row of a trace; et-cpu-trace-regions)
+                   {"winograd": "false"}: 3x3 convolutions never through Winograd (whose
+                   transformed filters are 4x / 16/9 the size: a smaller payload, slower;
+                   et-cpu-pack-weights)
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ from etmlir.passes.pipeline import parse_pipeline, run_pipeline
 from etmlir.program import find_function
 
 
-SPECS = ("microkernels", "trace_regions", "verbose")
+SPECS = ("microkernels", "trace_regions", "verbose", "winograd")
 
 
 def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> PreprocessResult:
@@ -70,6 +70,7 @@ def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> Preproces
         compiled = compile_delegate(
             module, microkernels=compile_specs.get("microkernels", "true").lower() != "false",
             trace_regions=compile_specs.get("trace_regions", "true").lower() != "false",
+            winograd=compile_specs.get("winograd", "true").lower() != "false",
             log=(lambda line: print(f"[cpu] {line}", file=sys.stderr)) if verbose else None)
     except ir.MLIRError as error:
         raise BackendError(f"cpu backend: the delegate does not compile: {error}") from None
@@ -77,14 +78,17 @@ def preprocess(module: ir.Module, compile_specs: Mapping[str, str]) -> Preproces
     return PreprocessResult(compiled.payload, dict(compiled.info.debug_handle_map))
 
 
-def pipeline(*, microkernels: bool = True, trace_regions: bool = True, panels: tuple[int, int] | None = None) -> str:
+def pipeline(*, microkernels: bool = True, trace_regions: bool = True, panels: tuple[int, int] | None = None,
+             winograd: bool = True) -> str:
     """The pass pipeline from an outlined edge delegate to the LLVM dialect (`panels`: the microkernels'
-    (A rows, B columns), `link.panel_shape`; None leaves et-cpu-pack-weights to ask the host's)."""
+    (A rows, B columns), `link.panel_shape`; None leaves et-cpu-pack-weights to ask the host's;
+    `winograd`: 3x3 convolutions through Winograd where they suit)."""
     passes = ["et-conv1d-to-conv2d", "et-fold-constants", "et-fold-batch-norm", "et-edge-to-torch", "et-torch-to-linalg", "et-cpu-fuse-elementwise",
               "et-cpu-shapes-function", "et-cpu-bufferize"]
     if microkernels:
-        passes += ["et-cpu-microkernels", f"et-cpu-pack-weights{{panel-rows={panels[0]} panel-width={panels[1]}}}"
-                   if panels else "et-cpu-pack-weights"]
+        options = ([f"panel-rows={panels[0]}", f"panel-width={panels[1]}"] if panels else []) + \
+            ([] if winograd else ["winograd=false"])
+        passes += ["et-cpu-microkernels", f"et-cpu-pack-weights{{{' '.join(options)}}}" if options else "et-cpu-pack-weights"]
     passes.append("et-cpu-approximate-math")
     if trace_regions:
         passes.append("et-cpu-trace-regions")
@@ -114,7 +118,8 @@ class CompiledDelegate:
 
 
 def compile_delegate(module: ir.Module, *, target: Target | None = None, microkernels: bool = True,
-                     trace_regions: bool = True, log: Callable[[str], None] | None = None) -> CompiledDelegate:
+                     trace_regions: bool = True, winograd: bool = True,
+                     log: Callable[[str], None] | None = None) -> CompiledDelegate:
     """Compile an outlined delegate module (edge `@forward`, changed in place) into a payload."""
     target = target or host()
     seconds: dict[str, float] = {}
@@ -136,7 +141,7 @@ def compile_delegate(module: ir.Module, *, target: Target | None = None, microke
     handles = tuple(sorted(set(debug_handles(module.operation))))
 
     text = pipeline(microkernels=microkernels, trace_regions=trace_regions,
-                    panels=link.panel_shape(target) if microkernels else None)
+                    panels=link.panel_shape(target) if microkernels else None, winograd=winograd)
     if log:
         log(f"pipeline: {text}")
     for element in parse_pipeline(text):  # one at a time: each step's time is reported

@@ -51,6 +51,8 @@ typedef __m512 ukv;
 #define ukv_load _mm512_load_ps
 #define ukv_storeu _mm512_storeu_ps
 #define ukv_fmadd _mm512_fmadd_ps
+#define ukv_fnmadd _mm512_fnmadd_ps
+#define ukv_sub _mm512_sub_ps
 #define ukv_add _mm512_add_ps
 #define ukv_max _mm512_max_ps
 #define ukv_min _mm512_min_ps
@@ -62,6 +64,8 @@ typedef __m256 ukv;
 #define ukv_load _mm256_load_ps
 #define ukv_storeu _mm256_storeu_ps
 #define ukv_fmadd _mm256_fmadd_ps
+#define ukv_fnmadd _mm256_fnmadd_ps
+#define ukv_sub _mm256_sub_ps
 #define ukv_add _mm256_add_ps
 #define ukv_max _mm256_max_ps
 #define ukv_min _mm256_min_ps
@@ -1782,30 +1786,78 @@ UK_INLINE void wino_in_run_m(const int m, const float* restrict src, int64_t rs,
   }
 }
 
-#if defined(__AVX512F__)
-/* F(4x4, 3x3) on 16 tiles at once (AVX-512), n <= 16 of them real: lane k of every vector is tile k. */
-
-/* B^T x for the six vectors x[0..5] (one per row or column of the patch). */
-UK_INLINE void wino4_bt512(const __m512* x, __m512* y) {
-  const __m512 four = _mm512_set1_ps(4.0f), five = _mm512_set1_ps(5.0f), two = _mm512_set1_ps(2.0f);
-  y[0] = _mm512_fnmadd_ps(five, x[2], _mm512_fmadd_ps(four, x[0], x[4]));
-  y[1] = _mm512_fnmadd_ps(four, _mm512_add_ps(x[1], x[2]), _mm512_add_ps(x[3], x[4]));
-  y[2] = _mm512_fmadd_ps(four, _mm512_sub_ps(x[1], x[2]), _mm512_sub_ps(x[4], x[3]));
-  y[3] = _mm512_fmadd_ps(two, _mm512_sub_ps(x[3], x[1]), _mm512_sub_ps(x[4], x[2]));
-  y[4] = _mm512_fmadd_ps(two, _mm512_sub_ps(x[1], x[3]), _mm512_sub_ps(x[4], x[2]));
-  y[5] = _mm512_fnmadd_ps(five, x[3], _mm512_fmadd_ps(four, x[1], x[5]));
+#if defined(UK_VEC)
+/* F(4x4, 3x3)'s 1-d transforms on vectors of tiles (AVX-512 and AVX2 alike). B^T x for the six vectors
+ * x[0..5] (a column or a row of the patch): */
+UK_INLINE void wino4_bt(const ukv* x, ukv* y) {
+  const ukv four = ukv_set1(4.0f), five = ukv_set1(5.0f), two = ukv_set1(2.0f);
+  y[0] = ukv_fnmadd(five, x[2], ukv_fmadd(four, x[0], x[4]));
+  y[1] = ukv_fnmadd(four, ukv_add(x[1], x[2]), ukv_add(x[3], x[4]));
+  y[2] = ukv_fmadd(four, ukv_sub(x[1], x[2]), ukv_sub(x[4], x[3]));
+  y[3] = ukv_fmadd(two, ukv_sub(x[3], x[1]), ukv_sub(x[4], x[2]));
+  y[4] = ukv_fmadd(two, ukv_sub(x[1], x[3]), ukv_sub(x[4], x[2]));
+  y[5] = ukv_fnmadd(five, x[3], ukv_fmadd(four, x[1], x[5]));
 }
 
 /* A^T x for the six vectors x[0..5]: four. */
-UK_INLINE void wino4_at512(const __m512* x, __m512* y) {
-  const __m512 two = _mm512_set1_ps(2.0f), four = _mm512_set1_ps(4.0f), eight = _mm512_set1_ps(8.0f);
-  __m512 p12 = _mm512_add_ps(x[1], x[2]), d12 = _mm512_sub_ps(x[1], x[2]);
-  __m512 p34 = _mm512_add_ps(x[3], x[4]), d34 = _mm512_sub_ps(x[3], x[4]);
-  y[0] = _mm512_add_ps(_mm512_add_ps(x[0], p12), p34);
-  y[1] = _mm512_fmadd_ps(two, d34, d12);
-  y[2] = _mm512_fmadd_ps(four, p34, p12);
-  y[3] = _mm512_add_ps(_mm512_fmadd_ps(eight, d34, d12), x[5]);
+UK_INLINE void wino4_at(const ukv* x, ukv* y) {
+  const ukv two = ukv_set1(2.0f), four = ukv_set1(4.0f), eight = ukv_set1(8.0f);
+  ukv p12 = ukv_add(x[1], x[2]), d12 = ukv_sub(x[1], x[2]);
+  ukv p34 = ukv_add(x[3], x[4]), d34 = ukv_sub(x[3], x[4]);
+  y[0] = ukv_add(ukv_add(x[0], p12), p34);
+  y[1] = ukv_fmadd(two, d34, d12);
+  y[2] = ukv_fmadd(four, p34, p12);
+  y[3] = ukv_add(ukv_fmadd(eight, d34, d12), x[5]);
 }
+
+/* The first n lanes of a vector: a mask for ukv_load_first / ukv_store_first. */
+#if defined(__AVX512F__)
+typedef __mmask16 ukv_lanes;
+#define ukv_first(n) mask16(MAX(0, MIN(16, (n))))
+#define ukv_load_first(p, m) _mm512_maskz_loadu_ps((m), (p))
+#define ukv_store_first(p, m, v) _mm512_mask_storeu_ps((p), (m), (v))
+#else
+typedef __m256i ukv_lanes;
+#define ukv_first(n) _mm256_cmpgt_epi32(_mm256_set1_epi32((int)MAX(0, MIN(8, (n)))), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
+#define ukv_load_first(p, m) _mm256_maskload_ps((p), (m))
+#define ukv_store_first(p, m, v) _mm256_maskstore_ps((p), (m), (v))
+#endif
+
+/* B^T d B of a vector of tiles' patches d[row][column]; element (i, j) stored to dst + (6i + j) es,
+ * the first `keep` lanes. */
+UK_INLINE void wino4_patch_store(ukv d[6][6], float* dst, int64_t es, ukv_lanes keep) {
+  ukv t[6][6]; /* B^T down the columns: t[i][s] */
+  for (int s = 0; s < 6; s++) {
+    ukv x[6] = {d[0][s], d[1][s], d[2][s], d[3][s], d[4][s], d[5][s]}, y[6];
+    wino4_bt(x, y);
+    for (int i = 0; i < 6; i++) t[i][s] = y[i];
+  }
+  for (int i = 0; i < 6; i++) { /* ... then along each row: element (i, j) */
+    ukv v[6];
+    wino4_bt(t[i], v);
+    for (int j = 0; j < 6; j++) ukv_store_first(dst + (i * 6 + j) * es, keep, v[j]);
+  }
+}
+
+/* A^T m A of a vector of tiles (element e at src + e es, the first `keep` lanes): y[p][q], the output
+ * at row p, column q of each tile. */
+UK_INLINE void wino4_tile_load(const float* src, int64_t es, ukv_lanes keep, ukv y[4][4]) {
+  ukv s[6][4]; /* A^T along each row: s[i][q]; then down the columns */
+  for (int i = 0; i < 6; i++) {
+    ukv x[6];
+    for (int j = 0; j < 6; j++) x[j] = ukv_load_first(src + (i * 6 + j) * es, keep);
+    wino4_at(x, s[i]);
+  }
+  for (int q = 0; q < 4; q++) {
+    ukv x[6] = {s[0][q], s[1][q], s[2][q], s[3][q], s[4][q], s[5][q]}, z[4];
+    wino4_at(x, z);
+    for (int p = 0; p < 4; p++) y[p][q] = z[p];
+  }
+}
+#endif
+
+#if defined(__AVX512F__)
+/* F(4x4, 3x3) on 16 tiles at once (AVX-512), n <= 16 of them real: lane k of every vector is tile k. */
 
 /* Input transform of n <= 16 tiles: the patch of tile k is src[r * rs + 4k + s], r, s < 6. */
 static void wino4_in16(const float* src, int64_t rs, int64_t n, float* dst, int64_t es) {
@@ -1818,7 +1870,7 @@ static void wino4_in16(const float* src, int64_t rs, int64_t n, float* dst, int6
   for (int r = 0; r < 6; r++) {
     const float* row = src + r * rs;
     __m512 v[5];
-    for (int q = 0; q < 5; q++) v[q] = _mm512_maskz_loadu_ps(mask16(MAX(0, len - 16 * q)), row + 16 * q);
+    for (int q = 0; q < 5; q++) v[q] = _mm512_maskz_loadu_ps(ukv_first(len - 16 * q), row + 16 * q);
     for (int s = 0; s < 4; s++) {
       __m512i idx = _mm512_and_si512(_mm512_add_epi32(_mm512_slli_epi32(lane, 2), _mm512_set1_epi32(s)),
                                      _mm512_set1_epi32(31));
@@ -1828,35 +1880,14 @@ static void wino4_in16(const float* src, int64_t rs, int64_t n, float* dst, int6
     d[r][4] = _mm512_permutex2var_ps(d[r][0], next, v[4]);  /* float 4k + 4: phase 0 of tile k + 1 */
     d[r][5] = _mm512_permutex2var_ps(d[r][1], next2, v[4]); /* float 4k + 5 */
   }
-  __m512 t[6][6]; /* B^T down the columns: t[i][s] */
-  for (int s = 0; s < 6; s++) {
-    __m512 x[6] = {d[0][s], d[1][s], d[2][s], d[3][s], d[4][s], d[5][s]}, y[6];
-    wino4_bt512(x, y);
-    for (int i = 0; i < 6; i++) t[i][s] = y[i];
-  }
-  __mmask16 keep = mask16(n);
-  for (int i = 0; i < 6; i++) { /* ... then along each row: element (i, j) */
-    __m512 v[6];
-    wino4_bt512(t[i], v);
-    for (int j = 0; j < 6; j++) _mm512_mask_storeu_ps(dst + (i * 6 + j) * es, keep, v[j]);
-  }
+  wino4_patch_store(d, dst, es, ukv_first(n));
 }
 
 /* Output transform of n <= 16 tiles (element e of tile k at src[e * es + k]), added to `rows` output
  * rows o + p * rs at columns 4k + q < cols (unit column stride). */
 static void wino4_out16(const float* src, int64_t es, int64_t n, int64_t cols, int64_t rows, float* o, int64_t rs) {
-  __mmask16 keep = mask16(n);
-  __m512 s[6][4], y[4][4]; /* A^T along each row: s[i][q]; then down the columns: y[p][q] */
-  for (int i = 0; i < 6; i++) {
-    __m512 x[6];
-    for (int j = 0; j < 6; j++) x[j] = _mm512_maskz_loadu_ps(keep, src + (i * 6 + j) * es);
-    wino4_at512(x, s[i]);
-  }
-  for (int q = 0; q < 4; q++) {
-    __m512 x[6] = {s[0][q], s[1][q], s[2][q], s[3][q], s[4][q], s[5][q]}, z[4];
-    wino4_at512(x, z);
-    for (int p = 0; p < 4; p++) y[p][q] = z[p];
-  }
+  __m512 y[4][4];
+  wino4_tile_load(src, es, ukv_first(n), y);
   /* Row p holds y[p][q][k] at column 4k + q: interleave the four vectors by pairs, then pairs of pairs. */
   const __m512i pair_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   const __m512i pair_hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
@@ -1870,7 +1901,7 @@ static void wino4_out16(const float* src, int64_t es, int64_t n, int64_t cols, i
     cd[1] = _mm512_castps_pd(_mm512_permutex2var_ps(y[p][2], pair_hi, y[p][3]));
     float* row = o + p * rs;
     for (int v = 0; v < 4; v++) {
-      __mmask16 mk = mask16(MAX(0, cols - 16 * v));
+      __mmask16 mk = ukv_first(cols - 16 * v);
       if (!mk) break;
       __m512 z = _mm512_castpd_ps(_mm512_permutex2var_pd(ab[v / 2], v % 2 ? quad_hi : quad_lo, cd[v / 2]));
       _mm512_mask_storeu_ps(row + 16 * v, mk, _mm512_add_ps(_mm512_maskz_loadu_ps(mk, row + 16 * v), z));
@@ -1879,10 +1910,6 @@ static void wino4_out16(const float* src, int64_t es, int64_t n, int64_t cols, i
 }
 #elif defined(__AVX2__) && defined(__FMA__)
 /* F(4x4, 3x3) on 8 tiles at once (AVX2), n <= 8 of them real: lane k of every vector is tile k. */
-
-static __m256i lanes_below(int64_t n) { /* the maskload/maskstore mask of the first n lanes */
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)MAX(0, MIN(8, n))), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 
 /* The four 64-bit quarters of four vectors, transposed: out[i] quarter q = in[q] quarter i. */
 UK_INLINE void transpose_quarters256(const __m256* in, __m256* out) {
@@ -1894,26 +1921,6 @@ UK_INLINE void transpose_quarters256(const __m256* in, __m256* out) {
   out[1] = _mm256_castpd_ps(_mm256_permute2f128_pd(b, d, 0x20));
   out[2] = _mm256_castpd_ps(_mm256_permute2f128_pd(a, c, 0x31));
   out[3] = _mm256_castpd_ps(_mm256_permute2f128_pd(b, d, 0x31));
-}
-
-UK_INLINE void wino4_bt256(const __m256* x, __m256* y) {
-  const __m256 four = _mm256_set1_ps(4.0f), five = _mm256_set1_ps(5.0f), two = _mm256_set1_ps(2.0f);
-  y[0] = _mm256_fnmadd_ps(five, x[2], _mm256_fmadd_ps(four, x[0], x[4]));
-  y[1] = _mm256_fnmadd_ps(four, _mm256_add_ps(x[1], x[2]), _mm256_add_ps(x[3], x[4]));
-  y[2] = _mm256_fmadd_ps(four, _mm256_sub_ps(x[1], x[2]), _mm256_sub_ps(x[4], x[3]));
-  y[3] = _mm256_fmadd_ps(two, _mm256_sub_ps(x[3], x[1]), _mm256_sub_ps(x[4], x[2]));
-  y[4] = _mm256_fmadd_ps(two, _mm256_sub_ps(x[1], x[3]), _mm256_sub_ps(x[4], x[2]));
-  y[5] = _mm256_fnmadd_ps(five, x[3], _mm256_fmadd_ps(four, x[1], x[5]));
-}
-
-UK_INLINE void wino4_at256(const __m256* x, __m256* y) {
-  const __m256 two = _mm256_set1_ps(2.0f), four = _mm256_set1_ps(4.0f), eight = _mm256_set1_ps(8.0f);
-  __m256 p12 = _mm256_add_ps(x[1], x[2]), d12 = _mm256_sub_ps(x[1], x[2]);
-  __m256 p34 = _mm256_add_ps(x[3], x[4]), d34 = _mm256_sub_ps(x[3], x[4]);
-  y[0] = _mm256_add_ps(_mm256_add_ps(x[0], p12), p34);
-  y[1] = _mm256_fmadd_ps(two, d34, d12);
-  y[2] = _mm256_fmadd_ps(four, p34, p12);
-  y[3] = _mm256_add_ps(_mm256_fmadd_ps(eight, d34, d12), x[5]);
 }
 
 /* Input transform of n <= 8 tiles: the patch of tile k is src[r * rs + 4k + s], r, s < 6. */
@@ -1928,50 +1935,29 @@ static void wino4_in8(const float* src, int64_t rs, int64_t n, float* dst, int64
     const float* row = src + r * rs;
     __m256 v[4];
     for (int q = 0; q < 4; q++)
-      v[q] = _mm256_permutevar8x32_ps(_mm256_maskload_ps(row + 8 * q, lanes_below(len - 8 * q)), pairs);
+      v[q] = _mm256_permutevar8x32_ps(_mm256_maskload_ps(row + 8 * q, ukv_first(len - 8 * q)), pairs);
     transpose_quarters256(v, d[r]);
     /* Floats 4k + 4 and 4k + 5: phases 0 and 1 of tile k + 1; lane 7 from past the last tile. */
-    __m256 tail = _mm256_maskload_ps(row + 32, lanes_below(len - 32));
+    __m256 tail = _mm256_maskload_ps(row + 32, ukv_first(len - 32));
     d[r][4] = _mm256_blend_ps(_mm256_permutevar8x32_ps(d[r][0], shift), _mm256_permutevar8x32_ps(tail, _mm256_setzero_si256()), 0x80);
     d[r][5] = _mm256_blend_ps(_mm256_permutevar8x32_ps(d[r][1], shift),
                               _mm256_permutevar8x32_ps(tail, _mm256_set1_epi32(1)), 0x80);
   }
-  __m256 t[6][6]; /* B^T down the columns: t[i][s] */
-  for (int s = 0; s < 6; s++) {
-    __m256 x[6] = {d[0][s], d[1][s], d[2][s], d[3][s], d[4][s], d[5][s]}, y[6];
-    wino4_bt256(x, y);
-    for (int i = 0; i < 6; i++) t[i][s] = y[i];
-  }
-  __m256i keep = lanes_below(n);
-  for (int i = 0; i < 6; i++) { /* ... then along each row: element (i, j) */
-    __m256 v[6];
-    wino4_bt256(t[i], v);
-    for (int j = 0; j < 6; j++) _mm256_maskstore_ps(dst + (i * 6 + j) * es, keep, v[j]);
-  }
+  wino4_patch_store(d, dst, es, ukv_first(n));
 }
 
 /* Output transform of n <= 8 tiles (element e of tile k at src[e * es + k]), added to `rows` output
  * rows o + p * rs at columns 4k + q < cols (unit column stride). */
 static void wino4_out8(const float* src, int64_t es, int64_t n, int64_t cols, int64_t rows, float* o, int64_t rs) {
   const __m256i unpair = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-  __m256i keep = lanes_below(n);
-  __m256 s[6][4], y[4][4]; /* A^T along each row: s[i][q]; then down the columns: y[p][q] */
-  for (int i = 0; i < 6; i++) {
-    __m256 x[6];
-    for (int j = 0; j < 6; j++) x[j] = _mm256_maskload_ps(src + (i * 6 + j) * es, keep);
-    wino4_at256(x, s[i]);
-  }
-  for (int q = 0; q < 4; q++) {
-    __m256 x[6] = {s[0][q], s[1][q], s[2][q], s[3][q], s[4][q], s[5][q]}, z[4];
-    wino4_at256(x, z);
-    for (int p = 0; p < 4; p++) y[p][q] = z[p];
-  }
+  __m256 y[4][4];
+  wino4_tile_load(src, es, ukv_first(n), y);
   for (int p = 0; p < (int)rows; p++) {
     __m256 w[4];
     transpose_quarters256(y[p], w); /* w[v]: tiles 2v, 2v + 1, by phase pairs */
     float* row = o + p * rs;
     for (int v = 0; v < 4; v++) {
-      __m256i mk = lanes_below(cols - 8 * v);
+      __m256i mk = ukv_first(cols - 8 * v);
       __m256 z = _mm256_permutevar8x32_ps(w[v], unpair);
       _mm256_maskstore_ps(row + 8 * v, mk, _mm256_add_ps(_mm256_maskload_ps(row + 8 * v, mk), z));
     }

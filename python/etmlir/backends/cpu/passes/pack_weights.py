@@ -36,7 +36,8 @@ A 3x3 stride-1 convolution with enough channels in and out and at least 32
 output tiles per image instead goes through Winograd F(m x m, 3x3)
 (`etmlir_uk_conv2d_winograd_ep`): m = 4 (4x fewer multiplies) when it has 32
 tiles of 4x4 and `winograd-min-channels` channels, else m = 2 (2.25x fewer)
-when it has 32 tiles of 2x2 and `winograd2-min-channels` channels. Its filter
+when it has 32 tiles of 2x2 and `winograd2-min-channels` channels (`winograd=false`:
+never, for a smaller payload). Its filter
 g becomes U = G g G^T, and each of U's (m + 2)^2 elements, an [F, C] matrix,
 is packed into row panels, [(m + 2)^2 * ceil(F / H), C, H] in all:
 
@@ -97,10 +98,12 @@ SOURCES = {
     "winograd-min-channels": Option(int, WINOGRAD_MIN_CHANNELS,
                                     "input and output channels a 3x3 stride-1 convolution needs for Winograd F(4x4)",
                                     minimum=1),
-    "winograd2-min-channels": Option(int, WINOGRAD_2_CHANNELS, "... and for Winograd F(2x2)", minimum=1)})
+    "winograd2-min-channels": Option(int, WINOGRAD_2_CHANNELS, "... and for Winograd F(2x2)", minimum=1),
+    "winograd": Option(bool, True, "3x3 stride-1 convolutions through Winograd where they suit (their filters "
+                                   "grow 4x for F(4x4), 16/9 for F(2x2))")})
 def pack_weights(module: ir.Operation, *, panel_width: int = 0, panel_rows: int = 0,
                  winograd_min_channels: int = WINOGRAD_MIN_CHANNELS,
-                 winograd2_min_channels: int = WINOGRAD_2_CHANNELS) -> None:
+                 winograd2_min_channels: int = WINOGRAD_2_CHANNELS, winograd: bool = True) -> None:
     """et-cpu-pack-weights: matmuls by a constant B and convolutions by a constant filter read panels packed
     at compile time."""
     if panel_width == 0 or panel_rows == 0:
@@ -133,9 +136,8 @@ def pack_weights(module: ir.Operation, *, panel_width: int = 0, panel_rows: int 
             name = ir.FlatSymbolRefAttr(get_global.attributes["name"]).value
             shape = ir.MemRefType(get_global.result.type).shape
             tile = winograd_tile(call, shape, (winograd_min_channels, winograd2_min_channels)) \
-                if source.rank == 4 else 0
-            winograd = tile > 0
-            key = (name, f"winograd{tile}" if winograd else "panels")
+                if source.rank == 4 and winograd else 0
+            key = (name, f"winograd{tile}" if tile else "panels")
             if key not in packed:
                 old = globals_.get(name)
                 value = old.attributes["initial_value"] if old is not None and "constant" in old.attributes \
@@ -146,15 +148,15 @@ def pack_weights(module: ir.Operation, *, panel_width: int = 0, panel_rows: int 
                 weight = None if data is None else np.frombuffer(data, dtype=np.float32).reshape(shape)
                 if weight is None:
                     panels = None
-                elif winograd:
+                elif tile:
                     panels = winograd_filter(weight, panel_rows, tile)
                 else:
                     panels = _panels(weight, panel_width, panel_rows)
                 packed[key] = None if panels is None else _new_global(old, f"{name}_{key[1]}", panels)
             if packed[key] is not None:
-                _call_packed(call, dataclasses.replace(source, packed=WINOGRAD_KERNEL) if winograd else source,
+                _call_packed(call, dataclasses.replace(source, packed=WINOGRAD_KERNEL) if tile else source,
                              packed[key], shape)
-                kernels.add(WINOGRAD_KERNEL if winograd else source.packed)
+                kernels.add(WINOGRAD_KERNEL if tile else source.packed)
         for kernel in sorted(kernels):
             declare_function(module, kernel, _kernel_types(kernel))
         _erase_unread(module, [globals_[n] for n in sorted({n for (n, _), p in packed.items() if p is not None})])
