@@ -36,10 +36,10 @@ A 3x3 stride-1 convolution with enough channels in and out and at least 32
 output tiles per image instead goes through Winograd F(m x m, 3x3)
 (`etmlir_uk_conv2d_winograd_ep`): m = 4 (4x fewer multiplies) when it has 32
 tiles of 4x4 and `winograd-min-channels` channels, else m = 2 (2.25x fewer)
-when it has 32 tiles of 2x2 and `winograd2-min-channels` channels (`winograd=false`:
-never, for a smaller payload). Its filter
-g becomes U = G g G^T, and each of U's (m + 2)^2 elements, an [F, C] matrix,
-is packed into row panels, [(m + 2)^2 * ceil(F / H), C, H] in all:
+when it has 32 tiles of 2x2 and `winograd2-min-channels` channels
+(`winograd=false`: never, for a smaller payload). Its filter g becomes
+U = G g G^T, and each of U's (m + 2)^2 elements, an [F, C] matrix, is packed
+into row panels, [(m + 2)^2 * ceil(F / H), C, H] in all:
 
     func.call @etmlir_uk_conv2d_nchw_fchw_ep(%in, %filter, %out, %c1, %c1, %c1, %c1, <epilogue>)
 
@@ -176,8 +176,8 @@ def _constant_global(value: ir.Value, rank: int) -> ir.Operation | None:
     return owner
 
 
-def _static_shape(value: ir.Value) -> list[int] | None:
-    """The static shape of the buffer `value` is a cast of (None when a dim is dynamic)."""
+def _static_shape(value: ir.Value) -> list[int | None]:
+    """The shape of the buffer `value` is a cast of (None for a dynamic dim)."""
     while not isinstance(value.owner, ir.Block) and value.owner.operation.name == "memref.cast":
         value = value.owner.operands[0]
     t = ir.MemRefType(value.type)
