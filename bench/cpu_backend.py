@@ -5,7 +5,7 @@ own environment, made by scripts/setup_bench.sh):
 
     bash scripts/setup_bench.sh .venv-bench      # once: torch 2.13.0, executorch==1.5.1, iree 3.13.0, transformers
     .venv/bin/python bench/cpu_backend.py [--models mlp nanogpt llama resnet18] [--seq-lens 64 256]
-        [--threads 1 2] [--iterations 30] [--warmup 5] [--rounds 3] [--backend cpu] [--skip-executorch]
+        [--threads 1 2] [--iterations 30] [--warmup 50] [--rounds 3] [--backend cpu] [--skip-executorch]
         [--skip-iree] [--executorch-python PY] [--profile] [--profile-top 10]
 
 Models (bench/_bench_models.py): the zoo (seed_cnn, mlp, mobilenet_v2, nanogpt) plus a LLaMA-style
@@ -32,7 +32,9 @@ dim, on every side. Per case and thread count n (--threads, default 1 and 2), on
               thread count (inputs made device arrays outside the clock, perf_counter around the call)
   eager       torch eager, torch.set_num_threads(n), torch.no_grad(); perf_counter per call
 Each side compiles each model once. Then --rounds rounds (default 3) measure every cell: --warmup
-untimed runs (default 5), then --iterations timed runs (default 30); ours and eager in this process,
+untimed runs (default 50: with 5, our 2-thread pool was still settling when the clock started, the
+MLP measuring 0.078 ms instead of 0.048 and ResNet-18 29.5 ms instead of 19.0), then --iterations
+timed runs (default 30); ours and eager in this process,
 XNNPACK and IREE in one worker launch each per round and thread count (the first builds the
 programs, later ones load them), and the sides take turns going first, so a load change on a shared
 machine hits all four. Every cell is the median of all its timed runs (rounds x iterations); the
@@ -346,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2],
                         help="thread counts, each measured on every side (default 1 2)")
     parser.add_argument("--iterations", type=int, default=30, help="timed runs per cell and round (default 30)")
-    parser.add_argument("--warmup", type=int, default=5, help="untimed runs first, per cell and round (default 5)")
+    parser.add_argument("--warmup", type=int, default=50, help="untimed runs first, per cell and round (default 50)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="measure every cell this many times, alternating the sides' order (default 3)")
     parser.add_argument("--backend", default="cpu", choices=etmlir.backends.backend_ids(),
