@@ -25,6 +25,8 @@ import dataclasses
 
 from torch_mlir import ir
 
+from etmlir.backends.cpu.ir_util import uncast
+
 # etmlir_cpu_payload.h's ETMLIR_EP_* flags.
 INIT_MASK, INIT_OUTPUT, INIT_ZERO, INIT_BIAS = 3, 0, 1, 2
 BIAS_AFTER, RESIDUAL = 4, 8
@@ -79,15 +81,7 @@ def _roots_touched(op: ir.Operation) -> set[ir.Value]:
 
 def _whole(value: ir.Value, of: ir.Value) -> bool:
     """`value` is `of`, or both are the same buffer seen whole (no subview between them)."""
-    if value == of:
-        return True
-
-    def strip(v: ir.Value) -> ir.Value:
-        while not isinstance(v.owner, ir.Block) and v.owner.name == "memref.cast":
-            v = v.owner.operands[0]
-        return v
-
-    return strip(value) == strip(of)
+    return value == of or uncast(value) == uncast(of)
 
 
 def _constant(value: ir.Value) -> float | None:

@@ -41,6 +41,13 @@ def result_types(func: ir.Operation) -> list[ir.RankedTensorType]:
     return [ir.RankedTensorType(t) for t in function_types(func).results]
 
 
+def uncast(value: ir.Value) -> ir.Value:
+    """The buffer `value` is, through any chain of memref.casts (the kernels' operands are casts)."""
+    while not isinstance(value.owner, ir.Block) and value.owner.name == "memref.cast":
+        value = value.owner.operands[0]
+    return value
+
+
 def declare_function(module: ir.Module | ir.Operation, name: str, inputs: list[ir.Type]) -> None:
     """Declare `func.func private @name(inputs)` (no results) in `module`, unless a symbol of that name exists:
     the C functions the generated code calls (microkernels, the payload's region and failure hooks)."""

@@ -61,7 +61,7 @@ import dataclasses
 import numpy as np
 from torch_mlir import ir
 
-from etmlir.backends.cpu.ir_util import declare_function
+from etmlir.backends.cpu.ir_util import declare_function, uncast
 from etmlir.backends.cpu.passes.externalize_weights import global_bytes
 from etmlir.backends.cpu.passes.microkernels import cast_dynamic, constant, dynamic_memref, no_bias
 from etmlir.executable.serialize import resource_blobs, resource_key
@@ -164,8 +164,7 @@ def pack_weights(module: ir.Operation, *, panel_width: int = 0, panel_rows: int 
 
 def _constant_global(value: ir.Value, rank: int) -> ir.Operation | None:
     """The memref.get_global `value` is (through casts), if it is a whole static f32 global of `rank`."""
-    while not isinstance(value.owner, ir.Block) and value.owner.operation.name == "memref.cast":
-        value = value.owner.operands[0]
+    value = uncast(value)
     if isinstance(value.owner, ir.Block) or value.owner.operation.name != "memref.get_global":
         return None
     owner = value.owner.operation
@@ -178,9 +177,7 @@ def _constant_global(value: ir.Value, rank: int) -> ir.Operation | None:
 
 def _static_shape(value: ir.Value) -> list[int | None]:
     """The shape of the buffer `value` is a cast of (None for a dynamic dim)."""
-    while not isinstance(value.owner, ir.Block) and value.owner.operation.name == "memref.cast":
-        value = value.owner.operands[0]
-    t = ir.MemRefType(value.type)
+    t = ir.MemRefType(uncast(value).type)
     return [t.shape[i] if not t.is_dynamic_dim(i) else None for i in range(t.rank)]
 
 
