@@ -149,3 +149,41 @@ module {
     return
   }
 }
+
+// -----
+
+// F(4x4) with 9 to 31 tiles of 4x4 takes twice winograd-min-channels (here 2): the 2-channel filter at
+// 12 x 12 (9 tiles, every output real) goes through it, the 1-channel one through F(2x2) (36 tiles of
+// 2x2). At 13 x 13, the 4x4 tiles compute 16 x 16 (66% real, under 3/4): F(2x2) (49 tiles).
+// CHECK-DAG: memref.global "private" constant @two_winograd4 : memref<36x2x2xf32>
+// CHECK-DAG: memref.global "private" constant @two_winograd2 : memref<16x2x2xf32>
+// CHECK-DAG: memref.global "private" constant @one_winograd2 : memref<16x1x2xf32>
+// CHECK-LABEL: func.func @forward
+// CHECK: memref.get_global @two_winograd4
+// CHECK: call @etmlir_uk_conv2d_winograd_ep(
+// CHECK: memref.get_global @two_winograd2
+// CHECK: call @etmlir_uk_conv2d_winograd_ep(
+// CHECK: memref.get_global @one_winograd2
+// CHECK: call @etmlir_uk_conv2d_winograd_ep(
+// CHECK-NOT: @one_winograd4
+module {
+  memref.global "private" constant @two : memref<2x2x3x3xf32> = dense<[[[[-2.0, -1.0, 0.0], [1.0, 2.0, -2.0], [-1.0, 0.0, 1.0]], [[2.0, -2.0, -1.0], [0.0, 1.0, 2.0], [-2.0, -1.0, 0.0]]], [[[1.0, 2.0, -2.0], [-1.0, 0.0, 1.0], [2.0, -2.0, -1.0]], [[0.0, 1.0, 2.0], [-2.0, -1.0, 0.0], [1.0, 2.0, -2.0]]]]>
+  memref.global "private" constant @one : memref<1x1x3x3xf32> = dense<[[[[0.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 2.0]]]]>
+  func.func private @etmlir_uk_conv2d_nchw_fchw(memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, i64, i64, i64)
+  func.func @forward(%in2: memref<1x2x15x15xf32>, %out12: memref<1x2x12x12xf32>, %out13: memref<1x2x13x13xf32>, %in1: memref<1x1x14x14xf32>, %out1: memref<1x1x12x12xf32>) {
+    %0 = memref.get_global @two : memref<2x2x3x3xf32>
+    %1 = memref.get_global @one : memref<1x1x3x3xf32>
+    %w2 = memref.cast %0 : memref<2x2x3x3xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+    %w1 = memref.cast %1 : memref<1x1x3x3xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+    %i2 = memref.cast %in2 : memref<1x2x15x15xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+    %o12 = memref.cast %out12 : memref<1x2x12x12xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+    %o13 = memref.cast %out13 : memref<1x2x13x13xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+    %i1 = memref.cast %in1 : memref<1x1x14x14xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+    %o1 = memref.cast %out1 : memref<1x1x12x12xf32> to memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+    %one = arith.constant 1 : i64
+    func.call @etmlir_uk_conv2d_nchw_fchw(%i2, %w2, %o12, %one, %one, %one, %one) : (memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, i64, i64, i64) -> ()
+    func.call @etmlir_uk_conv2d_nchw_fchw(%i2, %w2, %o13, %one, %one, %one, %one) : (memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, i64, i64, i64) -> ()
+    func.call @etmlir_uk_conv2d_nchw_fchw(%i1, %w1, %o1, %one, %one, %one, %one) : (memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, i64, i64, i64) -> ()
+    return
+  }
+}

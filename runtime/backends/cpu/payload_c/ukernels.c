@@ -1710,9 +1710,13 @@ typedef struct {
   int64_t os[4];
   const float* u;
   int64_t C, F, OH, OW, TH, TW, tiles, tb; /* tb: tiles per block, a multiple of UK_NR */
+  /* Floats from one element e to the next in V (C x tb of them) and in M (F x tb): one cache line
+   * more than that, so that the E rows a tile's transform reads or writes do not all fall in one
+   * cache set (C x tb floats is a multiple of 4 KB for the usual channel counts). */
+  int64_t ves, mes;
   int64_t blocks, tasks;
   const etmlir_epilogue* ep;
-  float* scratch; /* per task: V (E x C x tb) then M (E x F x tb) */
+  float* scratch; /* per task: V (E x ves) then M (E x mes) */
   int64_t slot;
   int64_t phase_block, phase; /* the block and phase the phase-parallel split works on */
 } wino_job;
@@ -1984,7 +1988,7 @@ static void wino_in_run(int m, const float* src, int64_t rs, int64_t n, float* d
  * are not a multiple of m) reads zeros there. */
 static void wino_input(const wino_job* j, int64_t t0, int64_t t1, int64_t c0, int64_t c1, float* v) {
   const int m = j->m, a = j->a;
-  int64_t es = j->C * j->tb, per_image = j->TH * j->TW;
+  int64_t es = j->ves, per_image = j->TH * j->TW;
   for (int64_t t = t0; t < t1;) {
     int64_t n = t / per_image, ty = (t % per_image) / j->TW, tx = t % j->TW, lane = t - t0;
     int64_t run = MIN(MIN(j->TW - tx, t1 - t), UK_NR - lane % UK_NR);
@@ -2008,8 +2012,10 @@ static void wino_input(const wino_job* j, int64_t t0, int64_t t1, int64_t c0, in
     }
     t += run;
   }
-  /* Lanes past the last tile of the block's last panel: zero, so the GEMM reads no garbage. */
-  int64_t used = t1 - t0, padded = CEIL_DIV(used, UK_NR) * UK_NR;
+  /* Lanes past the block's last tile that the GEMM's vectors still load (it stores only the tiles'
+   * lanes, but garbage there could be denormals, which are slow): zero. A vector is at most 16 lanes,
+   * so a last panel of 16 tiles or fewer needs nothing on the AVX-512 path (half its lanes). */
+  int64_t used = t1 - t0, padded = MIN(CEIL_DIV(used, UK_NR) * UK_NR, CEIL_DIV(used, 16) * 16);
   if (padded > used && c0 == 0)
     for (int e = 0; e < j->E; e++)
       for (int64_t c = 0; c < j->C; c++)
@@ -2017,7 +2023,7 @@ static void wino_input(const wino_job* j, int64_t t0, int64_t t1, int64_t c0, in
           v[e * es + (lane / UK_NR) * j->C * UK_NR + c * UK_NR + lane % UK_NR] = 0.0f;
 }
 
-/* M_e = U_e x V_e for e in [e0, e1) over the block's first `cols` lanes (whole panels). */
+/* M_e = U_e x V_e for e in [e0, e1) over the block's first `cols` lanes (its tiles). */
 static void wino_gemms(const wino_job* j, int e0, int e1, int64_t cols, const float* v, float* mt) {
   static const etmlir_epilogue zero = {ETMLIR_EP_INIT_ZERO, 0.0f, 0.0f, NULL, 0, NULL, {0}, 0, 0};
   for (int e = e0; e < e1; e++) {
@@ -2027,8 +2033,8 @@ static void wino_gemms(const wino_job* j, int e0, int e1, int64_t cols, const fl
     g.N = cols;
     g.K = j->C;
     g.a_packed = j->u + e * wino_u_floats(j->F, j->C);
-    g.b.packed = v + e * j->C * j->tb;
-    g.c = mt + e * j->F * j->tb;
+    g.b.packed = v + e * j->ves;
+    g.c = mt + e * j->mes;
     g.rsc = j->tb;
     g.csc = 1;
     g.e.ep = &zero;
@@ -2066,7 +2072,7 @@ UK_INLINE void wino_out_run_m(const int m, const float* restrict src, int64_t es
 /* A^T M A of tiles [t0, t1) for channels [f0, f1), added to the output, with the epilogue. */
 static void wino_output(const wino_job* j, int64_t t0, int64_t t1, int64_t f0, int64_t f1, const float* mt) {
   const int m = j->m;
-  int64_t es = j->F * j->tb, per_image = j->TH * j->TW;
+  int64_t es = j->mes, per_image = j->TH * j->TW;
   const int64_t* os = j->os;
   for (int64_t t = t0; t < t1;) {
     int64_t n = t / per_image, ty = (t % per_image) / j->TW, tx = t % j->TW, lane = t - t0;
@@ -2109,10 +2115,10 @@ static void wino_output(const wino_job* j, int64_t t0, int64_t t1, int64_t f0, i
 
 static void wino_block(const wino_job* j, int64_t b, float* slot) {
   float* v = slot;
-  float* mt = slot + j->E * j->C * j->tb;
+  float* mt = slot + j->E * j->ves;
   int64_t t0 = b * j->tb, t1 = MIN(j->tiles, t0 + j->tb);
   wino_input(j, t0, t1, 0, j->C, v);
-  wino_gemms(j, 0, j->E, CEIL_DIV(t1 - t0, UK_NR) * UK_NR, v, mt);
+  wino_gemms(j, 0, j->E, t1 - t0, v, mt);
   wino_output(j, t0, t1, 0, j->F, mt);
 }
 
@@ -2131,7 +2137,7 @@ static void wino_blocks_body(void* arg, int64_t begin, int64_t end) {
 static void wino_phase_body(void* arg, int64_t begin, int64_t end) {
   const wino_job* j = (const wino_job*)arg;
   float* v = j->scratch;
-  float* mt = j->scratch + j->E * j->C * j->tb;
+  float* mt = j->scratch + j->E * j->ves;
   int64_t t0 = j->phase_block * j->tb, t1 = MIN(j->tiles, t0 + j->tb);
   for (int64_t i = begin; i < end; i++) {
     int64_t lo, hi;
@@ -2140,7 +2146,7 @@ static void wino_phase_body(void* arg, int64_t begin, int64_t end) {
       if (lo < hi || i == 0) wino_input(j, t0, t1, lo, hi, v);
     } else if (j->phase == 1) {
       split_range(j->E, j->tasks, 1, i, &lo, &hi);
-      wino_gemms(j, (int)lo, (int)hi, CEIL_DIV(t1 - t0, UK_NR) * UK_NR, v, mt);
+      wino_gemms(j, (int)lo, (int)hi, t1 - t0, v, mt);
     } else {
       split_range(j->F, j->tasks, 1, i, &lo, &hi);
       if (lo < hi) wino_output(j, t0, t1, lo, hi, mt);
@@ -2175,7 +2181,9 @@ static void wino_conv(etmlir_memref4d_f32* in, const float* u, etmlir_memref4d_f
   j.tb = MIN(j.tb, CEIL_DIV(j.tiles, UK_NR) * UK_NR);
   j.blocks = CEIL_DIV(j.tiles, j.tb);
   j.ep = ep;
-  j.slot = j.E * (j.C + j.F) * j.tb;
+  j.ves = j.C * j.tb + 16;
+  j.mes = j.F * j.tb + 16;
+  j.slot = j.E * (j.ves + j.mes);
   int nt = etmlir_cpu_num_threads();
   double flops = 2.0 * j.E * (double)j.F * (double)j.C * (double)j.tiles;
   j.tasks = nt > 1 && flops >= PAR_MIN_FLOPS ? nt : 1;

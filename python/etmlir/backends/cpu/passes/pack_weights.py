@@ -32,12 +32,13 @@ of A, column by column). Panels are zero padded at the end; the kernels do
 not compute the padding, so it costs only memory, and a weight it would more
 than double (N = 10 classifiers at W = 32) stays as it was, as does a splat.
 
-A 3x3 stride-1 convolution with enough channels in and out and at least 32
-output tiles per image instead goes through Winograd F(m x m, 3x3)
-(`etmlir_uk_conv2d_winograd_ep`): m = 4 (4x fewer multiplies) when it has 32
-tiles of 4x4 and `winograd-min-channels` channels, else m = 2 (2.25x fewer)
-when it has 32 tiles of 2x2 and `winograd2-min-channels` channels
-(`winograd=false`: never, for a smaller payload). Its filter g becomes
+A 3x3 stride-1 convolution with enough channels in and out and output tiles
+per image instead goes through Winograd F(m x m, 3x3)
+(`etmlir_uk_conv2d_winograd_ep`): m = 4 (4x fewer multiplies) when it has
+`winograd-min-channels` channels, 32 tiles of 4x4 (or 9 to 31 with twice
+the channels) and 3/4 of the tiles' outputs real, else m = 2 (2.25x fewer) when
+it has 32 tiles of 2x2 and `winograd2-min-channels` channels
+(`winograd=false`: never, for a smaller payload; winograd_tile has the rule). Its filter g becomes
 U = G g G^T, and each of U's (m + 2)^2 elements, an [F, C] matrix, is packed
 into row panels, [(m + 2)^2 * ceil(F / H), C, H] in all:
 
@@ -81,7 +82,9 @@ class Source:
 WINOGRAD_KERNEL = "etmlir_uk_conv2d_winograd_ep"
 # Which 3x3 stride-1 convolutions go through Winograd, and with which tile: see winograd_tile.
 WINOGRAD_MIN_CHANNELS = 32
-WINOGRAD_MIN_TILES = 32  # output tiles per image
+WINOGRAD_MIN_TILES = 32  # output tiles per image; F(4x4) takes down to WINOGRAD_4_FEWEST_TILES with twice the channels
+WINOGRAD_4_FEWEST_TILES = 9
+WINOGRAD_4_MIN_USE = 0.75  # F(4x4): the share of the tiles' outputs that are real (14 x 14 has 196 of 256)
 WINOGRAD_2_CHANNELS = 256  # F(2x2) pays only with this many channels
 
 SOURCES = {
@@ -190,17 +193,30 @@ def _constant_int(value: ir.Value) -> int | None:
 def winograd_tile(call: ir.Operation, shape: list[int],
                   min_channels: tuple[int, int] = (WINOGRAD_MIN_CHANNELS, WINOGRAD_2_CHANNELS)) -> int:
     """The output tile m (4 or 2) a convolution call (filter `shape`) goes through Winograd F(m x m, 3x3)
-    with, or 0: a 3x3 window, strides and dilations 1, and for F(4x4) (F(2x2)) min_channels[0] ([1])
-    channels either side and WINOGRAD_MIN_TILES output tiles of 4x4 (2x2) per image."""
+    with, or 0. It needs a 3x3 window, strides and dilations 1, and then:
+    - F(4x4): min_channels[0] channels either side, WINOGRAD_MIN_TILES tiles of 4x4 per image, or down to
+      WINOGRAD_4_FEWEST_TILES with twice the channels, and at least WINOGRAD_4_MIN_USE of the tiles'
+      outputs real (an output of 13 x 13 computes 16 x 16: 66%);
+    - else F(2x2): min_channels[1] channels and WINOGRAD_MIN_TILES tiles of 2x2.
+    The kernel's time against the direct convolution's, one thread, same channels in and out (AVX-512 /
+    AVX2 builds): F(4x4) 0.46 / 0.61 at 256 @ 14x14, 0.77 / 0.95 at 64 @ 14x14, 0.62 / 0.61 at
+    256 @ 12x12 (9 tiles); not taken: 1.47 / 1.10 at 32 @ 14x14, 0.98 / 1.07 at 64 @ 13x13, 1.15 / 1.12
+    at 256 @ 9x9; 4 tiles (7x7) 1.5-2.4. F(2x2) at 512 @ 7x7 is 1.0 / 0.83: its 16 tiles read each
+    weight 16 times, so the GEMMs wait on memory, and F(2x2)'s weights are 16/9 the filter's."""
     f, c, kh, kw = shape
     if (kh, kw) != (3, 3) or any(_constant_int(call.operands[i]) != 1 for i in range(3, 7)):
         return 0
     out = _static_shape(call.operands[2])
     if out[2] is None or out[3] is None:
         return 0
-    for tile, channels in zip((4, 2), min_channels):
-        if min(f, c) >= channels and -(-out[2] // tile) * -(-out[3] // tile) >= WINOGRAD_MIN_TILES:
-            return tile
+    channels = min(f, c)
+    tiles = -(-out[2] // 4) * -(-out[3] // 4)
+    if (channels >= min_channels[0] and tiles >= WINOGRAD_4_FEWEST_TILES
+            and out[2] * out[3] >= WINOGRAD_4_MIN_USE * 16 * tiles
+            and (tiles >= WINOGRAD_MIN_TILES or channels >= 2 * min_channels[0])):
+        return 4
+    if channels >= min_channels[1] and -(-out[2] // 2) * -(-out[3] // 2) >= WINOGRAD_MIN_TILES:
+        return 2
     return 0
 
 
