@@ -84,6 +84,11 @@ typedef char uk_panel_row_is_two_vectors[UK_NR == 2 * UK_VEC ? 1 : -1];
 
 enum {
   KC_MAX = 384,             /* K block: an A micro-panel (MR x KC) stays in L1 */
+  /* The microkernels prefetch A this far ahead (about 2 KB): weights packed at compile time come from
+   * memory (a model's do not fit the caches). ResNet-18's last-stage convolution (512 x 4608 filter,
+   * 7x7 outputs) took 2.82 ms with its filter evicted first against 2.35 ms cached; 2.56 ms with this
+   * (AVX2 build: 4.64 -> 4.13 ms). */
+  A_PREFETCH_FLOATS = 448,
   B_BLOCK_FLOATS = 96 << 10, /* packed B block (KC x NC) budget: 384 KiB, in L2 */
   A_BLOCK_FLOATS = 128 << 10, /* packed A block (MC x KC) budget: 512 KiB */
   PAR_MIN_FLOPS = 1 << 21,  /* below this (~20 us on one core) a GEMM runs on one thread: waking a worker costs more */
@@ -395,6 +400,7 @@ UK_INLINE void kern512(const int mr, const int nv, const int packed, int64_t kc,
       acc0[r] = _mm512_fmadd_ps(a, b0, acc0[r]);
       if (nv == 2) acc1[r] = _mm512_fmadd_ps(a, b1, acc1[r]);
     }
+    _mm_prefetch((const char*)(ap + A_PREFETCH_FLOATS), _MM_HINT_T0);
     ap += UK_MR;
     bp += packed ? UK_NR : ldb;
   }
@@ -500,6 +506,7 @@ UK_INLINE void kern256(const int mr, int64_t kc, const float* restrict ap, const
       acc0[r] = _mm256_fmadd_ps(a, b0, acc0[r]);
       acc1[r] = _mm256_fmadd_ps(a, b1, acc1[r]);
     }
+    _mm_prefetch((const char*)(ap + A_PREFETCH_FLOATS), _MM_HINT_T0);
     ap += UK_MR;
     bp += UK_NR;
   }
