@@ -102,8 +102,42 @@ def test_resnet_stem_and_block(compiled):
     model = Stem()
     _randomize_norms(model)
     _run(model, torch.randn(1, 3, 40, 44), atol=1e-4)
-    # Three convolutions, each with its batch norm folded and its ReLU (and the residual) fused.
-    assert _convolutions(compiled) == 3 and set(compiled) <= CONVOLUTIONS
+    # Three convolutions, each with its batch norm folded and its ReLU (and the residual) fused; the pooling
+    # in its kernel.
+    assert _convolutions(compiled) == 3 and set(compiled) <= CONVOLUTIONS | {"etmlir_uk_max_pool2d"}
+    assert compiled["etmlir_uk_max_pool2d"] == 1
+
+
+class Pools(nn.Module):
+    """Max pooling the ways models write it: ResNet's stem pool, 2x2 / 2, ceil mode (windows past the
+    end), dilated, a 3x1 window, and over a strided slice."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        f = nn.functional
+        return (f.max_pool2d(x, 3, 2, 1), f.max_pool2d(x, 2), f.max_pool2d(x, 3, 2, 0, ceil_mode=True),
+                f.max_pool2d(x, 3, 1, 1, dilation=2), f.max_pool2d(x, (3, 1), 1, (1, 0)),
+                f.max_pool2d(torch.relu(x)[:, :, :, ::2], 3, 2, 1))
+
+
+def test_max_pooling_runs_in_its_kernel_and_matches_eager(compiled):
+    """Exactly eager's values at 1 and 2 threads, NaN (which wins a window) and infinities included."""
+    torch.manual_seed(7)
+    x = torch.randn(2, 48, 29, 34)
+    x[0, 0, 3, 4] = float("nan")
+    x[1, 2, 5, :] = float("-inf")
+    x[1, 3, :, 7] = float("inf")
+    program = etmlir.to_edge(etmlir.export(Pools(), (x,))).to_backend(backends.partitioner("cpu"))
+    assert compiled["etmlir_uk_max_pool2d"] == 6, compiled
+    pte = program.to_executorch().buffer
+    want = [w.numpy() for w in Pools()(x)]
+    previous = rt.cpu_threads()
+    try:
+        for threads in (1, 2):
+            rt.set_cpu_threads(threads)
+            for got, expected in zip(rt.load(pte).method("forward")(x.numpy()), want):
+                np.testing.assert_array_equal(np.asarray(got), expected)
+    finally:
+        rt.set_cpu_threads(previous)
 
 
 class InvertedResidual(nn.Module):

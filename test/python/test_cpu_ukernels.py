@@ -68,6 +68,7 @@ def load_fresh(so: Path, tmp_path: Path) -> ctypes.CDLL:
     lib._mlir_ciface_etmlir_uk_matmul_packed_ep.argtypes = [ctypes.c_void_p] * 4
     lib._mlir_ciface_etmlir_uk_conv2d_packed_ep.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 6 + [ctypes.c_void_p]
     lib._mlir_ciface_etmlir_uk_conv2d_winograd_ep.argtypes = [ctypes.c_void_p] * 4
+    lib._mlir_ciface_etmlir_uk_max_pool2d.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 8
     lib.etmlir_uk_panel_width.restype = ctypes.c_int64
     lib.etmlir_uk_panel_rows.restype = ctypes.c_int64
     return lib
@@ -306,6 +307,51 @@ def test_depthwise_strided_operands(lib):
     np.testing.assert_allclose(out, expected.numpy(), **tol(9))
 
 
+def run_max_pool(lib, x, x_base, out, out_base, kernel, stride, dilation, pad) -> None:
+    dx, do = descriptor(x, x_base), descriptor(out, out_base)
+    lib._mlir_ciface_etmlir_uk_max_pool2d(ctypes.byref(dx), ctypes.byref(do), *kernel, *stride, *dilation, *pad)
+
+
+def max_pool_reference(x, out, kernel, stride, dilation, pad) -> np.ndarray:
+    """max(out, eager's max pooling of x padded with -inf on every side, a NaN winning): the windows
+    that leave x at the bottom or right, as ceil_mode's do, are cut where x ends."""
+    oh, ow = out.shape[2:]
+    reach = [(o - 1) * s + (k - 1) * d + 1 for o, k, s, d in zip((oh, ow), kernel, stride, dilation)]
+    padded = torch.nn.functional.pad(torch.from_numpy(x.copy()), (pad[1], reach[1] - pad[1] - x.shape[3],
+                                                                  pad[0], reach[0] - pad[0] - x.shape[2]),
+                                     value=float("-inf"))
+    pooled = torch.nn.functional.max_pool2d(padded, kernel, stride, 0, dilation)
+    both = torch.stack([torch.from_numpy(out.copy()), pooled])
+    return torch.where(both.isnan().any(0), float("nan"), both.amax(0)).numpy()
+
+
+# n, c, h, w, kernel, stride, dilation, pad, (output h, w): ResNet's stem pool, 2x2 / 2, stride 1,
+# dilated, windows past the bottom-right (ceil mode), a kernel wider than the padded row, one output.
+MAX_POOL_CASES = [
+    (1, 3, 112, 112, (3, 3), (2, 2), (1, 1), (1, 1), (56, 56)),
+    (2, 5, 17, 20, (2, 2), (2, 2), (1, 1), (0, 0), (8, 10)),
+    (1, 4, 9, 33, (3, 3), (1, 1), (1, 1), (1, 1), (9, 33)),
+    (1, 2, 15, 16, (3, 2), (2, 1), (2, 3), (2, 1), (7, 15)),
+    (1, 3, 10, 10, (3, 3), (2, 2), (1, 1), (0, 0), (5, 5)),
+    (1, 2, 3, 4, (5, 7), (1, 1), (1, 1), (2, 3), (3, 4)),
+    (1, 1, 5, 5, (5, 5), (5, 5), (1, 1), (0, 0), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("case", MAX_POOL_CASES)
+@pytest.mark.parametrize("layout", ["c", "s"])
+def test_max_pool_matches_eager(lib, case, layout):
+    n, c, h, w, kernel, stride, dilation, pad, (oh, ow) = case
+    rng = np.random.default_rng(sum(case[:4]))
+    x, x_base = strided((n, c, h, w), layout, rng)
+    x[0, 0, 0, :3] = [np.nan, -np.inf, np.inf]  # a NaN wins; -inf and inf are values like any other
+    out, out_base = strided((n, c, oh, ow), layout, rng, fill=-np.inf)
+    out[-1, -1, -1, -1] = np.nan  # what out held takes part: a NaN there stays
+    expected = max_pool_reference(x, out, kernel, stride, dilation, pad)
+    run_max_pool(lib, x, x_base, out, out_base, kernel, stride, dilation, pad)
+    np.testing.assert_array_equal(out, expected)
+
+
 # ---------------------------------------------------------------------------------------------
 # parallel split
 
@@ -400,6 +446,12 @@ def test_parallel_split_matches_serial(lib, threads, chunks):
         torch.from_numpy(x.copy()).double(), torch.from_numpy(wt.copy()).double()[:, None], stride=2, groups=37)
     run_conv(lib, "depthwise_conv2d_nchw_chw", x, x_base, wt, w_base, out, out_base, (2, 2), (1, 1))
     np.testing.assert_allclose(out, expected.numpy(), **tol(9))
+
+    x, x_base = strided((2, 64, 56, 56), "c", rng)
+    out, out_base = strided((2, 64, 28, 28), "c", rng, fill=-np.inf)
+    expected = max_pool_reference(x, out, (3, 3), (2, 2), (1, 1), (1, 1))
+    run_max_pool(lib, x, x_base, out, out_base, (3, 3), (2, 2), (1, 1), (1, 1))
+    np.testing.assert_array_equal(out, expected)
 
     assert calls, "no kernel went through the pool"
 

@@ -154,3 +154,72 @@ func.func @scaled(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x16xf32
   }
   return
 }
+
+// -----
+
+// Max pooling becomes etmlir_uk_max_pool2d(in, out, kh, kw, strides, dilations, pad top, pad left);
+// a -inf filled buffer with a copy of %x inside is taken over like a depthwise convolution's zero
+// padding (here top 1, left 2), and the window buffer, only a shape, goes. The output's -inf fill stays
+// (the kernel takes the max with what the output holds).
+// CHECK-LABEL: func.func @max_pool_padded
+// CHECK-NOT: linalg.map
+// CHECK-NOT: linalg.generic
+// CHECK-NOT: memref.alloc
+// CHECK: linalg.fill
+// CHECK: %[[X:.*]] = memref.cast %arg0
+// CHECK: %[[Y:.*]] = memref.cast %arg1
+// CHECK: %[[KH:.*]] = arith.constant 3 : i64
+// CHECK-NEXT: %[[KW:.*]] = arith.constant 2 : i64
+// CHECK: call @etmlir_uk_max_pool2d(%[[X]], %[[Y]], %[[KH]], %[[KW]], {{.*}}) : (memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>, i64, i64, i64, i64, i64, i64, i64, i64) -> ()
+// CHECK-NOT: linalg.pooling_nchw_max
+// CHECK: func.func private @etmlir_uk_max_pool2d(
+func.func @max_pool_padded(%x: memref<1x4x6x6xf32>, %y: memref<1x4x3x4xf32>) {
+  %ninf = arith.constant 0xFF800000 : f32
+  %p = memref.alloc() : memref<1x4x8x10xf32>
+  linalg.map outs(%p : memref<1x4x8x10xf32>) (%init: f32) { linalg.yield %ninf : f32 }
+  %v = memref.subview %p[0, 0, 1, 2] [1, 4, 6, 6] [1, 1, 1, 1] : memref<1x4x8x10xf32> to memref<1x4x6x6xf32, strided<[320, 80, 10, 1], offset: 12>>
+  linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%x : memref<1x4x6x6xf32>) outs(%v : memref<1x4x6x6xf32, strided<[320, 80, 10, 1], offset: 12>>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  linalg.fill ins(%ninf : f32) outs(%y : memref<1x4x3x4xf32>)
+  %w = memref.alloc() : memref<3x2xf32>
+  linalg.pooling_nchw_max {dilations = dense<1> : vector<2xi64>, strides = dense<[2, 2]> : vector<2xi64>}
+      ins(%p, %w : memref<1x4x8x10xf32>, memref<3x2xf32>) outs(%y : memref<1x4x3x4xf32>)
+  memref.dealloc %p : memref<1x4x8x10xf32>
+  memref.dealloc %w : memref<3x2xf32>
+  return
+}
+
+// -----
+
+// A zero padding is not a max pooling's: the padded buffer stays, and the kernel reads it (pads 0).
+// CHECK-LABEL: func.func @max_pool_zero_padded
+// CHECK: linalg.map
+// CHECK: linalg.generic
+// CHECK: %[[P:.*]] = memref.cast %alloc
+// CHECK: %[[Z:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: %[[Z2:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: call @etmlir_uk_max_pool2d(%[[P]], {{.*}}, %[[Z]], %[[Z2]]) :
+func.func @max_pool_zero_padded(%x: memref<1x4x6x6xf32>, %y: memref<1x4x3x3xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %p = memref.alloc() : memref<1x4x8x8xf32>
+  linalg.map outs(%p : memref<1x4x8x8xf32>) (%init: f32) { linalg.yield %zero : f32 }
+  %v = memref.subview %p[0, 0, 1, 1] [1, 4, 6, 6] [1, 1, 1, 1] : memref<1x4x8x8xf32> to memref<1x4x6x6xf32, strided<[256, 64, 8, 1], offset: 9>>
+  linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%x : memref<1x4x6x6xf32>) outs(%v : memref<1x4x6x6xf32, strided<[256, 64, 8, 1], offset: 9>>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  linalg.fill ins(%ninf : f32) outs(%y : memref<1x4x3x3xf32>)
+  %w = memref.alloc() : memref<3x3xf32>
+  linalg.pooling_nchw_max {dilations = dense<1> : vector<2xi64>, strides = dense<[2, 2]> : vector<2xi64>}
+      ins(%p, %w : memref<1x4x8x8xf32>, memref<3x3xf32>) outs(%y : memref<1x4x3x3xf32>)
+  memref.dealloc %p : memref<1x4x8x8xf32>
+  memref.dealloc %w : memref<3x3xf32>
+  return
+}

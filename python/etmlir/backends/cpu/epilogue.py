@@ -91,12 +91,13 @@ def _constant(value: ir.Value) -> float | None:
     return ir.FloatAttr(owner.attributes["value"]).value
 
 
-def _zero_fill(op: ir.Operation, buffer: ir.Value) -> bool:
+def _fills_with(op: ir.Operation, buffer: ir.Value, value: float = 0.0) -> bool:
+    """`op` fills the whole of `buffer` with `value` (0.0 unless told)."""
     if op.name == "linalg.fill":
-        return _constant(op.operands[0]) == 0.0 and _whole(op.operands[1], buffer)
+        return _constant(op.operands[0]) == value and _whole(op.operands[1], buffer)
     if op.name == "linalg.map" and len(op.operands) == 1 and _whole(op.operands[0], buffer):
         body = list(op.regions[0].blocks[0].operations)
-        return len(body) == 1 and body[0].name == "linalg.yield" and _constant(body[0].operands[0]) == 0.0
+        return len(body) == 1 and body[0].name == "linalg.yield" and _constant(body[0].operands[0]) == value
     return False
 
 
@@ -125,7 +126,7 @@ def _find_init(ops: list[ir.Operation], at: int, out: ir.Value, bias_dim: int, f
         if r not in _roots_touched(op):
             continue
         rank = len(_shape(out))
-        if op.name == "linalg.fill" and _zero_fill(op, out):
+        if op.name == "linalg.fill" and _fills_with(op, out):
             fusion.mode |= INIT_ZERO
             fusion.erase.append(op)
         elif (op.name == "linalg.broadcast" and _whole(op.operands[1], out) and len(_shape(op.operands[0])) == 1
@@ -139,7 +140,7 @@ def _find_init(ops: list[ir.Operation], at: int, out: ir.Value, bias_dim: int, f
             # buffer is reused later): the copy goes, the fill stays.
             source = op.operands[0]
             writer = next((ops[j] for j in range(i - 1, -1, -1) if root(source) in _roots_touched(ops[j])), None)
-            if (writer is not None and writer.name == "linalg.fill" and _zero_fill(writer, source)
+            if (writer is not None and writer.name == "linalg.fill" and _fills_with(writer, source)
                     and _shape(source) == _shape(out)):
                 fusion.mode |= INIT_ZERO
                 fusion.erase.append(op)
@@ -247,7 +248,7 @@ def _overwrites(op: ir.Operation, buffer: ir.Value) -> bool:
         return _whole(op.operands[1], buffer)
     if op.name == "linalg.broadcast":
         return _whole(op.operands[1], buffer) and root(op.operands[0]) != buffer
-    return _zero_fill(op, buffer)
+    return _fills_with(op, buffer)
 
 
 def _dead_after(ops: list[ir.Operation], at: int, buffer: ir.Value) -> bool:
@@ -344,7 +345,8 @@ def _find_epilogue(ops: list[ir.Operation], at: int, contraction: ir.Operation, 
 
 @dataclasses.dataclass
 class Padding:
-    """A depthwise convolution's zero padding, taken over by the kernel (no padded copy of the input)."""
+    """A depthwise convolution's zero padding (a max pooling's -inf one), taken over by the kernel (no
+    padded copy of the input)."""
     source: ir.Value                 # the unpadded input
     top: int
     left: int
@@ -355,9 +357,10 @@ class Padding:
     new_output: bool = False
 
 
-def match_padding(block_ops: list[ir.Operation], at: int, fusion: Fusion) -> Padding | None:
-    """The depthwise convolution at block_ops[at] reads a buffer that is only zeros plus a copy of
-    another tensor at an offset in its two spatial dims: that tensor and the offset, or None.
+def match_padding(block_ops: list[ir.Operation], at: int, fusion: Fusion, value: float = 0.0) -> Padding | None:
+    """The depthwise convolution (or max pooling) at block_ops[at] reads a buffer that is only zeros
+    (`value`: -inf for pooling) plus a copy of another tensor at an offset in its two spatial dims:
+    that tensor and the offset, or None.
 
         %p = memref.alloc() : memref<1x32x114x114xf32>
         linalg.map outs(%p) { linalg.yield %zero }
@@ -375,7 +378,7 @@ def match_padding(block_ops: list[ir.Operation], at: int, fusion: Fusion) -> Pad
     for i, op in enumerate(block_ops):
         if op == owner or buffer not in _roots_touched(op):
             continue
-        if i < at and fill is None and copy is None and _zero_fill(op, buffer):
+        if i < at and fill is None and copy is None and _fills_with(op, buffer, value):
             fill = op
         elif i < at and fill is not None and copy is None and op.name == "memref.subview":
             continue

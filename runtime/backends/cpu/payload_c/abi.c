@@ -41,6 +41,12 @@ void etmlir_uk_depthwise_conv2d_nchw_chw(D4_ARGS(i_), D3_ARGS(f_), D4_ARGS(o_), 
   _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw(&in, &filter, &out, sh, sw, dh, dw);
 }
 
+void etmlir_uk_max_pool2d(D4_ARGS(i_), D4_ARGS(o_), int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh,
+                          int64_t dw, int64_t pad_top, int64_t pad_left) {
+  etmlir_memref4d_f32 in = D4_MAKE(i_), out = D4_MAKE(o_);
+  _mlir_ciface_etmlir_uk_max_pool2d(&in, &out, kh, kw, sh, sw, dh, dw, pad_top, pad_left);
+}
+
 /* The _ep variants: after the operands, the bias (1-d), the residual (the output's rank), the mode
  * (etmlir_cpu_payload.h's ETMLIR_EP_* flags) and the bounds. A part the mode does not use is any
  * memref of the right rank (the compiler passes the output, or a 1-element buffer, for it). */

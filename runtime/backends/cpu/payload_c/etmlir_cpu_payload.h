@@ -160,10 +160,11 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_packed_ep(etmlir_memref4d_f
                                                                int64_t dilation_w, int64_t kh, int64_t kw,
                                                                const etmlir_epilogue* ep);
 ETMLIR_CPU_EXPORT int64_t etmlir_uk_panel_rows(void);
-/* A 3x3, stride-1, undilated convolution by Winograd F(2x2, 3x3), its filter g [F, C, 3, 3] transformed
- * at compile time: u is [16 * ceil(F / H), C, H], U_e = (G g G^T)_e (e = 4i + j of the 4x4 transform,
- * G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]) as [F, C] in panels of H rows like the packed
- * convolution's, U_0's panels first. Any other H still computes the convolution. */
+/* A 3x3, stride-1, undilated convolution by Winograd F(m x m, 3x3), m = 2 or 4, its filter g
+ * [F, C, 3, 3] transformed at compile time: u is [(m + 2)^2 * ceil(F / H), C, H], U_e = (G g G^T)_e
+ * (e = (m + 2) i + j; for m = 2, G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]; m follows from u's size) as
+ * [F, C] in panels of H rows like the packed convolution's, U_0's panels first. Any other H still
+ * computes the convolution. */
 ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_winograd_ep(etmlir_memref4d_f32* in, etmlir_memref3d_f32* u,
                                                                  etmlir_memref4d_f32* out, const etmlir_epilogue* ep);
 ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_batch_matmul_ep(etmlir_memref3d_f32* a, etmlir_memref3d_f32* b,
@@ -176,6 +177,12 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_nchw_fchw_ep(etmlir_memref4
 ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(
     etmlir_memref4d_f32* in, etmlir_memref3d_f32* filter, etmlir_memref4d_f32* out, int64_t stride_h,
     int64_t stride_w, int64_t dilation_h, int64_t dilation_w, const etmlir_epilogue* ep);
+/* Max pooling (NCHW): out = max(out, the window), a NaN winning as in eager; window taps outside the
+ * input (pad_top / pad_left before it, and past its end) are skipped, as a -inf padding would be. */
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_max_pool2d(etmlir_memref4d_f32* in, etmlir_memref4d_f32* out,
+                                                         int64_t kh, int64_t kw, int64_t stride_h, int64_t stride_w,
+                                                         int64_t dilation_h, int64_t dilation_w, int64_t pad_top,
+                                                         int64_t pad_left);
 
 /* ---- internal (hidden) helpers shared by shim.c and ukernels.c ---- */
 /* 64-byte aligned scratch from the payload's allocator (counted in the arena peak). Call these from

@@ -2843,3 +2843,194 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(
   }
   if (j.scratch) etmlir_cpu_scratch_free(j.scratch);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Max pooling: one (image, channel) plane at a time                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+  const float* in;
+  float* out;
+  int64_t C, IH, IW, OH, OW, KH, KW, sh, sw, dh, dw, pad_t, pad_l;
+  int64_t is[4], os[4];
+  int64_t planes, tasks;
+} pool_job;
+
+/* max(m, v) as eager's max pooling takes it: a NaN wins. */
+UK_INLINE float pool_max(float m, float v) { return v > m || v != v ? v : m; }
+
+#if defined(__AVX512F__)
+UK_INLINE __m512 pool_max16(__m512 m, __m512 v) {
+  return _mm512_mask_mov_ps(_mm512_max_ps(v, m), _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
+}
+
+/* Window tap (i, k) of 16 outputs from x: stride 1, or 2 (the even floats of two loads that stop at the
+ * last float the windows read). */
+UK_INLINE __m512 pool_tap16(const float* p, int64_t sw, __mmask16 mk, uint32_t bits) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  return sw == 1 ? _mm512_maskz_loadu_ps(mk, p)
+                 : _mm512_permutex2var_ps(_mm512_maskz_loadu_ps((__mmask16)bits, p), even,
+                                          _mm512_maskz_loadu_ps((__mmask16)(bits >> 16), p + 16));
+}
+
+/* pool_rows for unit dilation along the row and stride 1 or 2, 16 outputs a vector. Two window rows at a
+ * time, each reduced on its own, then taken in order: two dependency chains instead of one. */
+static void pool_rows_vec(const float* r, int64_t rs, int64_t rows, float* o, int64_t n, int64_t sw, int64_t kw) {
+  for (int64_t x = 0; x < n; x += 16) {
+    int64_t len = MIN(16, n - x);
+    __mmask16 mk = mask16(len);
+    uint32_t bits = (uint32_t)((1ull << (2 * len - 1)) - 1);
+    const float* p = r + x * sw;
+    __m512 m = _mm512_maskz_loadu_ps(mk, o + x);
+    int64_t i = 0;
+    for (; i + 1 < rows; i += 2) {
+      __m512 a = pool_tap16(p + i * rs, sw, mk, bits), b = pool_tap16(p + (i + 1) * rs, sw, mk, bits);
+      for (int64_t k = 1; k < kw; k++) {
+        a = pool_max16(a, pool_tap16(p + i * rs + k, sw, mk, bits));
+        b = pool_max16(b, pool_tap16(p + (i + 1) * rs + k, sw, mk, bits));
+      }
+      m = pool_max16(pool_max16(m, a), b);
+    }
+    for (; i < rows; i++)
+      for (int64_t k = 0; k < kw; k++) m = pool_max16(m, pool_tap16(p + i * rs + k, sw, mk, bits));
+    _mm512_mask_storeu_ps(o + x, mk, m);
+  }
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+UK_INLINE __m256 pool_max8(__m256 m, __m256 v) {
+  return _mm256_blendv_ps(_mm256_max_ps(v, m), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+
+static __m256i lanes8(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)MAX(0, MIN(8, n))), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* The same taps, 8 outputs a vector (stride 2: the even floats of two loads, in lane order once the
+ * shuffle's 64-bit pairs are put back in order). */
+UK_INLINE __m256 pool_tap8(const float* p, int64_t sw, __m256i mk, __m256i lo, __m256i hi) {
+  if (sw == 1) return _mm256_maskload_ps(p, mk);
+  __m256 e = _mm256_shuffle_ps(_mm256_maskload_ps(p, lo), _mm256_maskload_ps(p + 8, hi), 0x88);
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8));
+}
+
+static void pool_rows_vec(const float* r, int64_t rs, int64_t rows, float* o, int64_t n, int64_t sw, int64_t kw) {
+  for (int64_t x = 0; x < n; x += 8) {
+    int64_t len = MIN(8, n - x);
+    __m256i mk = lanes8(len), lo = lanes8(2 * len - 1), hi = lanes8(2 * len - 9);
+    const float* p = r + x * sw;
+    __m256 m = _mm256_maskload_ps(o + x, mk);
+    int64_t i = 0;
+    for (; i + 1 < rows; i += 2) {
+      __m256 a = pool_tap8(p + i * rs, sw, mk, lo, hi), b = pool_tap8(p + (i + 1) * rs, sw, mk, lo, hi);
+      for (int64_t k = 1; k < kw; k++) {
+        a = pool_max8(a, pool_tap8(p + i * rs + k, sw, mk, lo, hi));
+        b = pool_max8(b, pool_tap8(p + (i + 1) * rs + k, sw, mk, lo, hi));
+      }
+      m = pool_max8(pool_max8(m, a), b);
+    }
+    for (; i < rows; i++)
+      for (int64_t k = 0; k < kw; k++) m = pool_max8(m, pool_tap8(p + i * rs + k, sw, mk, lo, hi));
+    _mm256_maskstore_ps(o + x, mk, m);
+  }
+}
+#endif
+
+/* o[x] = max(o[x], r[i rs + x sw + k dw] for i < rows, k < kw, in that order), x < n (unit strides). */
+static void pool_rows(const float* r, int64_t rs, int64_t rows, float* o, int64_t n, int64_t sw, int64_t kw,
+                      int64_t dw) {
+#if defined(UK_VEC)
+  if (dw == 1 && (sw == 1 || sw == 2)) {
+    pool_rows_vec(r, rs, rows, o, n, sw, kw);
+    return;
+  }
+#endif
+  for (int64_t x = 0; x < n; x++) {
+    float m = o[x];
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t k = 0; k < kw; k++) m = pool_max(m, r[i * rs + x * sw + k * dw]);
+    o[x] = m;
+  }
+}
+
+static void pool_plane(const pool_job* j, const float* in, float* out) {
+  const int64_t* is = j->is;
+  const int64_t* os = j->os;
+  /* Output columns [lo, hi) read only columns inside the input: ow sw - pad_l >= 0 and
+   * ow sw - pad_l + (KW - 1) dw < IW; the vector path takes them (unit column strides). */
+  int unit = is[3] == 1 && os[3] == 1;
+  int64_t lo = unit ? MIN(j->OW, CEIL_DIV(j->pad_l, j->sw)) : j->OW;
+  int64_t last = j->IW - 1 - (j->KW - 1) * j->dw + j->pad_l; /* the largest ow sw allowed */
+  int64_t hi = last < 0 ? lo : MAX(lo, MIN(j->OW, last / j->sw + 1));
+  for (int64_t oh = 0; oh < j->OH; oh++) {
+    float* o = out + oh * os[2];
+    /* The window rows inside the input: i in [i0, i1). */
+    int64_t top = oh * j->sh - j->pad_t, i0 = 0, i1 = j->KH;
+    while (i0 < i1 && top + i0 * j->dh < 0) i0++;
+    while (i1 > i0 && top + (i1 - 1) * j->dh >= j->IH) i1--;
+    for (int64_t ow = 0; ow < j->OW; ow++) {
+      if (ow == lo) ow = hi;
+      if (ow >= j->OW) break;
+      float m = o[ow * os[3]];
+      for (int64_t i = i0; i < i1; i++)
+        for (int64_t k = 0; k < j->KW; k++) {
+          int64_t ix = ow * j->sw + k * j->dw - j->pad_l;
+          if (ix >= 0 && ix < j->IW) m = pool_max(m, in[(top + i * j->dh) * is[2] + ix * is[3]]);
+        }
+      o[ow * os[3]] = m;
+    }
+    if (hi > lo && i1 > i0)
+      pool_rows(in + (top + i0 * j->dh) * is[2] + lo * j->sw - j->pad_l, j->dh * is[2], i1 - i0, o + lo, hi - lo,
+                j->sw, j->KW, j->dw);
+  }
+}
+
+static void pool_job_body(void* arg, int64_t begin, int64_t end) {
+  const pool_job* j = (const pool_job*)arg;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t p0, p1;
+    split_range(j->planes, j->tasks, 1, t, &p0, &p1);
+    for (int64_t p = p0; p < p1; p++) {
+      int64_t n = p / j->C, c = p % j->C;
+      pool_plane(j, j->in + n * j->is[0] + c * j->is[1], j->out + n * j->os[0] + c * j->os[1]);
+    }
+  }
+}
+
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_max_pool2d(etmlir_memref4d_f32* in, etmlir_memref4d_f32* out,
+                                                         int64_t kh, int64_t kw, int64_t stride_h, int64_t stride_w,
+                                                         int64_t dilation_h, int64_t dilation_w, int64_t pad_top,
+                                                         int64_t pad_left) {
+  pool_job j;
+  memset(&j, 0, sizeof(j));
+  j.in = in->aligned + in->offset;
+  j.out = out->aligned + out->offset;
+  for (int i = 0; i < 4; i++) {
+    j.is[i] = in->strides[i];
+    j.os[i] = out->strides[i];
+  }
+  j.C = out->sizes[1];
+  j.IH = in->sizes[2];
+  j.IW = in->sizes[3];
+  j.OH = out->sizes[2];
+  j.OW = out->sizes[3];
+  j.KH = kh;
+  j.KW = kw;
+  j.sh = stride_h;
+  j.sw = stride_w;
+  j.dh = dilation_h;
+  j.dw = dilation_w;
+  j.pad_t = pad_top;
+  j.pad_l = pad_left;
+  j.planes = out->sizes[0] * j.C;
+  if (j.planes <= 0 || j.OH <= 0 || j.OW <= 0 || kh <= 0 || kw <= 0 || stride_h <= 0 || stride_w <= 0 ||
+      dilation_h <= 0 || dilation_w <= 0)
+    return;
+  int nt = etmlir_cpu_num_threads();
+  double work = (double)j.planes * (double)(j.OH * j.OW * kh * kw);
+  j.tasks = nt > 1 && work >= PAR_MIN_FLOPS / 2 ? MIN(nt, j.planes) : 1;
+  if (j.tasks == 1) {
+    pool_job_body(&j, 0, 1);
+  } else {
+    etmlir_cpu_parallel_for(j.tasks, pool_job_body, &j);
+  }
+}

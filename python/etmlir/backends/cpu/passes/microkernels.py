@@ -31,6 +31,10 @@ kernels; `etmlir.backends.cpu.epilogue` says what fits):
 - a depthwise convolution's zero padding (a filled buffer with a copy of the
   input inside): the kernel reads the unpadded input.
 
+Max pooling (`linalg.pooling_nchw_max`) becomes `etmlir_uk_max_pool2d(%in, %out,
+kh, kw, strides, dilations, pad_top, pad_left)`, its -inf padding likewise
+taken over (the window's shape is all it reads of the window operand).
+
     linalg.fill ins(%zero) outs(%c)
     linalg.matmul ins(%a, %b) outs(%c)
     linalg.generic ins(%bias, %c) outs(%c) { addf, cmpf ugt + select (ReLU) }
@@ -69,6 +73,8 @@ _DEFAULT_MAPS = {
 
 # Kernels that take their input's zero padding as arguments (the _ep variant's last two: top, left).
 PADDED = ("linalg.depthwise_conv_2d_nchw_chw",)
+POOLING = "linalg.pooling_nchw_max"
+POOL_KERNEL = "etmlir_uk_max_pool2d"
 
 
 def dynamic_memref(rank: int) -> ir.Type:
@@ -167,6 +173,8 @@ def use_microkernels(module: ir.Module | ir.Operation) -> dict[str, int]:
     def visit(op: ir.Operation) -> ir.WalkResult:
         if op.name in KERNELS and _takes(op, KERNELS[op.name][1]):
             targets.append(op)
+        elif op.name == POOLING and _takes(op, (4, 2, 4)) and ir.MemRefType(op.operands[1].type).has_static_shape:
+            targets.append(op)
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
@@ -176,9 +184,13 @@ def use_microkernels(module: ir.Module | ir.Operation) -> dict[str, int]:
         i64, f32 = ir.IntegerType.get_signless(64), ir.F32Type.get()
         for op in targets:
             name = op.name
-            kernel, ranks, pairs = KERNELS[name]
             ops = _block_ops(op)
             at = ops.index(op.operation)
+            if name == POOLING:
+                declared[POOL_KERNEL] = _max_pool_call(op, ops, at)
+                counts[POOL_KERNEL] = counts.get(POOL_KERNEL, 0) + 1
+                continue
+            kernel, ranks, pairs = KERNELS[name]
             fusion = epilogue.match(ops, at)
             padding = epilogue.match_padding(ops, at, fusion) if name in PADDED else None
             out_rank = ranks[-1]
@@ -228,3 +240,29 @@ def use_microkernels(module: ir.Module | ir.Operation) -> dict[str, int]:
         for kernel, types in declared.items():
             declare_function(module, kernel, types)
     return counts
+
+
+def _max_pool_call(op: ir.Operation, ops: list[ir.Operation], at: int) -> list[ir.Type]:
+    """linalg.pooling_nchw_max ins(%in, %window) outs(%out) -> etmlir_uk_max_pool2d(%in, %out, kh, kw,
+    strides, dilations, pad_top, pad_left), reading the unpadded input when %in is a -inf padded copy
+    (not when the output took over the input's buffer: the kernel reads while it writes). The window
+    buffer goes (only its shape mattered). Returns the call's operand types."""
+    i64 = ir.IntegerType.get_signless(64)
+    padding = epilogue.match_padding(ops, at, epilogue.Fusion(), value=float("-inf"))
+    if padding is not None and padding.new_output:
+        padding = None
+    window = op.operands[1]
+    with op.location, ir.InsertionPoint(op):
+        operands = [cast_dynamic(padding.source if padding is not None else op.operands[0], 4),
+                    cast_dynamic(op.operands[2], 4)]
+        scalars = list(ir.MemRefType(window.type).shape) + _pair(op.attributes["strides"]) + \
+            _pair(op.attributes["dilations"]) + ([padding.top, padding.left] if padding is not None else [0, 0])
+        operands += [constant(i64, ir.IntegerAttr.get(i64, v)) for v in scalars]
+        ir.Operation.create("func.call", operands=operands, attributes={"callee": ir.FlatSymbolRefAttr.get(POOL_KERNEL)})
+    op.erase()
+    _erase_dead_buffer(window)
+    if padding is not None:
+        for fused in padding.erase:
+            fused.erase()
+        _erase_dead_buffer(padding.buffer)
+    return [o.type for o in operands]
