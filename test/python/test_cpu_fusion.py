@@ -252,8 +252,9 @@ def test_packed_filters_match_eager(compiled):
 class WideBlocks(nn.Module):
     """3x3 layers Winograd takes: a ResNet block and a widening layer with 32+ output tiles of 4x4
     (F(4x4)); a 256-channel layer at 14 x 16 (16 tiles of 4x4: enough with 64+ channels, F(4x4)) and
-    the same filter at 13 x 13 (only 66% of the 4x4 tiles' outputs real: F(2x2), 49 tiles); and two it
-    leaves alone: a stride-2 layer, and a small slice sharing a filter with a layer it takes."""
+    the same filter at 13 x 13 (only 66% of the 4x4 tiles' outputs real: F(2x2), 49 tiles) and at 7 x 7
+    (F(2x2), 16 tiles); and two it leaves alone: a stride-2 layer, and a small slice sharing a filter
+    with a layer it takes."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -267,7 +268,8 @@ class WideBlocks(nn.Module):
         y = self.block(x)
         h = nn.functional.relu6(self.widen(y))
         d = torch.relu(self.down(y))
-        return self.shared(h), self.shared(h[:, :, :5, :7]), self.deep(d), self.deep(d[:, :, :13, :13])
+        return (self.shared(h), self.shared(h[:, :, :5, :7]), self.deep(d), self.deep(d[:, :, :13, :13]),
+                self.deep(d[:, :, :7, :7]))
 
 
 def test_winograd_convolutions_match_eager(compiled):
@@ -280,7 +282,7 @@ def test_winograd_convolutions_match_eager(compiled):
     _randomize_norms(model)
     x = torch.randn(2, 64, 27, 31)
     program = etmlir.to_edge(etmlir.export(model, (x,))).to_backend(backends.partitioner("cpu"))
-    assert compiled["etmlir_uk_conv2d_winograd_ep"] == 6, compiled
+    assert compiled["etmlir_uk_conv2d_winograd_ep"] == 7, compiled
     assert compiled["etmlir_uk_conv2d_packed_ep"] == 2, compiled
     pte = program.to_executorch().buffer
     with torch.no_grad():

@@ -37,8 +37,10 @@ per image instead goes through Winograd F(m x m, 3x3)
 (`etmlir_uk_conv2d_winograd_ep`): m = 4 (4x fewer multiplies) when it has
 `winograd-min-channels` channels, 32 tiles of 4x4 (or 9 to 31 with twice
 the channels) and 3/4 of the tiles' outputs real, else m = 2 (2.25x fewer) when
-it has 32 tiles of 2x2 and `winograd2-min-channels` channels
-(`winograd=false`: never, for a smaller payload; winograd_tile has the rule). Its filter g becomes
+it has 16 tiles of 2x2 (7 x 7 outputs) and `winograd2-min-channels` channels
+(winograd_tile has the rule). The transformed filters are 4x (16/9x) the
+filter's floats: ResNet-18's `.pte` is 100 MB instead of 48; `winograd=false`
+(the cpu compile spec `{"winograd": "false"}`) keeps the plain filters. Its filter g becomes
 U = G g G^T, and each of U's (m + 2)^2 elements, an [F, C] matrix, is packed
 into row panels, [(m + 2)^2 * ceil(F / H), C, H] in all:
 
@@ -86,6 +88,7 @@ WINOGRAD_MIN_TILES = 32  # output tiles per image; F(4x4) takes down to WINOGRAD
 WINOGRAD_4_FEWEST_TILES = 9
 WINOGRAD_4_MIN_USE = 0.75  # F(4x4): the share of the tiles' outputs that are real (14 x 14 has 196 of 256)
 WINOGRAD_2_CHANNELS = 256  # F(2x2) pays only with this many channels
+WINOGRAD_2_MIN_TILES = 16  # ... and this many tiles of 2x2 (a 7x7 output)
 
 SOURCES = {
     "etmlir_uk_matmul": Source(1, 2, False, "etmlir_uk_matmul_packed_ep", 0),
@@ -197,12 +200,13 @@ def winograd_tile(call: ir.Operation, shape: list[int],
     - F(4x4): min_channels[0] channels either side, WINOGRAD_MIN_TILES tiles of 4x4 per image, or down to
       WINOGRAD_4_FEWEST_TILES with twice the channels, and at least WINOGRAD_4_MIN_USE of the tiles'
       outputs real (an output of 13 x 13 computes 16 x 16: 66%);
-    - else F(2x2): min_channels[1] channels and WINOGRAD_MIN_TILES tiles of 2x2.
+    - else F(2x2): min_channels[1] channels and WINOGRAD_2_MIN_TILES tiles of 2x2.
     The kernel's time against the direct convolution's, one thread, same channels in and out (AVX-512 /
     AVX2 builds): F(4x4) 0.46 / 0.61 at 256 @ 14x14, 0.77 / 0.95 at 64 @ 14x14, 0.62 / 0.61 at
     256 @ 12x12 (9 tiles); not taken: 1.47 / 1.10 at 32 @ 14x14, 0.98 / 1.07 at 64 @ 13x13, 1.15 / 1.12
-    at 256 @ 9x9; 4 tiles (7x7) 1.5-2.4. F(2x2) at 512 @ 7x7 is 1.0 / 0.83: its 16 tiles read each
-    weight 16 times, so the GEMMs wait on memory, and F(2x2)'s weights are 16/9 the filter's."""
+    at 256 @ 9x9; 4 tiles (7x7) 1.5-2.4. F(2x2) at 7x7 (16 tiles): 0.92 / 0.75 at 512 channels, 0.77 /
+    0.59 at 384, 0.88 / 0.67 at 256 (with the filter evicted from the caches first, as in a model: 0.85
+    at 512, 0.96 at 256 on AVX-512)."""
     f, c, kh, kw = shape
     if (kh, kw) != (3, 3) or any(_constant_int(call.operands[i]) != 1 for i in range(3, 7)):
         return 0
@@ -215,7 +219,7 @@ def winograd_tile(call: ir.Operation, shape: list[int],
             and out[2] * out[3] >= WINOGRAD_4_MIN_USE * 16 * tiles
             and (tiles >= WINOGRAD_MIN_TILES or channels >= 2 * min_channels[0])):
         return 4
-    if channels >= min_channels[1] and -(-out[2] // 2) * -(-out[3] // 2) >= WINOGRAD_MIN_TILES:
+    if channels >= min_channels[1] and -(-out[2] // 2) * -(-out[3] // 2) >= WINOGRAD_2_MIN_TILES:
         return 2
     return 0
 
