@@ -2860,77 +2860,44 @@ typedef struct {
 UK_INLINE float pool_max(float m, float v) { return v > m || v != v ? v : m; }
 
 #if defined(__AVX512F__)
-UK_INLINE __m512 pool_max16(__m512 m, __m512 v) {
+/* pool_max on vectors. */
+UK_INLINE __m512 pool_maxv(__m512 m, __m512 v) {
   return _mm512_mask_mov_ps(_mm512_max_ps(v, m), _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
 }
 
-/* Window tap (i, k) of 16 outputs from x: stride 1, or 2 (the even floats of two loads that stop at the
- * last float the windows read). */
-UK_INLINE __m512 pool_tap16(const float* p, int64_t sw, __mmask16 mk, uint32_t bits) {
+/* Window tap of `len` <= 16 outputs at stride sw (1, or 2: the even floats of two loads that stop at
+ * the last float the windows read). */
+UK_INLINE __m512 pool_tap(const float* p, int64_t sw, int64_t len) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  return sw == 1 ? _mm512_maskz_loadu_ps(mk, p)
-                 : _mm512_permutex2var_ps(_mm512_maskz_loadu_ps((__mmask16)bits, p), even,
-                                          _mm512_maskz_loadu_ps((__mmask16)(bits >> 16), p + 16));
-}
-
-/* pool_rows for unit dilation along the row and stride 1 or 2, 16 outputs a vector. Two window rows at a
- * time, each reduced on its own, then taken in order: two dependency chains instead of one. */
-static void pool_rows_vec(const float* r, int64_t rs, int64_t rows, float* o, int64_t n, int64_t sw, int64_t kw) {
-  for (int64_t x = 0; x < n; x += 16) {
-    int64_t len = MIN(16, n - x);
-    __mmask16 mk = mask16(len);
-    uint32_t bits = (uint32_t)((1ull << (2 * len - 1)) - 1);
-    const float* p = r + x * sw;
-    __m512 m = _mm512_maskz_loadu_ps(mk, o + x);
-    int64_t i = 0;
-    for (; i + 1 < rows; i += 2) {
-      __m512 a = pool_tap16(p + i * rs, sw, mk, bits), b = pool_tap16(p + (i + 1) * rs, sw, mk, bits);
-      for (int64_t k = 1; k < kw; k++) {
-        a = pool_max16(a, pool_tap16(p + i * rs + k, sw, mk, bits));
-        b = pool_max16(b, pool_tap16(p + (i + 1) * rs + k, sw, mk, bits));
-      }
-      m = pool_max16(pool_max16(m, a), b);
-    }
-    for (; i < rows; i++)
-      for (int64_t k = 0; k < kw; k++) m = pool_max16(m, pool_tap16(p + i * rs + k, sw, mk, bits));
-    _mm512_mask_storeu_ps(o + x, mk, m);
-  }
+  if (sw == 1) return _mm512_maskz_loadu_ps(mask16(len), p);
+  uint32_t bits = (uint32_t)((1ull << (2 * len - 1)) - 1);
+  return _mm512_permutex2var_ps(_mm512_maskz_loadu_ps((__mmask16)bits, p), even,
+                                _mm512_maskz_loadu_ps((__mmask16)(bits >> 16), p + 16));
 }
 #elif defined(__AVX2__) && defined(__FMA__)
-UK_INLINE __m256 pool_max8(__m256 m, __m256 v) {
+UK_INLINE __m256 pool_maxv(__m256 m, __m256 v) {
   return _mm256_blendv_ps(_mm256_max_ps(v, m), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
 }
 
-static __m256i lanes8(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)MAX(0, MIN(8, n))), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-/* The same taps, 8 outputs a vector (stride 2: the even floats of two loads, in lane order once the
- * shuffle's 64-bit pairs are put back in order). */
-UK_INLINE __m256 pool_tap8(const float* p, int64_t sw, __m256i mk, __m256i lo, __m256i hi) {
-  if (sw == 1) return _mm256_maskload_ps(p, mk);
-  __m256 e = _mm256_shuffle_ps(_mm256_maskload_ps(p, lo), _mm256_maskload_ps(p + 8, hi), 0x88);
+/* The same, `len` <= 8 outputs (stride 2: the shuffle's 64-bit pairs put back in lane order). */
+UK_INLINE __m256 pool_tap(const float* p, int64_t sw, int64_t len) {
+  if (sw == 1) return _mm256_maskload_ps(p, ukv_first(len));
+  __m256 e = _mm256_shuffle_ps(_mm256_maskload_ps(p, ukv_first(2 * len - 1)),
+                               _mm256_maskload_ps(p + 8, ukv_first(2 * len - 9)), 0x88);
   return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8));
 }
+#endif
 
+#if defined(UK_VEC)
+/* pool_rows for unit dilation along the row and stride 1 or 2, UK_VEC outputs a vector. */
 static void pool_rows_vec(const float* r, int64_t rs, int64_t rows, float* o, int64_t n, int64_t sw, int64_t kw) {
-  for (int64_t x = 0; x < n; x += 8) {
-    int64_t len = MIN(8, n - x);
-    __m256i mk = lanes8(len), lo = lanes8(2 * len - 1), hi = lanes8(2 * len - 9);
-    const float* p = r + x * sw;
-    __m256 m = _mm256_maskload_ps(o + x, mk);
-    int64_t i = 0;
-    for (; i + 1 < rows; i += 2) {
-      __m256 a = pool_tap8(p + i * rs, sw, mk, lo, hi), b = pool_tap8(p + (i + 1) * rs, sw, mk, lo, hi);
-      for (int64_t k = 1; k < kw; k++) {
-        a = pool_max8(a, pool_tap8(p + i * rs + k, sw, mk, lo, hi));
-        b = pool_max8(b, pool_tap8(p + (i + 1) * rs + k, sw, mk, lo, hi));
-      }
-      m = pool_max8(pool_max8(m, a), b);
-    }
-    for (; i < rows; i++)
-      for (int64_t k = 0; k < kw; k++) m = pool_max8(m, pool_tap8(p + i * rs + k, sw, mk, lo, hi));
-    _mm256_maskstore_ps(o + x, mk, m);
+  for (int64_t x = 0; x < n; x += UK_VEC) {
+    int64_t len = MIN(UK_VEC, n - x);
+    ukv_lanes keep = ukv_first(len);
+    ukv m = ukv_load_first(o + x, keep);
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t k = 0; k < kw; k++) m = pool_maxv(m, pool_tap(r + i * rs + x * sw + k, sw, len));
+    ukv_store_first(o + x, keep, m);
   }
 }
 #endif
