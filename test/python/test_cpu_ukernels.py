@@ -4,6 +4,7 @@ parallel split. Each x86-64 level the host supports gets its own build of the sa
 from __future__ import annotations
 
 import ctypes
+import math
 import shutil
 import subprocess
 from pathlib import Path
@@ -625,6 +626,16 @@ def test_ukernel_without_room_in_the_arena_uses_the_heap(lib):
 # etmlir_cpu_payload.h's ETMLIR_EP_* flags
 INIT_OUTPUT, INIT_ZERO, INIT_BIAS, BIAS_AFTER, RESIDUAL = 0, 1, 2, 4, 8
 NAN_TO_BOUND, KEEP_NAN = 1, 2
+ACT_SHIFT, GELU, GELU_TANH, SILU, SIGMOID, TANH = 8, 1, 2, 3, 4, 5
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+# float64 references of the ETMLIR_EP_ACT_* activations
+ACTIVATION_REFERENCES = {
+    GELU: lambda v: 0.5 * v * (1.0 + _erf(v / math.sqrt(2.0))),
+    GELU_TANH: lambda v: 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v ** 3))),
+    SILU: lambda v: v / (1.0 + np.exp(-v)),
+    SIGMOID: lambda v: 1.0 / (1.0 + np.exp(-v)),
+    TANH: np.tanh,
+}
 
 
 class Epilogue(ctypes.Structure):
@@ -653,6 +664,9 @@ def expected_epilogue(product, before, mode, lo, hi, bias_b, res):
         v = v + bias_b
     if mode & RESIDUAL:
         v = v + res
+    if (mode >> ACT_SHIFT) & 7:
+        with np.errstate(over="ignore"):
+            v = ACTIVATION_REFERENCES[(mode >> ACT_SHIFT) & 7](v)
     lo_mode, hi_mode = (mode >> 4) & 3, (mode >> 6) & 3
     if lo_mode == KEEP_NAN:
         v = np.where(lo > v, lo, v)
@@ -666,13 +680,17 @@ def expected_epilogue(product, before, mode, lo, hi, bias_b, res):
 
 
 # (mode, lo, hi): a linear with ReLU, a conv with bias and ReLU6 (NaN -> 0 below, kept above), a
-# residual add, a bias after plus residual plus an upper bound, hardtanh(-1, 1) on the output's value.
+# residual add, a bias after plus residual plus an upper bound, hardtanh(-1, 1) on the output's value,
+# a linear with GELU, a conv with bias, residual and SiLU, tanh of the output's value.
 EPILOGUE_MODES = [
     (INIT_ZERO | BIAS_AFTER | (KEEP_NAN << 4), 0.0, 0.0),
     (INIT_BIAS | (NAN_TO_BOUND << 4) | (KEEP_NAN << 6), 0.0, 6.0),
     (INIT_BIAS | RESIDUAL, 0.0, 0.0),
     (INIT_ZERO | BIAS_AFTER | RESIDUAL | (NAN_TO_BOUND << 6), 0.0, 0.5),
     (INIT_OUTPUT | (NAN_TO_BOUND << 4) | (NAN_TO_BOUND << 6), -1.0, 1.0),
+    (INIT_ZERO | BIAS_AFTER | (GELU << ACT_SHIFT), 0.0, 0.0),
+    (INIT_BIAS | RESIDUAL | (SILU << ACT_SHIFT), 0.0, 0.0),
+    (INIT_OUTPUT | (TANH << ACT_SHIFT), 0.0, 0.0),
 ]
 
 
@@ -758,6 +776,35 @@ PACKED_MATMUL = [(1, 40, 64), (1, 37, 100), (1, 1, 20), (5, 30, 70), (28, 64, 96
 @pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES)
 def test_packed_matmul_matches_reference(lib, m, k, n, mode, lo, hi):
     _check_packed_matmul(lib, m, k, n, lib.etmlir_uk_panel_width(), mode, lo, hi, m * 1000 + k + n + mode)
+
+
+@pytest.mark.parametrize("act", [GELU, GELU_TANH, SILU, SIGMOID, TANH])
+@pytest.mark.parametrize("c_layout", ["c", "t"])
+def test_every_activation_matches_reference(lib, act, c_layout):
+    """Each activation on whole vectors, a partial last vector (70 columns) and a strided output (C
+    transposed: the activation gathers, applies, scatters), with NaNs from the residual."""
+    mode = INIT_BIAS | RESIDUAL | (act << ACT_SHIFT)
+    _check_product_epilogue(lib, "matmul", (21, 48), (48, 70), "c", mode, 0.0, 0.0, act, c_layout)
+    _check_packed_matmul(lib, 21, 48, 70, lib.etmlir_uk_panel_width(), mode, 0.0, 0.0, act, c_layout=c_layout)
+
+
+def test_activations_over_their_whole_range(lib):
+    """The activations alone (a product of zeros: the output is the residual), from -100 to 100, past
+    exp's clamps, against float64: within 2e-6 relative, or 5e-7 absolute where the value is small
+    (GELU's A&S erfc has an absolute error of 1.5e-7); NaN stays NaN."""
+    x = np.concatenate([np.linspace(-100.0, 100.0, 4001), [0.0, -0.0, 1e-30, -1e-30, 87.5, -87.5, 89.0, -89.0,
+                                                           np.nan]]).astype(np.float32)
+    a = np.zeros((1, 1), np.float32)
+    b = np.zeros((1, x.size), np.float32)
+    for act, reference in ACTIVATION_REFERENCES.items():
+        c = x.copy().reshape(1, -1)
+        ep = epilogue(INIT_ZERO | RESIDUAL | (act << ACT_SHIFT), 0.0, 0.0, None, x.reshape(1, -1))
+        da, db, dc = descriptor(a, a), descriptor(b, b), descriptor(c, c)
+        lib._mlir_ciface_etmlir_uk_matmul_ep(ctypes.byref(da), ctypes.byref(db), ctypes.byref(dc), ctypes.byref(ep))
+        with np.errstate(over="ignore"):
+            want = reference(x.astype(np.float64))
+        assert np.isnan(c[0, -1]), act
+        np.testing.assert_allclose(c[0, :-1], want[:-1], rtol=2e-6, atol=5e-7, err_msg=f"activation {act}")
 
 
 @pytest.mark.parametrize("m", [1, 20])

@@ -157,6 +157,133 @@ func.func @scaled(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x16xf32
 
 // -----
 
+// A linear layer with GELU, as a transformer's MLP has it: the product [T, 16] seen as [1, T, 16]
+// (expand_shape) by the bias + GELU loop, which writes a buffer of its own with a dynamic size. The
+// loop becomes the epilogue (mode 261 = zero init | bias after | GELU << 8); its buffer is made before
+// the call and handed over without its unit dim; the product's buffer goes away.
+// CHECK-LABEL: func.func @linear_gelu
+// CHECK-NOT: linalg.fill
+// CHECK: %[[T:.*]] = memref.dim %arg0
+// CHECK: %[[Y:.*]] = memref.alloc(%[[T]]) : memref<1x?x16xf32>
+// CHECK: %[[Y2:.*]] = memref.collapse_shape %[[Y]] {{\[\[}}0, 1], [2]] : memref<1x?x16xf32> into memref<?x16xf32>
+// CHECK: %[[OUT:.*]] = memref.cast %[[Y2]]
+// CHECK: %[[MODE:.*]] = arith.constant 261 : i64
+// CHECK: call @etmlir_uk_matmul_ep(%{{.*}}, %{{.*}}, %[[OUT]], %{{.*}}, %{{.*}}, %[[MODE]],
+// CHECK-NOT: linalg.generic
+// CHECK-NOT: math.erf
+// CHECK: return %[[Y]]
+func.func @linear_gelu(%a: memref<?x8xf32>, %b: memref<8x16xf32>, %bias: memref<16xf32>) -> memref<1x?x16xf32> {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %half = arith.constant 0.5 : f32
+  %one = arith.constant 1.0 : f32
+  %sqrt2 = arith.constant 1.41421354 : f32
+  %t = memref.dim %a, %c0 : memref<?x8xf32>
+  %c = memref.alloc(%t) : memref<?x16xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<?x16xf32>)
+  linalg.matmul ins(%a, %b : memref<?x8xf32>, memref<8x16xf32>) outs(%c : memref<?x16xf32>)
+  %e = memref.expand_shape %c [[0, 1], [2]] output_shape [1, %t, 16] : memref<?x16xf32> into memref<1x?x16xf32>
+  %y = memref.alloc(%t) : memref<1x?x16xf32>
+  linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>],
+                  iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%bias, %e : memref<16xf32>, memref<1x?x16xf32>) outs(%y : memref<1x?x16xf32>) {
+  ^bb0(%bv: f32, %v: f32, %o: f32):
+    %s = arith.addf %bv, %v : f32
+    %d = arith.divf %s, %sqrt2 : f32
+    %f = math.erf %d : f32
+    %g = arith.addf %f, %one : f32
+    %h = arith.mulf %g, %half : f32
+    %r = arith.mulf %s, %h : f32
+    linalg.yield %r : f32
+  }
+  memref.dealloc %c : memref<?x16xf32>
+  return %y : memref<1x?x16xf32>
+}
+
+// -----
+
+// SiLU after a convolution with a bias broadcast first, written however the body spells it (here
+// x / (1 + exp(-x)), not torch-mlir's x * (1 / (1 + exp(-x)))): mode 770 = bias init | SiLU << 8.
+// CHECK-LABEL: func.func @conv_silu
+// CHECK-NOT: linalg.broadcast
+// CHECK: %[[MODE:.*]] = arith.constant 770 : i64
+// CHECK: call @etmlir_uk_conv2d_nchw_fchw_ep({{.*}}, %[[MODE]],
+// CHECK-NOT: linalg.generic
+// CHECK-NOT: math.exp
+func.func @conv_silu(%x: memref<1x3x8x8xf32>, %w: memref<4x3x3x3xf32>, %bias: memref<4xf32>, %y: memref<1x4x6x6xf32>) {
+  %one = arith.constant 1.0 : f32
+  linalg.broadcast ins(%bias : memref<4xf32>) outs(%y : memref<1x4x6x6xf32>) dimensions = [0, 2, 3]
+  linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>}
+      ins(%x, %w : memref<1x3x8x8xf32>, memref<4x3x3x3xf32>) outs(%y : memref<1x4x6x6xf32>)
+  linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%y : memref<1x4x6x6xf32>) outs(%y : memref<1x4x6x6xf32>) {
+  ^bb0(%v: f32, %out: f32):
+    %n = arith.negf %v : f32
+    %e = math.exp %n : f32
+    %d = arith.addf %e, %one : f32
+    %r = arith.divf %v, %d : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// What only looks like an activation stays a loop: GELU's tanh form with torch-mlir's constant
+// 0.797724 (sqrt(2/pi) is 0.7978846), which is not that function; and sigmoid then a clamp (the
+// kernel applies an activation last). Only the zero fills are absorbed (mode 1).
+// CHECK-LABEL: func.func @not_activations
+// CHECK: call @etmlir_uk_matmul_ep({{.*}}, %{{.*}}, %{{.*}}) :
+// CHECK: linalg.generic
+// CHECK: math.tanh
+// CHECK: %[[MODE:.*]] = arith.constant 1 : i64
+// CHECK: call @etmlir_uk_matmul_ep({{.*}}, %[[MODE]],
+// CHECK: linalg.generic
+// CHECK: math.exp
+// CHECK: arith.select
+func.func @not_activations(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x16xf32>, %d: memref<4x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %half = arith.constant 0.5 : f32
+  %one = arith.constant 1.0 : f32
+  %k = arith.constant 0.044715 : f32
+  %s = arith.constant 0.797724 : f32
+  %c3 = arith.constant 3 : i64
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x16xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<4x16xf32>) outs(%c : memref<4x16xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %p = math.fpowi %v, %c3 : f32, i64
+    %q = arith.mulf %p, %k : f32
+    %u = arith.addf %v, %q : f32
+    %w = arith.mulf %u, %s : f32
+    %t = math.tanh %w : f32
+    %g = arith.addf %t, %one : f32
+    %h = arith.mulf %g, %half : f32
+    %r = arith.mulf %v, %h : f32
+    linalg.yield %r : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%d : memref<4x16xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%d : memref<4x16xf32>)
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%d : memref<4x16xf32>) outs(%d : memref<4x16xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %n = arith.negf %v : f32
+    %e = math.exp %n : f32
+    %g = arith.addf %e, %one : f32
+    %r = arith.divf %one, %g : f32
+    %p = arith.cmpf ogt, %r, %half : f32
+    %m = arith.select %p, %r, %half : f32
+    linalg.yield %m : f32
+  }
+  return
+}
+
+// -----
+
 // Max pooling becomes etmlir_uk_max_pool2d(in, out, kh, kw, strides, dilations, pad top, pad left);
 // a -inf filled buffer with a copy of %x inside is taken over like a depthwise convolution's zero
 // padding (here top 1, left 2), and the window buffer, only a shape, goes. The output's -inf fill stays

@@ -9,9 +9,19 @@ At memref level a convolution with a bias and a clamp is three passes over its o
 
 The microkernel can write the bias into each output tile before the product and apply the clamp
 right after it, while the tile is in L1. `match` finds such an init (zero or a bias) and such an
-epilogue (a bias added after the product, a residual tensor added, a lower and an upper bound with
-either NaN behaviour) and says what the kernel's `mode` word is; anything else in the epilogue's
-body (a GELU, a multiply) leaves that op where it is.
+epilogue (a bias added after the product, a residual tensor added, then either a lower and an upper
+bound with either NaN behaviour, or one of the activations in ACTIVATIONS: GELU in both forms, SiLU,
+sigmoid, tanh) and says what the kernel's `mode` word is; anything else in the epilogue's body (a
+multiply by another tensor, an activation followed by a clamp) leaves that op where it is.
+
+An activation is recognized by what it computes, not by how torch-mlir spelled it: the rest of the
+body, from the value after the adds to the yield, must be straight-line arithmetic of that one value
+and constants, built only from the analytic ops in _ANALYTIC (no compare or select, so no branches),
+and it must agree with the activation's float64 reference within 1e-6 relative at _SAMPLES, 50
+points in [-40, 40]. Two such expressions that agree on that many points are the same function
+(GELU written x * 0.5 * (1 + erf(x / sqrt 2)) or 0.5 * x * (erf(x * 0.7071) + 1) both pass, and
+float32 constants such as sqrt 2 rounded are within the tolerance). The kernel then computes its own
+vectorized form (payload_c/activation.c, the formulas of et-cpu-approximate-math).
 
 Safety: nothing between the init, the contraction and the epilogue may touch the buffers
 involved, the epilogue must read the contraction's whole output once and write a buffer of the
@@ -22,7 +32,10 @@ it (it then goes away).
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Callable
 
+import numpy as np
 from torch_mlir import ir
 
 from etmlir.backends.cpu.ir_util import uncast
@@ -32,6 +45,7 @@ INIT_MASK, INIT_OUTPUT, INIT_ZERO, INIT_BIAS = 3, 0, 1, 2
 BIAS_AFTER, RESIDUAL = 4, 8
 LO_SHIFT, HI_SHIFT = 4, 6
 NAN_TO_BOUND, KEEP_NAN = 1, 2
+ACT_SHIFT = 8
 
 # The dim of the output a bias runs along, per contraction.
 BIAS_DIM = {"linalg.matmul": 1, "linalg.batch_matmul": 2, "linalg.conv_2d_nchw_fchw": 1,
@@ -53,6 +67,9 @@ class Fusion:
     erase: list[ir.Operation] = dataclasses.field(default_factory=list)  # the init and epilogue ops
     dead_buffer: ir.Value | None = None     # the contraction's own buffer, unused once the epilogue is fused
     hoist: list[ir.Operation] = dataclasses.field(default_factory=list)  # the output's alloc/views, made later
+    # The epilogue ran on the output seen with this many leading unit dims more (an addmm's [64, 1536]
+    # product as [1, 64, 1536]): `output` and `residual` have them, the kernel's operands drop them.
+    lead: int = 0
 
     @property
     def fused(self) -> bool:
@@ -157,8 +174,78 @@ def _is_copy(op: ir.Operation) -> bool:
             and body[0].operands[0] == block.arguments[0])
 
 
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+# etmlir_cpu_payload.h's ETMLIR_EP_ACT_* codes and each activation's float64 reference.
+ACTIVATIONS: dict[str, tuple[int, Callable[[np.ndarray], np.ndarray]]] = {
+    "gelu": (1, _gelu), "gelu_tanh": (2, _gelu_tanh), "silu": (3, lambda x: x * _sigmoid(x)),
+    "sigmoid": (4, _sigmoid), "tanh": (5, np.tanh)}
+
+_SAMPLES = np.concatenate([np.linspace(-40.0, 40.0, 41) + 0.0625,
+                           [-3.3, -2.1, -1.1, -0.55, -0.2, -0.01, 0.01, 0.2, 0.55, 1.1, 2.1, 3.3]])
+_ANALYTIC: dict[str, Callable[..., np.ndarray]] = {
+    "arith.addf": np.add, "arith.subf": np.subtract, "arith.mulf": np.multiply, "arith.divf": np.divide,
+    "arith.negf": np.negative, "math.exp": np.exp, "math.tanh": np.tanh, "math.erf": _erf, "math.sqrt": np.sqrt,
+    "math.rsqrt": lambda a: 1.0 / np.sqrt(a), "math.fpowi": np.power, "math.powf": np.power}
+
+
+def _int_constant(value: ir.Value) -> int | None:
+    owner = value.owner
+    if isinstance(owner, ir.Block) or owner.name != "arith.constant" or not str(value.type).startswith("i"):
+        return None
+    return ir.IntegerAttr(owner.attributes["value"]).value
+
+
+def _activation(ops: list[ir.Operation], x: ir.Value) -> int:
+    """The ETMLIR_EP_ACT_* code of the activation that `ops` (the rest of a body, up to its yield)
+    compute from `x` alone, or 0 (see the module docstring)."""
+    values: dict[ir.Value, np.ndarray] = {x: _SAMPLES}
+
+    def operand(v: ir.Value) -> np.ndarray | int | None:
+        if v in values:
+            return values[v]
+        c = _constant(v)
+        return np.float64(c) if c is not None else _int_constant(v)
+
+    with np.errstate(all="ignore"):
+        for op in ops:
+            if op.name == "linalg.yield":
+                got = values.get(op.operands[0])
+                if got is None or got is values[x]:
+                    return 0
+                for code, reference in ACTIVATIONS.values():
+                    want = reference(_SAMPLES)
+                    if np.allclose(got, want, rtol=1e-6, atol=1e-9) and np.all(np.isfinite(got)):
+                        return code
+                return 0
+            if op.name == "arith.constant":
+                continue
+            fn = _ANALYTIC.get(op.name)
+            args = [operand(v) for v in op.operands]
+            if fn is None or len(op.results) != 1 or str(op.results[0].type) != "f32" or any(a is None for a in args):
+                return 0
+            if op.name == "math.fpowi" and not isinstance(args[1], int):
+                return 0
+            values[op.results[0]] = np.asarray(fn(*args), dtype=np.float64) * np.ones_like(_SAMPLES)
+    return 0
+
+
 class _Body:
-    """Reads an epilogue body as: acc (+ bias) (+ residual), then a lower and/or an upper bound."""
+    """Reads an epilogue body as: acc (+ bias) (+ residual), then a lower and/or an upper bound, or an
+    activation."""
 
     def __init__(self, acc: ir.Value, bias: ir.Value | None, residual: ir.Value | None) -> None:
         self.current, self.bias, self.residual = acc, bias, residual
@@ -211,14 +298,21 @@ class _Body:
             return False
         return self.bound(lower, value, nan)
 
+    def activation(self, rest: list[ir.Operation]) -> bool:
+        """The rest of the body is an activation of the current value (nothing after it, no bound before it)."""
+        act = 0 if self.bounded else _activation(rest, self.current)
+        self.mode |= act << ACT_SHIFT
+        return act != 0
+
     def read(self, block: ir.Block) -> bool:
-        for op in block.operations:
+        ops = list(block.operations)
+        for i, op in enumerate(ops):
             name = op.name
             if name == "arith.constant":
                 continue
             if name == "arith.addf":
                 if not self.add(op.operands[0], op.operands[1]):
-                    return False
+                    return self.activation(ops[i:])
             elif name == "arith.cmpf":
                 predicate = ir.IntegerAttr(op.attributes["predicate"]).value
                 self.conditions[op.results[0]] = (predicate, op.operands[0], op.operands[1])
@@ -237,7 +331,7 @@ class _Body:
             elif name == "linalg.yield":
                 return op.operands[0] == self.current and self.mode != 0
             else:
-                return False
+                return self.activation(ops[i:])
             self.current = op.results[0]
         return False
 
@@ -260,13 +354,27 @@ def _dead_after(ops: list[ir.Operation], at: int, buffer: ir.Value) -> bool:
     return True
 
 
+def _identity_layout(value: ir.Value) -> bool:
+    layout = ir.MemRefType(value.type).layout
+    return isinstance(layout, ir.AffineMapAttr) and layout.value == ir.AffineMap.get_identity(layout.value.n_dims)
+
+
+def _expanded(value: ir.Value, out: ir.Value, lead: int) -> bool:
+    """`value` is `out` seen whole, with `lead` leading unit dims added (memref.expand_shape)."""
+    if lead == 0:
+        return _whole(value, out)
+    owner = value.owner
+    return (not isinstance(owner, ir.Block) and owner.name == "memref.expand_shape"
+            and _whole(owner.operands[0], out) and _shape(value) == [1] * lead + _shape(out))
+
+
 def _find_epilogue(ops: list[ir.Operation], at: int, contraction: ir.Operation, bias_dim: int,
                    fusion: Fusion) -> None:
     out = contraction.operands[-1]
     r, rank, shape = root(out), len(_shape(out)), _shape(out)
     later = None
     for i in range(at + 1, len(ops)):
-        if r in _roots_touched(ops[i]):
+        if r in _roots_touched(ops[i]) and ops[i].name not in VIEWS:  # a view reads nothing
             later = i
             break
     if later is None:
@@ -279,19 +387,25 @@ def _find_epilogue(ops: list[ir.Operation], at: int, contraction: ir.Operation, 
         return
     inputs, dest = list(g.operands)[:segments[0]], g.operands[segments[0]]
     maps = _maps(g)
-    if maps[-1] != _identity(rank) or _shape(dest) != shape:
+    # The epilogue may see the product with leading unit dims added (a linear layer's [T, N] product
+    # as the [1, T, N] the model computes with): then every buffer it writes or adds must be plain
+    # (identity layout), so that dropping those dims is a collapse_shape.
+    lead = len(_shape(dest)) - rank
+    if (lead < 0 or _shape(dest) != [1] * lead + shape or maps[-1] != _identity(rank + lead)
+            or (lead and not _identity_layout(dest))):
         return
     block = g.regions[0].blocks[0]
     if any(True for _ in block.arguments[len(inputs)].uses):
         return  # the body reads the old output
     acc = bias = residual = None
     for value, m, arg in zip(inputs, maps, block.arguments):
-        if root(value) == r and _whole(value, out) and m == _identity(rank) and acc is None:
+        if root(value) == r and _expanded(value, out, lead) and m == _identity(rank + lead) and acc is None:
             acc = arg
-        elif m == _along(rank, bias_dim) and len(_shape(value)) == 1 and _shape(value)[0] == shape[bias_dim] \
-                and bias is None and fusion.bias is None:
+        elif m == _along(rank + lead, bias_dim + lead) and len(_shape(value)) == 1 \
+                and _shape(value)[0] == shape[bias_dim] and bias is None and fusion.bias is None:
             bias = (arg, value)
-        elif m == _identity(rank) and _shape(value) == shape and root(value) != r and residual is None:
+        elif (m == _identity(rank + lead) and _shape(value) == _shape(dest) and root(value) != r and residual is None
+              and (lead == 0 or _identity_layout(value))):
             residual = (arg, value)
         else:
             return
@@ -316,16 +430,19 @@ def _find_epilogue(ops: list[ir.Operation], at: int, contraction: ir.Operation, 
         if not _dead_after(ops, later, r):
             return  # the product itself is still needed
     # The output's buffer (and views of it) may be made between the contraction and the epilogue:
-    # they move before the call (an alloc of a static shape and views depend on nothing else).
+    # they move before the call (an alloc and views depend on nothing else, but an alloc's dynamic
+    # sizes, which must then be known before the call).
     hoist = []
     value = dest
-    while not isinstance(value.owner, ir.Block) and value.owner in ops[at + 1:later]:
+    between = ops[at + 1:later]
+    while not isinstance(value.owner, ir.Block) and value.owner in between:
         owner = value.owner
-        if owner.name == "memref.alloc" and not owner.operands:
+        if owner.name == "memref.alloc" and not any(
+                not isinstance(size.owner, ir.Block) and size.owner in between for size in owner.operands):
             hoist.insert(0, owner)
             break
         if owner.name not in VIEWS:
-            return  # made from something else, or an alloc with dynamic sizes
+            return  # made from something else, or an alloc sized by something computed after the call
         hoist.insert(0, owner)
         value = owner.operands[0]
     if any(involved & _roots_touched(op) for op in ops[at + 1:later] if op not in hoist):
@@ -337,6 +454,7 @@ def _find_epilogue(ops: list[ir.Operation], at: int, contraction: ir.Operation, 
     if residual:
         fusion.residual = residual[1]
     fusion.erase.append(g)
+    fusion.lead = lead
     if writes_elsewhere:
         fusion.output = dest
         fusion.dead_buffer = r

@@ -1,12 +1,13 @@
 /* The C half of a `cpu` delegate payload: the symbols runtime/backends/cpu/PAYLOAD.md
  * requires (shim.c), MLIR's generic allocation functions backed by an arena (shim.c),
- * and the microkernels the compiler substitutes for linalg ops (ukernels.c).
+ * and the microkernels the compiler substitutes for linalg ops (ukernels.c, with the
+ * epilogue activations in activation.c; abi.c adapts MLIR's calling convention).
  *
  * The compiler links these sources with the MLIR-generated object into one
  * position-independent shared object. Build them with
  *
- *   gcc -O3 -fPIC -march=<level> -ffp-contract=fast [-fno-math-errno -std=gnu11] -c shim.c ukernels.c
- *   gcc -shared -Wl,-Bsymbolic -o payload.so model.o shim.o ukernels.o
+ *   gcc -O3 -fPIC -march=<level> -ffp-contract=fast [-fno-math-errno -std=gnu11] -c shim.c ukernels.c activation.c abi.c
+ *   gcc -shared -Wl,-Bsymbolic -o payload.so model.o shim.o ukernels.o activation.o abi.o
  *
  * where <level> is the x86-64 level the host supports: x86-64-v4 (AVX-512 path),
  * x86-64-v3 (AVX2 + FMA path) and x86-64-v2 (portable path) are tested; any other
@@ -113,6 +114,7 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw(etmlir_m
 /* ---- exported: the same microkernels with a fused epilogue (et-cpu-microkernels fuses the ops that
  * initialize the output before the product and the elementwise op after it). Per output element:
  *   v = init (the output's value | 0 | bias) + product;  v += bias (EP_BIAS_AFTER);  v += res (EP_RESIDUAL);
+ *   v = act(v) (EP_ACT_*: GELU, its tanh form, SiLU, sigmoid or tanh; activation.c);
  *   v = v > lo ? v : lo (NaN -> lo, or NaN kept with the _KEEP_NAN mode);  likewise v < hi ? v : hi.
  * The bias runs along one dim of the output (matmul: the last; convolutions: the channel dim);
  * the residual has the output's shape. `mode` packs the flags below. ---- */
@@ -127,6 +129,12 @@ enum {
   ETMLIR_EP_HI_SHIFT = 6,      /* bits 6-7: upper bound, likewise */
   ETMLIR_EP_BOUND_NAN_TO_BOUND = 1,
   ETMLIR_EP_BOUND_KEEP_NAN = 2,
+  ETMLIR_EP_ACT_SHIFT = 8,     /* bits 8-10: an activation after the residual, before the bounds */
+  ETMLIR_EP_ACT_GELU = 1,      /*   x/2 (1 + erf(x / sqrt 2)) */
+  ETMLIR_EP_ACT_GELU_TANH = 2, /*   x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+  ETMLIR_EP_ACT_SILU = 3,      /*   x / (1 + exp(-x)) */
+  ETMLIR_EP_ACT_SIGMOID = 4,   /*   1 / (1 + exp(-x)) */
+  ETMLIR_EP_ACT_TANH = 5,
 };
 
 typedef struct {
@@ -184,7 +192,7 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_max_pool2d(etmlir_memref4d_f32* in
                                                          int64_t dilation_h, int64_t dilation_w, int64_t pad_top,
                                                          int64_t pad_left);
 
-/* ---- internal (hidden) helpers shared by shim.c and ukernels.c ---- */
+/* ---- internal (hidden) helpers shared by shim.c, ukernels.c and activation.c ---- */
 /* 64-byte aligned scratch from the payload's allocator (counted in the arena peak). Call these from
  * the thread that called the microkernel, never from inside a parallel body. */
 ETMLIR_CPU_INTERNAL void* etmlir_cpu_scratch_alloc(size_t bytes);
@@ -193,5 +201,7 @@ ETMLIR_CPU_INTERNAL void etmlir_cpu_scratch_free(void* ptr);
 ETMLIR_CPU_INTERNAL int etmlir_cpu_num_threads(void);
 /* body(arg, b, e) over [0, n): through the pool when one is set, else one serial call. */
 ETMLIR_CPU_INTERNAL void etmlir_cpu_parallel_for(int64_t n, etmlir_parallel_body body, void* arg);
+/* x[j * step] = act(x[j * step]) for j < n, act an ETMLIR_EP_ACT_* value (activation.c). */
+ETMLIR_CPU_INTERNAL void etmlir_ep_activate(float* x, int64_t step, int64_t n, int act);
 
 #endif /* ETMLIR_CPU_PAYLOAD_H */

@@ -145,9 +145,12 @@ static int ep_inits(const ep_view* e) {
   return e->ep && (e->ep->mode & ETMLIR_EP_INIT_MASK) != ETMLIR_EP_INIT_OUTPUT;
 }
 
+static int ep_activation(const etmlir_epilogue* ep) { return (int)(ep->mode >> ETMLIR_EP_ACT_SHIFT) & 7; }
+
 static int ep_finishes(const ep_view* e) {
-  /* 15 << LO_SHIFT: both bounds' bits (4-7). */
-  return e->ep && (e->ep->mode & (ETMLIR_EP_BIAS_AFTER | ETMLIR_EP_RESIDUAL | (15 << ETMLIR_EP_LO_SHIFT)));
+  /* 15 << LO_SHIFT: both bounds' bits (4-7); 7 << ACT_SHIFT: the activation's (8-10). */
+  return e->ep && (e->ep->mode & (ETMLIR_EP_BIAS_AFTER | ETMLIR_EP_RESIDUAL | (15 << ETMLIR_EP_LO_SHIFT) |
+                                  (7 << ETMLIR_EP_ACT_SHIFT)));
 }
 
 /* A block whose rows follow each other in memory (and in the bias and residual) is one long row:
@@ -202,7 +205,8 @@ static void ep_init(const ep_view* e, float* c, int64_t rsc, int64_t csc, int64_
   } while (0)
 
 static void ep_finish_row(float* restrict x, int64_t step, int64_t n, const float* restrict b, int64_t bstep,
-                          const float* restrict r, int64_t rstep, int lo_mode, float lo, int hi_mode, float hi) {
+                          const float* restrict r, int64_t rstep, int act, int lo_mode, float lo, int hi_mode,
+                          float hi) {
   if (b && bstep == 0) {
     float bv = b[0];
     EP_PASS(x, step, n, *xp += bv);
@@ -210,6 +214,7 @@ static void ep_finish_row(float* restrict x, int64_t step, int64_t n, const floa
     EP_PASS(x, step, n, *xp += b[j * bstep]);
   }
   if (r) EP_PASS(x, step, n, *xp += r[j * rstep]);
+  if (act) etmlir_ep_activate(x, step, n, act);
   if (lo_mode == ETMLIR_EP_BOUND_KEEP_NAN) {
     EP_PASS(x, step, n, *xp = lo > *xp ? lo : *xp);
   } else if (lo_mode) {
@@ -233,8 +238,8 @@ static void ep_finish(const ep_view* e, float* c, int64_t rsc, int64_t csc, int6
   for (int64_t i = r0; i < r0 + rows; i++) {
     const float* b = bias_after ? e->bias + i * e->bias_rs + c0 * e->bias_cs : NULL;
     const float* r = residual ? e->res + i * e->res_rs + c0 * e->res_cs : NULL;
-    ep_finish_row(c + i * rsc + c0 * csc, csc, cols, b, e->bias_cs, r, e->res_cs, lo_mode, e->ep->lo, hi_mode,
-                  e->ep->hi);
+    ep_finish_row(c + i * rsc + c0 * csc, csc, cols, b, e->bias_cs, r, e->res_cs, ep_activation(e->ep), lo_mode,
+                  e->ep->lo, hi_mode, e->ep->hi);
   }
 }
 
@@ -282,10 +287,12 @@ UK_INLINE ukv ep_bounds(const tile_ep* te, ukv v, ukv lo, ukv hi) {
 #endif
 
 /* The tile at (row, col) of a view with unit column stride: 0 when its epilogue does not fit
- * tile_ep (a bias or residual with a column stride other than 1). */
+ * tile_ep (a bias or residual with a column stride other than 1, or an activation: that runs over the
+ * stored tile, in ep_finish, while it is in L1). */
 static int tile_ep_make(const ep_view* e, int64_t row, int64_t col, int init, int finish, tile_ep* te) {
   const etmlir_epilogue* ep = e->ep;
   int64_t mode = ep->mode;
+  if (finish && ep_activation(ep)) return 0;
   int uses_bias = (init && (mode & ETMLIR_EP_INIT_MASK) == ETMLIR_EP_INIT_BIAS) ||
                   (finish && (mode & ETMLIR_EP_BIAS_AFTER));
   int residual = finish && (mode & ETMLIR_EP_RESIDUAL);
@@ -322,7 +329,7 @@ static void tile_ep_generic(const tile_ep* te, int finish_phase, float* c, int64
     }
     if (!te->finish) return;
     ep_finish_row(row, csc, nr, te->bias_after ? (te->bias_rows ? te->bias + r * te->bias_step : te->bias) : NULL,
-                  te->bias_rows ? 0 : 1, te->res ? te->res + r * te->res_ld : NULL, 1, te->lo_mode, te->lo,
+                  te->bias_rows ? 0 : 1, te->res ? te->res + r * te->res_ld : NULL, 1, 0, te->lo_mode, te->lo,
                   te->hi_mode, te->hi);
   }
 }
@@ -2694,8 +2701,8 @@ UK_INLINE void dw3x3_rows8(const int R, const int s, const float* in, int64_t is
       *o = t;
       if (te && te->finish)
         ep_finish_row(o, 1, 1, te->bias_after ? te->bias : NULL, 0,
-                      te->res ? te->res + (oh + r) * te->res_ld + ow : NULL, 1, te->lo_mode, te->lo, te->hi_mode,
-                      te->hi);
+                      te->res ? te->res + (oh + r) * te->res_ld + ow : NULL, 1, 0, te->lo_mode, te->lo,
+                      te->hi_mode, te->hi);
     }
 }
 

@@ -26,8 +26,10 @@ kernels; `etmlir.backends.cpu.epilogue` says what fits):
 - the op initializing the output (a zero fill, a bias broadcast): the
   accumulators start there instead of in memory;
 - the elementwise op after it, when it is a bias add, a residual add and/or
-  a clamp (ReLU, ReLU6, hardtanh): applied before the store, writing the
-  elementwise op's output directly;
+  a clamp (ReLU, ReLU6, hardtanh) or an activation (GELU, SiLU, sigmoid,
+  tanh): applied before the store (an activation right after it, while the
+  tile is in L1), writing the elementwise op's output directly, also where
+  that op sees the product with leading unit dims ([T, N] as [1, T, N]);
 - a depthwise convolution's zero padding (a filled buffer with a copy of the
   input inside): the kernel reads the unpadded input.
 
@@ -114,6 +116,19 @@ def cast_dynamic(value: ir.Value, rank: int) -> ir.Value:
 
 def constant(t: ir.Type, attr: ir.Attribute) -> ir.Value:
     return ir.Operation.create("arith.constant", results=[t], attributes={"value": attr}).result
+
+
+def drop_leading_units(value: ir.Value, lead: int) -> ir.Value:
+    """An identity-layout `value` without its first `lead` dims, all of size 1 (memref.collapse_shape)."""
+    if lead == 0:
+        return value
+    t = ir.MemRefType(value.type)
+    rank = len(t.shape)
+    groups = [list(range(lead + 1))] + [[d] for d in range(lead + 1, rank)]
+    i64 = ir.IntegerType.get_signless(64)
+    reassociation = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
+    return ir.Operation.create("memref.collapse_shape", results=[ir.MemRefType.get(t.shape[lead:], t.element_type)],
+                               operands=[value], attributes={"reassociation": reassociation}).result
 
 
 def no_bias() -> ir.Value:
@@ -203,6 +218,7 @@ def use_microkernels(module: ir.Module | ir.Operation) -> dict[str, int]:
                     written = ir.Operation.create("memref.alloc", results=[old_output.type], attributes={
                         "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 0]),
                         "alignment": ir.IntegerAttr.get(i64, 64)}).result
+                written = drop_leading_units(written, fusion.lead if fusion.output is not None else 0)
                 inputs = list(op.operands)[:-1]
                 if padding is not None:
                     inputs[0] = padding.source
@@ -215,7 +231,8 @@ def use_microkernels(module: ir.Module | ir.Operation) -> dict[str, int]:
                 if fusion.fused or padding is not None:
                     kernel += "_ep"
                     operands.append(cast_dynamic(fusion.bias, 1) if fusion.bias is not None else no_bias())
-                    operands.append(cast_dynamic(fusion.residual, out_rank) if fusion.residual is not None else output)
+                    operands.append(cast_dynamic(drop_leading_units(fusion.residual, fusion.lead), out_rank)
+                                    if fusion.residual is not None else output)
                     operands.append(constant(i64, ir.IntegerAttr.get(i64, fusion.mode)))
                     operands.append(constant(f32, ir.FloatAttr.get(f32, fusion.lo)))
                     operands.append(constant(f32, ir.FloatAttr.get(f32, fusion.hi)))
