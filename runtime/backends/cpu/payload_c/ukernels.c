@@ -92,6 +92,10 @@ enum {
   B_BLOCK_FLOATS = 96 << 10, /* packed B block (KC x NC) budget: 384 KiB, in L2 */
   A_BLOCK_FLOATS = 128 << 10, /* packed A block (MC x KC) budget: 512 KiB */
   PAR_MIN_FLOPS = 1 << 21,  /* below this (~20 us on one core) a GEMM runs on one thread: waking a worker costs more */
+  /* Likewise for the window kernels (depthwise convolution, max pooling), counted in window taps
+   * (outputs x window size): they run 5-10 G taps/s, not the GEMM's 100 GFLOP/s, so ~20 us is 2^17
+   * taps. (At 2^20, MobileNetV2's 14x14 and 7x7 depthwise layers, 0.1 ms each, ran on one thread.) */
+  PAR_MIN_TAPS = 1 << 17,
   B_IN_PLACE_MAX_M = 2 * UK_MR, /* up to this many rows of A, row-contiguous B is not packed */
 #if defined(__AVX512F__)
   GEMV_MAX_M = 8,           /* up to this many rows of A, a transposed B is not packed either */
@@ -2826,8 +2830,8 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(
   j.planes = out->sizes[0] * j.C;
   if (j.planes <= 0 || j.OH <= 0 || j.OW <= 0) return;
   int nt = etmlir_cpu_num_threads();
-  double work = (double)j.planes * (double)(j.OH * j.OW * j.KH * j.KW);
-  j.tasks = nt > 1 && work >= PAR_MIN_FLOPS / 2 ? MIN(nt, j.planes) : 1;
+  double taps = (double)j.planes * (double)(j.OH * j.OW * j.KH * j.KW);
+  j.tasks = nt > 1 && taps >= PAR_MIN_TAPS ? MIN(nt, j.planes) : 1;
   /* The rows and columns the windows read; more than the input's (after the top and left padding) means
    * padding at the bottom or right, which needs the padded copy even when top and left are 0 (TF "same"
    * padding at stride 1 pads only there). */
@@ -3000,8 +3004,8 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_max_pool2d(etmlir_memref4d_f32* in
       dilation_h <= 0 || dilation_w <= 0)
     return;
   int nt = etmlir_cpu_num_threads();
-  double work = (double)j.planes * (double)(j.OH * j.OW * kh * kw);
-  j.tasks = nt > 1 && work >= PAR_MIN_FLOPS / 2 ? MIN(nt, j.planes) : 1;
+  double taps = (double)j.planes * (double)(j.OH * j.OW * kh * kw);
+  j.tasks = nt > 1 && taps >= PAR_MIN_TAPS ? MIN(nt, j.planes) : 1;
   if (j.tasks == 1) {
     pool_job_body(&j, 0, 1);
   } else {
