@@ -3,7 +3,8 @@
 torch-mlir's own backend pipelines do the lowering
 (`torchdynamo-export-to-torch-backend-pipeline`, then
 `torch-backend-to-linalg-on-tensors-backend-pipeline`). A few Core ATen ops
-have no linalg lowering there; PyTorch's reference decompositions (Python
+have no linalg lowering there, and GELU's tanh form has a wrong one (0.797724
+for sqrt(2/pi) = 0.7978846); PyTorch's reference decompositions (Python
 code, not the eager kernels) rewrite them first. torch-mlir's pipeline keeps
 only public functions, so visibility and argument attributes are dropped.
 
@@ -44,11 +45,23 @@ TORCH_TO_LINALG = (
 )
 
 
+def _gelu_tanh(op: ir.Operation) -> bool:
+    """aten.gelu(x, approximate="tanh"): torch-mlir's lowering multiplies by 0.797724 where sqrt(2/pi) is
+    0.7978846 (up to 2e-4 off eager); PyTorch's reference decomposition has the right constants."""
+    if op_overload_name(op) != "aten.gelu.default" or len(op.operands) < 2:
+        return False
+    owner = op.operands[1].owner
+    return (not isinstance(owner, ir.Block) and owner.name == "torch.constant.str"
+            and ir.StringAttr(owner.attributes["value"]).value == "tanh")
+
+
 def decompose_unlowerable(module: ir.Operation) -> None:
-    """Rewrite the UNLOWERABLE ops with PyTorch's reference decompositions (raises PassFailure)."""
-    overloads = [lookup_overload(name) for name in UNLOWERABLE]
+    """Rewrite the UNLOWERABLE ops, and GELU's tanh form, with PyTorch's reference decompositions
+    (raises PassFailure)."""
+    overloads = [lookup_overload(name) for name in UNLOWERABLE + ("aten.gelu.default",)]
     table = {op: torch._decomp.decomposition_table[op] for op in overloads}
-    decompose_ops(module, lambda op: op_overload_name(op) in UNLOWERABLE, table, goal="ops torch-mlir can lower")
+    decompose_ops(module, lambda op: op_overload_name(op) in UNLOWERABLE or _gelu_tanh(op), table,
+                  goal="ops torch-mlir can lower")
 
 
 @register_pass("et-torch-to-linalg", level="torch")

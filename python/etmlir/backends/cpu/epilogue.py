@@ -199,14 +199,19 @@ _SAMPLES = np.concatenate([np.linspace(-40.0, 40.0, 41) + 0.0625,
 _ANALYTIC: dict[str, Callable[..., np.ndarray]] = {
     "arith.addf": np.add, "arith.subf": np.subtract, "arith.mulf": np.multiply, "arith.divf": np.divide,
     "arith.negf": np.negative, "math.exp": np.exp, "math.tanh": np.tanh, "math.erf": _erf, "math.sqrt": np.sqrt,
-    "math.rsqrt": lambda a: 1.0 / np.sqrt(a), "math.fpowi": np.power, "math.powf": np.power}
+    "math.rsqrt": lambda a: 1.0 / np.sqrt(a), "math.fpowi": np.power, "math.powf": np.power,
+    "arith.truncf": lambda a: np.float64(np.float32(a))}  # a float64 constant made f32
 
 
-def _int_constant(value: ir.Value) -> int | None:
+def _scalar_constant(value: ir.Value) -> float | int | None:
+    """An arith.constant's value: a float of any width, or an integer (fpowi's exponent)."""
     owner = value.owner
-    if isinstance(owner, ir.Block) or owner.name != "arith.constant" or not str(value.type).startswith("i"):
+    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
         return None
-    return ir.IntegerAttr(owner.attributes["value"]).value
+    t = str(value.type)
+    if t in ("f16", "bf16", "f32", "f64"):
+        return np.float64(ir.FloatAttr(owner.attributes["value"]).value)
+    return ir.IntegerAttr(owner.attributes["value"]).value if t.startswith("i") else None
 
 
 def _activation(ops: list[ir.Operation], x: ir.Value) -> int:
@@ -214,11 +219,8 @@ def _activation(ops: list[ir.Operation], x: ir.Value) -> int:
     compute from `x` alone, or 0 (see the module docstring)."""
     values: dict[ir.Value, np.ndarray] = {x: _SAMPLES}
 
-    def operand(v: ir.Value) -> np.ndarray | int | None:
-        if v in values:
-            return values[v]
-        c = _constant(v)
-        return np.float64(c) if c is not None else _int_constant(v)
+    def operand(v: ir.Value) -> np.ndarray | float | int | None:
+        return values[v] if v in values else _scalar_constant(v)
 
     with np.errstate(all="ignore"):
         for op in ops:
