@@ -38,7 +38,7 @@ from collections.abc import Callable
 import numpy as np
 from torch_mlir import ir
 
-from etmlir.backends.cpu.ir_util import uncast
+from etmlir.backends.cpu.ir_util import identity_layout, uncast
 
 # etmlir_cpu_payload.h's ETMLIR_EP_* flags.
 INIT_MASK, INIT_OUTPUT, INIT_ZERO, INIT_BIAS = 3, 0, 1, 2
@@ -102,10 +102,9 @@ def _whole(value: ir.Value, of: ir.Value) -> bool:
 
 
 def _constant(value: ir.Value) -> float | None:
-    owner = value.owner
-    if isinstance(owner, ir.Block) or owner.name != "arith.constant" or str(value.type) != "f32":
-        return None
-    return ir.FloatAttr(owner.attributes["value"]).value
+    """An f32 arith.constant's value."""
+    c = _scalar_constant(value) if str(value.type) == "f32" else None
+    return None if c is None else float(c)
 
 
 def _fills_with(op: ir.Operation, buffer: ir.Value, value: float = 0.0) -> bool:
@@ -196,6 +195,8 @@ ACTIVATIONS: dict[str, tuple[int, Callable[[np.ndarray], np.ndarray]]] = {
 
 _SAMPLES = np.concatenate([np.linspace(-40.0, 40.0, 41) + 0.0625,
                            [-3.3, -2.1, -1.1, -0.55, -0.2, -0.01, 0.01, 0.2, 0.55, 1.1, 2.1, 3.3]])
+with np.errstate(over="ignore"):
+    _REFERENCE_VALUES = [(code, reference(_SAMPLES)) for code, reference in ACTIVATIONS.values()]
 _ANALYTIC: dict[str, Callable[..., np.ndarray]] = {
     "arith.addf": np.add, "arith.subf": np.subtract, "arith.mulf": np.multiply, "arith.divf": np.divide,
     "arith.negf": np.negative, "math.exp": np.exp, "math.tanh": np.tanh, "math.erf": _erf, "math.sqrt": np.sqrt,
@@ -228,8 +229,7 @@ def _activation(ops: list[ir.Operation], x: ir.Value) -> int:
                 got = values.get(op.operands[0])
                 if got is None or got is values[x]:
                     return 0
-                for code, reference in ACTIVATIONS.values():
-                    want = reference(_SAMPLES)
+                for code, want in _REFERENCE_VALUES:
                     if np.allclose(got, want, rtol=1e-6, atol=1e-9) and np.all(np.isfinite(got)):
                         return code
                 return 0
@@ -356,11 +356,6 @@ def _dead_after(ops: list[ir.Operation], at: int, buffer: ir.Value) -> bool:
     return True
 
 
-def _identity_layout(value: ir.Value) -> bool:
-    layout = ir.MemRefType(value.type).layout
-    return isinstance(layout, ir.AffineMapAttr) and layout.value == ir.AffineMap.get_identity(layout.value.n_dims)
-
-
 def _expanded(value: ir.Value, out: ir.Value, lead: int) -> bool:
     """`value` is `out` seen whole, with `lead` leading unit dims added (memref.expand_shape)."""
     if lead == 0:
@@ -394,7 +389,7 @@ def _find_epilogue(ops: list[ir.Operation], at: int, contraction: ir.Operation, 
     # (identity layout), so that dropping those dims is a collapse_shape.
     lead = len(_shape(dest)) - rank
     if (lead < 0 or _shape(dest) != [1] * lead + shape or maps[-1] != _identity(rank + lead)
-            or (lead and not _identity_layout(dest))):
+            or (lead and not identity_layout(ir.MemRefType(dest.type)))):
         return
     block = g.regions[0].blocks[0]
     if any(True for _ in block.arguments[len(inputs)].uses):
@@ -407,7 +402,7 @@ def _find_epilogue(ops: list[ir.Operation], at: int, contraction: ir.Operation, 
                 and _shape(value)[0] == shape[bias_dim] and bias is None and fusion.bias is None:
             bias = (arg, value)
         elif (m == _identity(rank + lead) and _shape(value) == _shape(dest) and root(value) != r and residual is None
-              and (lead == 0 or _identity_layout(value))):
+              and (lead == 0 or identity_layout(ir.MemRefType(value.type)))):
             residual = (arg, value)
         else:
             return

@@ -41,6 +41,11 @@ def result_types(func: ir.Operation) -> list[ir.RankedTensorType]:
     return [ir.RankedTensorType(t) for t in function_types(func).results]
 
 
+def identity_layout(t: ir.MemRefType) -> bool:
+    """`t` has no layout but its dims in row-major order (no strides, no offset)."""
+    return str(t.layout) == str(ir.AffineMapAttr.get(ir.AffineMap.get_identity(t.rank)))
+
+
 def uncast(value: ir.Value) -> ir.Value:
     """The buffer `value` is, through any chain of memref.casts (the kernels' operands are casts)."""
     while not isinstance(value.owner, ir.Block) and value.owner.name == "memref.cast":

@@ -30,6 +30,7 @@ from etmlir.delegation.backend import BackendError
 from etmlir.backends.cpu.target import Target
 
 C_SOURCES = ("shim.c", "ukernels.c", "activation.c", "abi.c")
+C_HEADERS = ("etmlir_cpu_payload.h", "etmlir_cpu_vec.h")  # hashed with the sources: a change rebuilds
 
 
 def _sources() -> Path:
@@ -76,7 +77,7 @@ def microkernel_objects(target: Target) -> tuple[str, ...]:
     """The payload_c sources compiled for `target` (cached per process)."""
     flags = c_flags(target.march)
     digest = hashlib.sha256(" ".join(flags).encode())
-    for name in C_SOURCES + ("etmlir_cpu_payload.h",):
+    for name in C_SOURCES + C_HEADERS:
         digest.update((SOURCES / name).read_bytes())
     out_dir = _cache_dir() / digest.hexdigest()[:16]
     out_dir.mkdir(parents=True, exist_ok=True)

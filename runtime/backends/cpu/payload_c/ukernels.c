@@ -41,35 +41,9 @@
 #define UK_NR 16
 #endif
 
-/* The vector of the AVX-512 (16 lanes) and AVX2 (8 lanes) paths, for the code both share. Either way
- * a B panel row (UK_NR floats) is two vectors. */
-#if defined(__AVX512F__)
-#define UK_VEC 16
-typedef __m512 ukv;
-#define ukv_zero _mm512_setzero_ps
-#define ukv_set1 _mm512_set1_ps
-#define ukv_load _mm512_load_ps
-#define ukv_storeu _mm512_storeu_ps
-#define ukv_fmadd _mm512_fmadd_ps
-#define ukv_fnmadd _mm512_fnmadd_ps
-#define ukv_sub _mm512_sub_ps
-#define ukv_add _mm512_add_ps
-#define ukv_max _mm512_max_ps
-#define ukv_min _mm512_min_ps
-#elif defined(__AVX2__) && defined(__FMA__)
-#define UK_VEC 8
-typedef __m256 ukv;
-#define ukv_zero _mm256_setzero_ps
-#define ukv_set1 _mm256_set1_ps
-#define ukv_load _mm256_load_ps
-#define ukv_storeu _mm256_storeu_ps
-#define ukv_fmadd _mm256_fmadd_ps
-#define ukv_fnmadd _mm256_fnmadd_ps
-#define ukv_sub _mm256_sub_ps
-#define ukv_add _mm256_add_ps
-#define ukv_max _mm256_max_ps
-#define ukv_min _mm256_min_ps
-#endif
+/* The vector both ISA paths share (ukv, UK_VEC lanes); either way a B panel row (UK_NR floats) is two
+ * vectors. */
+#include "etmlir_cpu_vec.h"
 #if defined(UK_VEC)
 typedef char uk_panel_row_is_two_vectors[UK_NR == 2 * UK_VEC ? 1 : -1];
 #define UK_GEMV_PACKED 1 /* one row of A times a B packed at compile time: gemv_packed_row */

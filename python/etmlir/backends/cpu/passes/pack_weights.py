@@ -64,7 +64,7 @@ import dataclasses
 import numpy as np
 from torch_mlir import ir
 
-from etmlir.backends.cpu.ir_util import declare_function, uncast
+from etmlir.backends.cpu.ir_util import declare_function, identity_layout, uncast
 from etmlir.backends.cpu.passes.externalize_weights import global_bytes
 from etmlir.backends.cpu.passes.microkernels import cast_dynamic, constant, dynamic_memref, no_bias
 from etmlir.executable.serialize import resource_blobs, resource_key
@@ -175,8 +175,7 @@ def _constant_global(value: ir.Value, rank: int) -> ir.Operation | None:
         return None
     owner = value.owner.operation
     t = ir.MemRefType(owner.result.type)
-    if t.rank != rank or str(t.element_type) != "f32" or not t.has_static_shape or \
-            str(t.layout) != str(ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))):
+    if t.rank != rank or str(t.element_type) != "f32" or not t.has_static_shape or not identity_layout(t):
         return None
     return owner
 
