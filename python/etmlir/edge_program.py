@@ -40,9 +40,15 @@ class EdgeCompileConfig:
 
     canonicalize: fold no-op copies and remove dead/duplicate ops after conversion
                   (`et-edge-canonicalize`); turn off to see exactly what et-to-edge made.
+    keep:         ATen ops outside Core ATen to leave whole, for a backend that runs them as
+                  one kernel: `etmlir.backends.partitioner("cpu").ops_to_keep()` (its fused
+                  attention kernel takes `aten.scaled_dot_product_attention`). A kept op must
+                  then be delegated: no portable kernel runs it (`to_executorch` says which
+                  one was not). Only ops the edge dialect declares can be kept.
     """
 
     canonicalize: bool = True
+    keep: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +132,8 @@ def to_edge(aten_program: AtenProgram, compile_config: EdgeCompileConfig | None 
     """Lower an exported program to the Edge level (a new program; `aten_program` is unchanged)."""
     config = compile_config or EdgeCompileConfig()
     module = clone_module(aten_program.module)
-    passes = [PipelineElement("et-decompose-to-core-aten"), PipelineElement("et-verify-core-aten"),
+    keep = "keep=" + ",".join(config.keep) if config.keep else ""
+    passes = [PipelineElement("et-decompose-to-core-aten", keep), PipelineElement("et-verify-core-aten", keep),
               PipelineElement("et-to-edge")]
     if config.canonicalize:
         passes.append(PipelineElement("et-edge-canonicalize"))

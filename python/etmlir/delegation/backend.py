@@ -54,6 +54,9 @@ class Backend(abc.ABC):
     id: str = ""
     description: str = ""
     support: OperatorSupport | None = None  # the ops the default partitioner offers this backend
+    # ATen ops outside Core ATen the backend runs whole (e.g. aten.scaled_dot_product_attention):
+    # what its partitioner's ops_to_keep() asks `to_edge` not to decompose.
+    keep: tuple[str, ...] = ()
 
     def partitioner(self, *, ops: Collection[str] | None = None, skip_ops: Collection[str] = (),
                     min_group_size: int = 1, compile_specs: Mapping[str, str] | None = None) -> Partitioner:
@@ -62,7 +65,7 @@ class Backend(abc.ABC):
         if self.support is None:
             raise NotImplementedError(f"backend '{self.id}' sets no `support` and does not override partitioner()")
         return Partitioner(self.id, self.support.with_options(ops=ops), min_group_size=min_group_size,
-                           skip_ops=tuple(skip_ops), compile_specs=dict(compile_specs or {}))
+                           skip_ops=tuple(skip_ops), compile_specs=dict(compile_specs or {}), keep=self.keep)
 
     @abc.abstractmethod
     def preprocess(self, module: ir.Module, compile_specs: Mapping[str, str]) -> PreprocessResult:

@@ -171,6 +171,8 @@ class Partitioner:
     min_group_size: groups with fewer ops stay on portable kernels (a delegate call has a cost)
     skip_ops:       edge op names to leave out (e.g. to keep a layer on portable kernels)
     compile_specs:  handed to the backend's preprocess for every group this partitioner makes
+    keep:           ATen ops outside Core ATen the backend runs whole; `ops_to_keep()` is what to
+                    pass to `EdgeCompileConfig(keep=...)`
     """
 
     backend_id: str
@@ -178,6 +180,23 @@ class Partitioner:
     min_group_size: int = 1
     skip_ops: tuple[str, ...] = ()
     compile_specs: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    keep: tuple[str, ...] = ()
+
+    def ops_to_keep(self) -> tuple[str, ...]:
+        """The ATen ops `to_edge` should leave whole for this partitioner: the backend's `keep`, less
+        those whose edge op the user's `ops` / `skip_ops` leave out (a kept op must be delegated)."""
+        from etmlir.dialects.edge import edge_ops_by_aten
+        by_aten = edge_ops_by_aten()
+        kept = []
+        for name in self.keep:
+            overload = name if name.count(".") == 2 else f"{name}.default"
+            edge = by_aten.get(overload)
+            op_name = f"edge.{edge.mnemonic}" if edge is not None else None
+            if op_name is None or op_name in self.support.skip_ops or \
+                    (self.support.ops is not None and op_name not in self.support.ops):
+                continue
+            kept.append(name)
+        return tuple(kept)
 
     def __post_init__(self) -> None:
         if self.min_group_size < 1:

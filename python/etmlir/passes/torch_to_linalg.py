@@ -23,6 +23,8 @@ The `cpu` backend runs it after `et-edge-to-torch`; the reference runner
 
 from __future__ import annotations
 
+import math
+
 from torch_mlir import ir
 from torch_mlir.passmanager import PassManager
 
@@ -64,6 +66,38 @@ def decompose_unlowerable(module: ir.Operation) -> None:
                   goal="ops torch-mlir can lower")
 
 
+def fold_attention_scale(module: ir.Operation) -> None:
+    """scaled_dot_product_attention(q, ..., scale=s) -> scaled_dot_product_attention(q * (s * sqrt(D)), ...,
+    scale=None): torch-mlir lowers only the default scale, 1/sqrt(D), to `tm_tensor.attention` (an explicit
+    one it decomposes into matmuls and a softmax), and a backend runs that op as one kernel."""
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "torch.aten.scaled_dot_product_attention" and len(op.operands) >= 7:
+            scale = op.operands[6].owner
+            if not isinstance(scale, ir.Block) and scale.name == "torch.constant.float":
+                found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    for op in found:
+        query = op.operands[0]
+        sizes = str(query.type).split("[", 1)[1].split("]", 1)[0].split(",") if "[" in str(query.type) else []
+        if not sizes or not sizes[-1].strip().isdigit():
+            continue  # the depth is not static: left to torch-mlir's decomposition
+        scale = ir.FloatAttr(op.operands[6].owner.attributes["value"]).value
+        factor = scale * math.sqrt(int(sizes[-1]))
+        f64 = ir.F64Type.get(op.context)
+        with op.location, ir.InsertionPoint(op):
+            constant = ir.Operation.create("torch.constant.float", results=[ir.Type.parse("!torch.float")],
+                                           attributes={"value": ir.FloatAttr.get(f64, factor)}).result
+            scaled = ir.Operation.create("torch.aten.mul.Scalar", results=[query.type],
+                                         operands=[query, constant]).result
+            none = ir.Operation.create("torch.constant.none", results=[ir.Type.parse("!torch.none")]).result
+        op.operands[0] = scaled
+        op.operands[6] = none
+
+
 @register_pass("et-torch-to-linalg", level="torch")
 def torch_to_linalg(module: ir.Operation) -> None:
     """et-torch-to-linalg: lower torch-dialect functions to linalg on tensors (torch-mlir's pipelines)."""
@@ -74,6 +108,8 @@ def torch_to_linalg(module: ir.Operation) -> None:
                 if name in op.attributes:
                     del op.attributes[name]
     decompose_unlowerable(module)
+    with module.context:
+        fold_attention_scale(module)
     try:
         PassManager.parse(TORCH_TO_LINALG).run(module)
     except ir.MLIRError as error:

@@ -21,6 +21,12 @@ Weights read only by a delegate are compiled into its shared object (and
 leave the program's constant segment: et-outline-delegates moves them), so
 each weight is stored once.
 
+Attention runs as one fused kernel when `to_edge` keeps it whole, as the
+partitioner asks:
+
+    part = etmlir.backends.partitioner("cpu")
+    edge = etmlir.to_edge(aten, EdgeCompileConfig(keep=part.ops_to_keep())).to_backend(part)
+
 Partitioner options:
     ops / skip_ops / min_group_size  as for every backend
     compile_specs: {"microkernels": "false"}: contractions through MLIR's generic loop
@@ -47,6 +53,7 @@ BACKEND_ID = "cpu"
 class CpuBackend(Backend):
     id = BACKEND_ID
     support = CPU_SUPPORT
+    keep = ("aten.scaled_dot_product_attention",)
     description = "native code for this CPU, compiled by MLIR (linalg -> LLVM) with C microkernels"
 
     def preprocess(self, module: ir.Module, compile_specs: Mapping[str, str]) -> PreprocessResult:

@@ -29,7 +29,7 @@ from pathlib import Path
 from etmlir.delegation.backend import BackendError
 from etmlir.backends.cpu.target import Target
 
-C_SOURCES = ("shim.c", "ukernels.c", "activation.c", "abi.c")
+C_SOURCES = ("shim.c", "ukernels.c", "activation.c", "attention.c", "abi.c")
 C_HEADERS = ("etmlir_cpu_payload.h", "etmlir_cpu_vec.h")  # hashed with the sources: a change rebuilds
 
 

@@ -7,6 +7,7 @@
       --et-edge-to-torch--> torch dialect --et-torch-to-linalg--> linalg on tensors
       --et-cpu-fuse-elementwise--> fused loop nests, contractions kept
       --et-cpu-shapes-function--> + @forward_shapes when a result is dynamic
+      --et-cpu-attention--> attention (kept whole) as calls of the fused attention kernel
       --et-cpu-bufferize--> memrefs, results as out-parameters
       --et-cpu-microkernels--> contractions as calls of the C microkernels
       --et-cpu-approximate-math--> exp/tanh/erf as arithmetic, reductions reassociable (so loops vectorize)
@@ -84,7 +85,7 @@ def pipeline(*, microkernels: bool = True, trace_regions: bool = True, panels: t
     (A rows, B columns), `link.panel_shape`; None leaves et-cpu-pack-weights to ask the host's;
     `winograd`: 3x3 convolutions through Winograd where they suit)."""
     passes = ["et-conv1d-to-conv2d", "et-fold-constants", "et-fold-batch-norm", "et-edge-to-torch", "et-torch-to-linalg", "et-cpu-fuse-elementwise",
-              "et-cpu-shapes-function", "et-cpu-bufferize"]
+              "et-cpu-shapes-function", "et-cpu-attention", "et-cpu-bufferize"]
     if microkernels:
         options = ([f"panel-rows={panels[0]}", f"panel-width={panels[1]}"] if panels else []) + \
             ([] if winograd else ["winograd=false"])

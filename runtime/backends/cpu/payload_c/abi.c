@@ -113,3 +113,27 @@ void etmlir_uk_depthwise_conv2d_nchw_chw_ep(D4_ARGS(i_), D3_ARGS(f_), D4_ARGS(o_
   ep.pad_left = pad_left;
   _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(&in, &filter, &out, sh, sw, dh, dw, &ep);
 }
+
+/* Attention: the scale and whether it is causal after the operands (attention.c). The boolean
+ * mask is an i1 memref, one byte per element. */
+#define D3U8_ARGS(p)                                                                                       \
+  uint8_t *p##a, uint8_t *p##p, int64_t p##o, int64_t p##s0, int64_t p##s1, int64_t p##s2, int64_t p##t0, \
+      int64_t p##t1, int64_t p##t2
+
+void etmlir_uk_attention(D3_ARGS(q_), D3_ARGS(k_), D3_ARGS(v_), D3_ARGS(o_), int64_t causal, float scale) {
+  etmlir_memref3d_f32 q = D3_MAKE(q_), k = D3_MAKE(k_), v = D3_MAKE(v_), o = D3_MAKE(o_);
+  _mlir_ciface_etmlir_uk_attention(&q, &k, &v, &o, causal, scale);
+}
+
+void etmlir_uk_attention_mask(D3_ARGS(q_), D3_ARGS(k_), D3_ARGS(v_), D3_ARGS(m_), D3_ARGS(o_), int64_t causal,
+                              float scale) {
+  etmlir_memref3d_f32 q = D3_MAKE(q_), k = D3_MAKE(k_), v = D3_MAKE(v_), m = D3_MAKE(m_), o = D3_MAKE(o_);
+  _mlir_ciface_etmlir_uk_attention_mask(&q, &k, &v, &m, &o, causal, scale);
+}
+
+void etmlir_uk_attention_bmask(D3_ARGS(q_), D3_ARGS(k_), D3_ARGS(v_), D3U8_ARGS(m_), D3_ARGS(o_), int64_t causal,
+                               float scale) {
+  etmlir_memref3d_f32 q = D3_MAKE(q_), k = D3_MAKE(k_), v = D3_MAKE(v_), o = D3_MAKE(o_);
+  etmlir_memref3d_u8 m = D3_MAKE(m_);
+  _mlir_ciface_etmlir_uk_attention_bmask(&q, &k, &v, &m, &o, causal, scale);
+}

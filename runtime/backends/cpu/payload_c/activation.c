@@ -186,3 +186,26 @@ ETMLIR_CPU_INTERNAL void etmlir_ep_activate(float* x, int64_t step, int64_t n, i
     for (int64_t j = 0; j < m; j++) x[(j0 + j) * step] = chunk[j];
   }
 }
+
+ETMLIR_CPU_INTERNAL float etmlir_exp_shifted_sum(float* x, int64_t n, float shift) {
+  ukv s = C(shift), sum = C(0.0f);
+  int64_t j = 0;
+  for (; j + ACT_LANES <= n; j += ACT_LANES) {
+    ukv e = act_exp(ukv_sub(ukv_loadu(x + j), s));
+    ukv_storeu(x + j, e);
+    sum = ukv_add(sum, e);
+  }
+  float lanes[ACT_LANES], total = 0.0f;
+  ukv_storeu(lanes, sum);
+  for (int i = 0; i < ACT_LANES; i++) total += lanes[i];
+  if (j < n) { /* the last partial vector, padded with -inf (exp: 0) */
+    float tail[ACT_LANES];
+    for (int i = 0; i < ACT_LANES; i++) tail[i] = j + i < n ? x[j + i] : -__builtin_inff();
+    ukv_storeu(tail, act_exp(ukv_sub(ukv_loadu(tail), s)));
+    for (int64_t i = 0; j + i < n; i++) {
+      x[j + i] = tail[i];
+      total += tail[i];
+    }
+  }
+  return total;
+}

@@ -192,6 +192,27 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_max_pool2d(etmlir_memref4d_f32* in
                                                          int64_t dilation_h, int64_t dilation_w, int64_t pad_top,
                                                          int64_t pad_left);
 
+/* Attention (attention.c): out[b,i,:] = softmax_j(scale * q[b,i,:] . k[b,j,:] + mask[b,i,j]) v[b,j,:],
+ * q [B, L, D], k [B, S, D], v [B, S, DV], out [B, L, DV]; any strides. causal: row i sees j <= i only
+ * (PyTorch's is_causal). The _mask variant adds an f32 mask [B, L, S]; the _bmask variant takes a
+ * boolean one (bytes, 0: masked out). A row that sees no key is zeros (PyTorch's safe softmax). */
+typedef struct {
+  uint8_t* allocated;
+  uint8_t* aligned;
+  int64_t offset;
+  int64_t sizes[3];
+  int64_t strides[3];
+} etmlir_memref3d_u8;
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_attention(etmlir_memref3d_f32* q, etmlir_memref3d_f32* k,
+                                                        etmlir_memref3d_f32* v, etmlir_memref3d_f32* out,
+                                                        int64_t causal, float scale);
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_attention_mask(etmlir_memref3d_f32* q, etmlir_memref3d_f32* k,
+                                                             etmlir_memref3d_f32* v, etmlir_memref3d_f32* mask,
+                                                             etmlir_memref3d_f32* out, int64_t causal, float scale);
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_attention_bmask(etmlir_memref3d_f32* q, etmlir_memref3d_f32* k,
+                                                              etmlir_memref3d_f32* v, etmlir_memref3d_u8* mask,
+                                                              etmlir_memref3d_f32* out, int64_t causal, float scale);
+
 /* ---- internal (hidden) helpers shared by shim.c, ukernels.c and activation.c ---- */
 /* 64-byte aligned scratch from the payload's allocator (counted in the arena peak). Call these from
  * the thread that called the microkernel, never from inside a parallel body. */
@@ -203,5 +224,7 @@ ETMLIR_CPU_INTERNAL int etmlir_cpu_num_threads(void);
 ETMLIR_CPU_INTERNAL void etmlir_cpu_parallel_for(int64_t n, etmlir_parallel_body body, void* arg);
 /* x[j * step] = act(x[j * step]) for j < n, act an ETMLIR_EP_ACT_* value (activation.c). */
 ETMLIR_CPU_INTERNAL void etmlir_ep_activate(float* x, int64_t step, int64_t n, int act);
+/* x[j] = exp(x[j] - shift) for j < n (et-cpu-approximate-math's exp); returns their sum (activation.c). */
+ETMLIR_CPU_INTERNAL float etmlir_exp_shifted_sum(float* x, int64_t n, float shift);
 
 #endif /* ETMLIR_CPU_PAYLOAD_H */

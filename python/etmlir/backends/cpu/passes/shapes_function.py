@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
+from etmlir.backends.cpu.passes import attention
 from etmlir.backends.cpu.ir_util import ENTRY, SHAPES_ENTRY, argument_types, result_types, run
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
 from etmlir.program import find_function
@@ -66,6 +67,8 @@ def shapes_function(module: ir.Operation) -> None:
             packed = ir.Operation.create("tensor.from_elements", results=[out_type], operands=sizes)
             ir.Operation.create("func.return", operands=[packed.result])
         ret.erase()
+        for op in attention.find(shapes):
+            attention.sizes_only(op)
     run(module, SHAPES_LEVEL)
     shapes = find_function(module, SHAPES_ENTRY)
     leftover = sorted({op.name for op in shapes.regions[0].blocks[0].operations if op.name.startswith("linalg.")})
