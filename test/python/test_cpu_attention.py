@@ -87,6 +87,8 @@ def _qkv(batch: int, heads: int, rows: int, keys: int, depth: int, vdepth: int, 
 CASES = {
     # name: (sdpa kwargs, (batch, heads, rows, keys, depth, vdepth, kv_heads), mask: None | "float" | "bool", kernel)
     "causal": ({"is_causal": True}, (1, 6, 64, 64, 64, 64, None), None, "etmlir_uk_attention"),
+    "unmasked": ({}, (3, 2, 19, 21, 24, 8, None), None, "etmlir_uk_attention"),
+    "scale_only": ({"scale": 0.05}, (1, 4, 16, 16, 64, 64, None), None, "etmlir_uk_attention"),
     "causal_odd_sizes": ({"is_causal": True}, (2, 3, 37, 37, 20, 13, None), None, "etmlir_uk_attention"),
     "float_mask": ({}, (1, 4, 33, 33, 32, 48, None), "float", "etmlir_uk_attention_mask"),
     "bool_mask": ({}, (2, 2, 17, 40, 80, 80, None), "bool", "etmlir_uk_attention_bmask"),

@@ -17,6 +17,10 @@ becomes
       %0 = linalg.generic {...} ins(%x : tensor<2x3xf32>) outs(%e : tensor<2x3xf32>) {
         ^bb0(%in: f32, %out: f32): ... arith.maximumf ...
 
+With `attention=1` (the `cpu` backend) a kept `scaled_dot_product_attention`
+becomes `tm_tensor.attention` whatever its form, an explicit scale folded into
+the query (torch-mlir lowers only the default one to that op).
+
 The `cpu` backend runs it after `et-edge-to-torch`; the reference runner
 (`etmlir.devtools.reference_runner`) runs it on ATen-level modules.
 """
@@ -31,7 +35,7 @@ from torch_mlir.passmanager import PassManager
 from etmlir.frontend.aten_ops import lookup_overload, op_overload_name
 from etmlir.lazy import lazy_module
 from etmlir.passes.decompose_to_core_aten import decompose_ops
-from etmlir.passes.registry import PassFailure, emit_error, register_pass
+from etmlir.passes.registry import Option, PassFailure, emit_error, register_pass
 
 torch = lazy_module("torch")
 
@@ -42,9 +46,13 @@ UNLOWERABLE = ("aten._native_batch_norm_legit_no_training.default", "aten.upsamp
 
 TORCH_TO_LINALG = (
     "builtin.module(func.func(torch-match-quantized-custom-ops),"
-    "torchdynamo-export-to-torch-backend-pipeline,"
+    "torchdynamo-export-to-torch-backend-pipeline{OPTIONS},"
     "torch-backend-to-linalg-on-tensors-backend-pipeline)"
 )
+# With `attention=1`, attention (kept whole for a backend) goes to `tm_tensor.attention` in every form:
+# otherwise torch-mlir decomposes the unmasked, non-causal one into matmuls and a softmax.
+ATTENTION = "torch.aten.scaled_dot_product_attention"
+ATTENTION_OPTIONS = "{backend-legal-ops=aten.scaled_dot_product_attention}"
 
 
 def _gelu_tanh(op: ir.Operation) -> bool:
@@ -66,21 +74,24 @@ def decompose_unlowerable(module: ir.Operation) -> None:
                   goal="ops torch-mlir can lower")
 
 
-def fold_attention_scale(module: ir.Operation) -> None:
+def fold_attention_scale(module: ir.Operation) -> bool:
     """scaled_dot_product_attention(q, ..., scale=s) -> scaled_dot_product_attention(q * (s * sqrt(D)), ...,
     scale=None): torch-mlir lowers only the default scale, 1/sqrt(D), to `tm_tensor.attention` (an explicit
-    one it decomposes into matmuls and a softmax), and a backend runs that op as one kernel."""
+    one it decomposes into matmuls and a softmax), and a backend runs that op as one kernel. Returns
+    whether the module has attention at all."""
     found: list[ir.Operation] = []
+    scaled: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "torch.aten.scaled_dot_product_attention" and len(op.operands) >= 7:
-            scale = op.operands[6].owner
-            if not isinstance(scale, ir.Block) and scale.name == "torch.constant.float":
-                found.append(op)
+        if op.name == ATTENTION:
+            found.append(op)
+            scale = op.operands[6].owner if len(op.operands) >= 7 else None
+            if scale is not None and not isinstance(scale, ir.Block) and scale.name == "torch.constant.float":
+                scaled.append(op)
         return ir.WalkResult.ADVANCE
 
     module.walk(visit)
-    for op in found:
+    for op in scaled:
         query = op.operands[0]
         sizes = str(query.type).split("[", 1)[1].split("]", 1)[0].split(",") if "[" in str(query.type) else []
         if not sizes or not sizes[-1].strip().isdigit():
@@ -96,10 +107,14 @@ def fold_attention_scale(module: ir.Operation) -> None:
             none = ir.Operation.create("torch.constant.none", results=[ir.Type.parse("!torch.none")]).result
         op.operands[0] = scaled
         op.operands[6] = none
+    return bool(found)
 
 
-@register_pass("et-torch-to-linalg", level="torch")
-def torch_to_linalg(module: ir.Operation) -> None:
+@register_pass("et-torch-to-linalg", level="torch", options={
+    "attention": Option(bool, False, "lower scaled_dot_product_attention, in every form, to tm_tensor.attention "
+                        "(for a backend that runs it as one kernel: the cpu backend's et-cpu-attention)"),
+})
+def torch_to_linalg(module: ir.Operation, *, attention: bool = False) -> None:
     """et-torch-to-linalg: lower torch-dialect functions to linalg on tensors (torch-mlir's pipelines)."""
     for op in module.regions[0].blocks[0].operations:
         op = op.operation
@@ -108,10 +123,12 @@ def torch_to_linalg(module: ir.Operation) -> None:
                 if name in op.attributes:
                     del op.attributes[name]
     decompose_unlowerable(module)
-    with module.context:
-        fold_attention_scale(module)
+    options = ""
+    if attention:
+        with module.context:
+            options = ATTENTION_OPTIONS if fold_attention_scale(module) else ""
     try:
-        PassManager.parse(TORCH_TO_LINALG).run(module)
+        PassManager.parse(TORCH_TO_LINALG.replace("{OPTIONS}", options), context=module.context).run(module)
     except ir.MLIRError as error:
         emit_error(module, f"et-torch-to-linalg: torch-mlir cannot lower the module: {error}")
         raise PassFailure() from None

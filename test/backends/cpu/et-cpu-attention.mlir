@@ -1,4 +1,4 @@
-// RUN: et-opt %s --split-input-file --pass-pipeline='builtin.module(et-torch-to-linalg,et-cpu-attention)' | FileCheck %s
+// RUN: et-opt %s --split-input-file --pass-pipeline='builtin.module(et-torch-to-linalg{attention=1},et-cpu-attention)' | FileCheck %s
 // (tm_tensor.attention, which the pass rewrites, is torch-mlir's lowering of a kept attention; et-opt
 // does not parse that dialect, so each case starts from the torch op.)
 
@@ -40,4 +40,18 @@ func.func @masks(%q: !torch.vtensor<[4,8,32],f32>, %k: !torch.vtensor<[4,9,32],f
   %0 = torch.aten.scaled_dot_product_attention %q, %k, %v, %m, %zero, %false, %half, %false : !torch.vtensor<[4,8,32],f32>, !torch.vtensor<[4,9,32],f32>, !torch.vtensor<[4,9,16],f32>, !torch.vtensor<[4,8,9],f32>, !torch.float, !torch.bool, !torch.float, !torch.bool -> !torch.vtensor<[4,8,16],f32>
   %1 = torch.aten.scaled_dot_product_attention %q, %k, %v, %b, %zero, %false, %none, %false : !torch.vtensor<[4,8,32],f32>, !torch.vtensor<[4,9,32],f32>, !torch.vtensor<[4,9,16],f32>, !torch.vtensor<[4,8,9],i1>, !torch.float, !torch.bool, !torch.none, !torch.bool -> !torch.vtensor<[4,8,16],f32>
   return %0, %1 : !torch.vtensor<[4,8,16],f32>, !torch.vtensor<[4,8,16],f32>
+}
+
+// -----
+
+// Unmasked, non-causal attention also stays whole (torch-mlir would otherwise decompose it).
+// CHECK-LABEL: func.func @unmasked
+// CHECK-NOT: linalg.batch_matmul
+// CHECK: call @etmlir_uk_attention(
+func.func @unmasked(%q: !torch.vtensor<[4,8,32],f32>, %k: !torch.vtensor<[4,9,32],f32>, %v: !torch.vtensor<[4,9,16],f32>) -> !torch.vtensor<[4,8,16],f32> {
+  %none = torch.constant.none
+  %zero = torch.constant.float 0.000000e+00
+  %false = torch.constant.bool false
+  %0 = torch.aten.scaled_dot_product_attention %q, %k, %v, %none, %zero, %false, %none, %false : !torch.vtensor<[4,8,32],f32>, !torch.vtensor<[4,9,32],f32>, !torch.vtensor<[4,9,16],f32>, !torch.none, !torch.float, !torch.bool, !torch.none, !torch.bool -> !torch.vtensor<[4,8,16],f32>
+  return %0 : !torch.vtensor<[4,8,16],f32>
 }
