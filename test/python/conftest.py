@@ -1,6 +1,9 @@
-"""Shared fixtures: zoo models are exported once per test session (export is the slow part)."""
+"""Shared fixtures: zoo models are exported once per test session (export is the slow part); the cpu
+backend's microkernel calls recorded per test (`kernel_calls`)."""
 
 from __future__ import annotations
+
+import collections
 
 import numpy as np
 import pytest
@@ -50,3 +53,21 @@ def assert_runner_matches_eager(runner, model, args, dynamic, atol: float, rtol:
         actual = runner(*[a.numpy() for a in sample])
         assert actual.shape == expected.shape
         np.testing.assert_allclose(actual, expected, atol=atol, rtol=rtol)
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch) -> collections.Counter:
+    """Microkernel calls (name -> count) of every cpu delegate compiled while the test runs."""
+    from etmlir.backends.cpu import pipeline
+
+    calls: collections.Counter = collections.Counter()
+
+    original = pipeline.compile_delegate
+
+    def recording(*args, **kwargs):
+        result = original(*args, **kwargs)
+        calls.update(result.microkernel_calls)
+        return result
+
+    monkeypatch.setattr(pipeline, "compile_delegate", recording)
+    return calls

@@ -21,23 +21,7 @@ from torch import nn
 import etmlir
 import etmlir.runtime as rt
 from etmlir import backends
-from etmlir.backends.cpu import pipeline
 from etmlir.devtools import delegation_info
-
-
-@pytest.fixture
-def compiled(monkeypatch) -> collections.Counter:
-    """Microkernel calls of every delegate compiled while the test runs."""
-    calls: collections.Counter = collections.Counter()
-    original = pipeline.compile_delegate
-
-    def recording(*args, **kwargs):
-        result = original(*args, **kwargs)
-        calls.update(result.microkernel_calls)
-        return result
-
-    monkeypatch.setattr(pipeline, "compile_delegate", recording)
-    return calls
 
 
 # A dense convolution's kernel: with its filter as it is, or packed at compile time (et-cpu-pack-weights,
@@ -45,8 +29,8 @@ def compiled(monkeypatch) -> collections.Counter:
 CONVOLUTIONS = {"etmlir_uk_conv2d_nchw_fchw_ep", "etmlir_uk_conv2d_packed_ep", "etmlir_uk_conv2d_winograd_ep"}
 
 
-def _convolutions(compiled: collections.Counter) -> int:
-    return sum(compiled[name] for name in CONVOLUTIONS)
+def _convolutions(kernel_calls: collections.Counter) -> int:
+    return sum(kernel_calls[name] for name in CONVOLUTIONS)
 
 
 def _run(model: nn.Module, *inputs: torch.Tensor, atol: float) -> None:
@@ -98,14 +82,14 @@ class Stem(nn.Module):
         return self.block(self.pool(torch.relu(self.bn(self.conv(x)))))
 
 
-def test_resnet_stem_and_block(compiled):
+def test_resnet_stem_and_block(kernel_calls):
     model = Stem()
     _randomize_norms(model)
     _run(model, torch.randn(1, 3, 40, 44), atol=1e-4)
     # Three convolutions, each with its batch norm folded and its ReLU (and the residual) fused; the pooling
     # in its kernel.
-    assert _convolutions(compiled) == 3 and set(compiled) <= CONVOLUTIONS | {"etmlir_uk_max_pool2d"}
-    assert compiled["etmlir_uk_max_pool2d"] == 1
+    assert _convolutions(kernel_calls) == 3 and set(kernel_calls) <= CONVOLUTIONS | {"etmlir_uk_max_pool2d"}
+    assert kernel_calls["etmlir_uk_max_pool2d"] == 1
 
 
 class Pools(nn.Module):
@@ -119,7 +103,7 @@ class Pools(nn.Module):
                 f.max_pool2d(torch.relu(x)[:, :, :, ::2], 3, 2, 1))
 
 
-def test_max_pooling_runs_in_its_kernel_and_matches_eager(compiled):
+def test_max_pooling_runs_in_its_kernel_and_matches_eager(kernel_calls):
     """Exactly eager's values at 1 and 2 threads, NaN (which wins a window) and infinities included."""
     torch.manual_seed(7)
     x = torch.randn(2, 48, 29, 34)
@@ -127,7 +111,7 @@ def test_max_pooling_runs_in_its_kernel_and_matches_eager(compiled):
     x[1, 2, 5, :] = float("-inf")
     x[1, 3, :, 7] = float("inf")
     program = etmlir.to_edge(etmlir.export(Pools(), (x,))).to_backend(backends.partitioner("cpu"))
-    assert compiled["etmlir_uk_max_pool2d"] == 6, compiled
+    assert kernel_calls["etmlir_uk_max_pool2d"] == 6, kernel_calls
     pte = program.to_executorch().buffer
     want = [w.numpy() for w in Pools()(x)]
     previous = rt.cpu_threads()
@@ -160,20 +144,20 @@ class InvertedResidual(nn.Module):
 
 
 @pytest.mark.parametrize("stride,kernel,dilation", [(1, 3, 1), (2, 3, 1), (1, 5, 1), (1, 3, 2)])
-def test_inverted_residual(compiled, stride, kernel, dilation):
+def test_inverted_residual(kernel_calls, stride, kernel, dilation):
     model = InvertedResidual(8, 4, stride, kernel, dilation)
     _randomize_norms(model)
     _run(model, torch.randn(2, 8, 15, 13), atol=1e-4)
-    assert compiled["etmlir_uk_depthwise_conv2d_nchw_chw_ep"] == 1
-    assert _convolutions(compiled) == 2
+    assert kernel_calls["etmlir_uk_depthwise_conv2d_nchw_chw_ep"] == 1
+    assert _convolutions(kernel_calls) == 2
 
 
 @pytest.mark.parametrize("activation", [nn.ReLU(), nn.ReLU6(), nn.Hardtanh(-0.5, 0.25), nn.Identity()])
-def test_linear_with_activation(compiled, activation):
+def test_linear_with_activation(kernel_calls, activation):
     # 64 columns are whole panels at either width (16, 32): packed; 7 would be mostly padding: not.
     model = nn.Sequential(nn.Linear(24, 64), activation, nn.Linear(64, 7))
     _run(model, torch.randn(5, 24), atol=1e-5)
-    assert compiled == {"etmlir_uk_matmul_packed_ep": 1, "etmlir_uk_matmul_ep": 1}
+    assert kernel_calls == {"etmlir_uk_matmul_packed_ep": 1, "etmlir_uk_matmul_ep": 1}
 
 
 class TiedProjections(nn.Module):
@@ -191,13 +175,13 @@ class TiedProjections(nn.Module):
         return self.down(h)
 
 
-def test_packed_weights_match_eager_at_any_row_count(compiled):
+def test_packed_weights_match_eager_at_any_row_count(kernel_calls):
     torch.manual_seed(3)
     model = TiedProjections().eval()
     rows = torch.export.Dim("rows", min=1, max=512)
     program = etmlir.to_edge(etmlir.export(model, (torch.randn(8, 48),), dynamic_shapes=({0: rows},))).to_backend(
         backends.partitioner("cpu"))
-    assert compiled["etmlir_uk_matmul_packed_ep"] == 4
+    assert kernel_calls["etmlir_uk_matmul_packed_ep"] == 4
     pte = program.to_executorch().buffer
     previous = rt.cpu_threads()
     try:
@@ -230,13 +214,13 @@ class ConvStack(nn.Module):
         return self.c(h).sum() + self.d(torch.relu(h))
 
 
-def test_packed_filters_match_eager(compiled):
+def test_packed_filters_match_eager(kernel_calls):
     """Every filter here fills the microkernel's row panels at least half (16+ channels): all are packed."""
     torch.manual_seed(4)
     model = ConvStack().eval()
     x = torch.randn(2, 3, 37, 33)
     program = etmlir.to_edge(etmlir.export(model, (x,))).to_backend(backends.partitioner("cpu"))
-    assert compiled["etmlir_uk_conv2d_packed_ep"] == 5 and compiled["etmlir_uk_conv2d_nchw_fchw_ep"] == 0
+    assert kernel_calls["etmlir_uk_conv2d_packed_ep"] == 5 and kernel_calls["etmlir_uk_conv2d_nchw_fchw_ep"] == 0
     pte = program.to_executorch().buffer
     with torch.no_grad():
         want = model(x).numpy()
@@ -272,7 +256,7 @@ class WideBlocks(nn.Module):
                 self.deep(d[:, :, :7, :7]))
 
 
-def test_winograd_convolutions_match_eager(compiled):
+def test_winograd_convolutions_match_eager(kernel_calls):
     """3x3 stride-1 layers with their filters transformed at compile time (et-cpu-pack-weights), under
     ReLU, residual and bias epilogues, at 1 and 2 threads, against eager: the transforms reassociate the
     sums (F(4x4)'s coefficients reach 8), hence 1e-3. Their scratch fits the arena measured at compile
@@ -282,8 +266,8 @@ def test_winograd_convolutions_match_eager(compiled):
     _randomize_norms(model)
     x = torch.randn(2, 64, 27, 31)
     program = etmlir.to_edge(etmlir.export(model, (x,))).to_backend(backends.partitioner("cpu"))
-    assert compiled["etmlir_uk_conv2d_winograd_ep"] == 7, compiled
-    assert compiled["etmlir_uk_conv2d_packed_ep"] == 2, compiled
+    assert kernel_calls["etmlir_uk_conv2d_winograd_ep"] == 7, kernel_calls
+    assert kernel_calls["etmlir_uk_conv2d_packed_ep"] == 2, kernel_calls
     pte = program.to_executorch().buffer
     with torch.no_grad():
         want = [w.numpy() for w in model(x)]
@@ -298,7 +282,7 @@ def test_winograd_convolutions_match_eager(compiled):
     assert rt.cpu_heap_fallbacks() == fallbacks  # the measured arena held the transforms' scratch
 
 
-def test_winograd_can_be_turned_off_for_a_smaller_payload(compiled):
+def test_winograd_can_be_turned_off_for_a_smaller_payload(kernel_calls):
     """compile_specs={"winograd": "false"}: the same layers read plain filter panels (1/4 the size of
     F(4x4)'s transformed filters), and still match eager."""
     torch.manual_seed(6)
@@ -308,10 +292,10 @@ def test_winograd_can_be_turned_off_for_a_smaller_payload(compiled):
     edge = etmlir.to_edge(etmlir.export(model, (x,)))
     sizes = {}
     for spec in ("true", "false"):
-        compiled.clear()
+        kernel_calls.clear()
         pte = edge.to_backend(backends.partitioner("cpu", compile_specs={"winograd": spec})).to_executorch().buffer
-        assert compiled["etmlir_uk_conv2d_winograd_ep"] == (2 if spec == "true" else 0), compiled
-        assert _convolutions(compiled) == 2
+        assert kernel_calls["etmlir_uk_conv2d_winograd_ep"] == (2 if spec == "true" else 0), kernel_calls
+        assert _convolutions(kernel_calls) == 2
         with torch.no_grad():
             np.testing.assert_allclose(rt.load(pte).method("forward")(x.numpy())[0], model(x).numpy(), atol=1e-3,
                                        rtol=1e-4)
@@ -448,10 +432,10 @@ class Conv1dStack(nn.Module):
         return self.d(self.c(torch.relu(self.b(torch.relu(self.a(x))))))
 
 
-def test_conv1d_runs_on_the_2d_microkernels(compiled):
+def test_conv1d_runs_on_the_2d_microkernels(kernel_calls):
     """et-conv1d-to-conv2d gives each a unit height, so the conv2d and depthwise kernels take them."""
     torch.manual_seed(7)
     _run(Conv1dStack(), torch.randn(2, 8, 50), atol=1e-5)
     # a and c on the conv2d kernel, b on the depthwise one, each with its epilogue; d (2 groups) as loops.
-    assert _convolutions(compiled) == 2 and compiled["etmlir_uk_depthwise_conv2d_nchw_chw_ep"] == 1
-    assert set(compiled) <= CONVOLUTIONS | {"etmlir_uk_depthwise_conv2d_nchw_chw_ep"}
+    assert _convolutions(kernel_calls) == 2 and kernel_calls["etmlir_uk_depthwise_conv2d_nchw_chw_ep"] == 1
+    assert set(kernel_calls) <= CONVOLUTIONS | {"etmlir_uk_depthwise_conv2d_nchw_chw_ep"}

@@ -51,7 +51,8 @@ def _compile_for_cpu(module: torch.nn.Module, tensors: tuple) -> tuple[bytes, li
             raise op_coverage._ExportError(op_coverage._first_line(error)) from error
         prepare_for_import(exported)
         program = import_exported_program(exported, tensors, (__file__, 0))
-        lowered = etmlir.to_edge(program).to_backend(backends.partitioner("cpu"))
+        part = backends.partitioner("cpu")  # attention kept whole: its samples run the fused kernel
+        lowered = etmlir.to_edge(program, etmlir.EdgeCompileConfig(keep=part.ops_to_keep())).to_backend(part)
         delegated = sorted(name for name, (inside, _) in delegation_info(lowered).op_counts.items() if inside)
         return lowered.to_executorch().buffer, delegated
 

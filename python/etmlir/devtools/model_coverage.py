@@ -3,7 +3,8 @@
 For one architecture (`etmlir.models.architectures`) the model is exported and
 lowered to the edge level once; the edge program is then finished three ways —
 all on the portable kernels, delegated whole to the `nested` backend, and
-partitioned for the `cpu` backend — and each `.pte` is run by the C++ runtime
+partitioned for the `cpu` backend (lowered again with the ops that backend
+runs whole kept, attention, where the model has them) — and each `.pte` is run by the C++ runtime
 and compared with eager on the same inputs:
 
     result = check("llama")
@@ -87,11 +88,16 @@ def _compare(got: Any, expected: list[torch.Tensor]) -> float:
     return worst
 
 
-def _finish(edge: Any, path: str, args: tuple[Any, ...], expected: list[torch.Tensor], result: PathResult) -> None:
+def _finish(edge: Any, program: Any, path: str, args: tuple[Any, ...], expected: list[torch.Tensor],
+            result: PathResult) -> None:
     start = time.perf_counter()
     try:
         if path != "portable":
-            edge = edge.to_backend(etmlir.backends.partitioner(path))
+            partitioner = etmlir.backends.partitioner(path)
+            keep = partitioner.ops_to_keep()
+            if keep and _has_any(program, keep):  # lowered again, keeping what the backend runs whole
+                edge = etmlir.to_edge(program, etmlir.EdgeCompileConfig(keep=keep))
+            edge = edge.to_backend(partitioner)
         result.stage = "delegate"
         buffer = edge.to_executorch().buffer
         result.stage = "pte"
@@ -135,8 +141,15 @@ def check(name: str, paths: Iterable[str] = PATHS,
             progress(f"{name}: {path}")
         result.paths[path].stage = "edge"
         result.paths[path].seconds = shared
-        _finish(edge, path, args, expected, result.paths[path])
+        _finish(edge, program, path, args, expected, result.paths[path])
     return result
+
+
+def _has_any(program: Any, overloads: tuple[str, ...]) -> bool:
+    """Whether the exported program calls any of the ATen ops `overloads` (`aten.x` or `aten.x.overload`)."""
+    histogram = program.op_histogram()
+    names = {f"torch.{o}" for o in overloads} | {f"torch.{o.rsplit('.', 1)[0]}" for o in overloads if o.count(".") == 2}
+    return any(name in names for name in histogram)
 
 
 def _previous(stage: str) -> str:

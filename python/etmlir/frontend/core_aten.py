@@ -34,7 +34,7 @@ from torch_mlir import ir
 
 from etmlir.dialects.edge import edge_ops_by_aten
 from etmlir.dialects.sym_ops import SYM_OPS_BY_TORCH_OP, SymOp
-from etmlir.frontend.aten_ops import canonical_op_name, is_tensor_type, op_overload_name
+from etmlir.frontend.aten_ops import canonical_op_name, is_tensor_type, op_overload_name, parse_vtensor_type
 from etmlir.lazy import lazy_module
 
 torch = lazy_module("torch")
@@ -125,6 +125,28 @@ def is_custom_op(overload_name: str) -> bool:
     return overload_name.split(".", 1)[0] not in ("aten", "prims", "prim")
 
 
+def _whole_attention(op: ir.Operation) -> bool:
+    """Attention a kernel runs whole: dropout_p the constant 0 (inference), and query, key, value and
+    mask of one rank (no batch broadcasting between them)."""
+    if len(op.operands) < 5:
+        return False
+    owner = op.operands[4].owner
+    if isinstance(owner, ir.Block) or owner.name not in ("torch.constant.float", "torch.constant.int"):
+        return False
+    value = owner.attributes["value"]
+    if (ir.FloatAttr(value).value if owner.name == "torch.constant.float" else ir.IntegerAttr(value).value) != 0:
+        return False
+    types = [parse_vtensor_type(v.type) for v in list(op.operands)[:4]]
+    ranks = {len(t.sizes) for t in types if t is not None}
+    return types[0] is not None and len(ranks) == 1
+
+
+# Kept ops (`keep=`) stay whole only where a kernel can run them whole; elsewhere they decompose as
+# usual: attention with dropout is random (no backend's attention kernel draws random numbers), and
+# one whose operands broadcast batch dims against each other is not a form torch-mlir lowers whole.
+KEEP_ONLY_WHERE = {"aten.scaled_dot_product_attention.default": _whole_attention}
+
+
 def is_core_aten(op: ir.Operation, keep: frozenset[str] = frozenset()) -> bool:
     """True if `op` may appear in a Core ATen module (see the module docstring)."""
     if op.name in STRUCTURAL_OPS or op.name == NUM_TO_TENSOR or size_arithmetic(op) is not None:
@@ -132,7 +154,9 @@ def is_core_aten(op: ir.Operation, keep: frozenset[str] = frozenset()) -> bool:
     overload = op_overload_name(op)
     if overload is None:
         return False
-    if overload in keep or is_custom_op(overload):
+    if overload in keep and KEEP_ONLY_WHERE.get(overload, lambda _: True)(op):
+        return True
+    if is_custom_op(overload):
         return True
     overload = SIZE_QUERY_ALIASES.get(overload, overload)
     if overload in core_aten_overloads() or overload in edge_declared_overloads():
