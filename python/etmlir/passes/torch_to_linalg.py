@@ -32,7 +32,7 @@ import math
 from torch_mlir import ir
 from torch_mlir.passmanager import PassManager
 
-from etmlir.frontend.aten_ops import lookup_overload, op_overload_name
+from etmlir.frontend.aten_ops import lookup_overload, op_overload_name, parse_vtensor_type
 from etmlir.lazy import lazy_module
 from etmlir.passes.decompose_to_core_aten import decompose_ops
 from etmlir.passes.registry import Option, PassFailure, emit_error, register_pass
@@ -93,19 +93,19 @@ def fold_attention_scale(module: ir.Operation) -> bool:
     module.walk(visit)
     for op in scaled:
         query = op.operands[0]
-        sizes = str(query.type).split("[", 1)[1].split("]", 1)[0].split(",") if "[" in str(query.type) else []
-        if not sizes or not sizes[-1].strip().isdigit():
+        query_type = parse_vtensor_type(query.type)
+        if query_type is None or not query_type.sizes or query_type.sizes[-1] is None:
             continue  # the depth is not static: left to torch-mlir's decomposition
         scale = ir.FloatAttr(op.operands[6].owner.attributes["value"]).value
-        factor = scale * math.sqrt(int(sizes[-1]))
+        factor = scale * math.sqrt(query_type.sizes[-1])
         f64 = ir.F64Type.get(op.context)
         with op.location, ir.InsertionPoint(op):
             constant = ir.Operation.create("torch.constant.float", results=[ir.Type.parse("!torch.float")],
                                            attributes={"value": ir.FloatAttr.get(f64, factor)}).result
-            scaled = ir.Operation.create("torch.aten.mul.Scalar", results=[query.type],
-                                         operands=[query, constant]).result
+            scaled_query = ir.Operation.create("torch.aten.mul.Scalar", results=[query.type],
+                                               operands=[query, constant]).result
             none = ir.Operation.create("torch.constant.none", results=[ir.Type.parse("!torch.none")]).result
-        op.operands[0] = scaled
+        op.operands[0] = scaled_query
         op.operands[6] = none
     return bool(found)
 

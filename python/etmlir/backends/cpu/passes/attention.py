@@ -86,11 +86,13 @@ def _erase_if_dead(op: ir.Operation) -> None:
     while stack:
         op = stack.pop()
         if any(True for r in op.results for _ in r.uses):
-            continue
+            continue  # still used (a feeder shared with a live op): pushed again if that one goes
         feeders = [v.owner for v in op.operands if not isinstance(v.owner, ir.Block)]
         op.erase()
-        stack.extend(f for f in feeders if f.name in ("linalg.generic", "linalg.fill", "tensor.empty",
-                                                       "tensor.collapse_shape", "arith.constant"))
+        for feeder in feeders:
+            if feeder.name in ("linalg.generic", "linalg.fill", "tensor.empty", "tensor.collapse_shape",
+                               "arith.constant") and feeder not in stack:
+                stack.append(feeder)
 
 
 def _dim(value: ir.Value, d: int) -> ir.Value:
