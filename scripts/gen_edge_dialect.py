@@ -385,19 +385,19 @@ def collect_ops() -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
             stats["core_as_copy_variant"] += 1
             continue
         add(name, schema, schema_argument_types(schema))
-    for name in EXTRA_COPY_VARIANTS:
+    def add_overload(name: str) -> int:
+        """Add PyTorch's overload `name`; how many ops that added (0: an op already declared the same)."""
         overload = lookup_overload(name)
         if overload is None:
             raise GeneratorError(f"PyTorch has no {name}")
         before = len(ops)
         add(name, overload._schema, schema_argument_types(overload._schema))
-        stats["extra_copy_variants"] += len(ops) - before
+        return len(ops) - before
+
+    for name in EXTRA_COPY_VARIANTS:
+        stats["extra_copy_variants"] += add_overload(name)
     for name in KEEPABLE:
-        overload = lookup_overload(name)
-        if overload is None:
-            raise GeneratorError(f"PyTorch has no {name}")
-        add(name, overload._schema, schema_argument_types(overload._schema))
-        stats["keepable"] += 1
+        stats["keepable"] += add_overload(name)
     for name, text in DECLARED_SCHEMAS.items():
         schema = torch._C.parse_schema(text)
         add(name, schema, schema_argument_types(schema))

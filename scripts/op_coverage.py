@@ -67,10 +67,10 @@ TOLERANCES = {torch.float32: (1e-5, 1e-5), torch.float64: (1e-7, 1e-7), torch.fl
 # OpInfo entries whose outputs are random or uninitialized: shape and dtype only.
 VALUE_FREE = {"rand", "randn", "randperm", "nn.functional.dropout", "empty", "empty_strided", "new_empty",
               "empty_like", "bernoulli", "normal", "uniform"}
-# Samples whose outputs are random although their entry's are not: attention with dropout.
 
 
 def _random_sample(sample: Any) -> bool:
+    """A sample whose outputs are random although its entry's are not: attention with dropout."""
     return float(getattr(sample, "kwargs", {}).get("dropout_p", 0.0) or 0.0) > 0.0
 
 
@@ -379,14 +379,6 @@ def sweep(edge_filter: set[str] | None = None, progress: bool = True, workers: i
 # The coverage table
 # ---------------------------------------------------------------------------
 
-def _is_core(aten: str) -> bool:
-    """`aten::softmax` / `aten::add.Tensor` is a Core ATen overload."""
-    from etmlir.frontend.core_aten import core_aten_overloads
-
-    name = aten.replace("::", ".")
-    return (name if name.count(".") == 2 else f"{name}.default") in core_aten_overloads()
-
-
 def _kernel_rows() -> dict[str, dict]:
     from etmlir.executable.out_variants import out_variant
 
@@ -404,6 +396,8 @@ def _kernel_rows() -> dict[str, dict]:
 
 def render(results: dict[str, Any]) -> str:
     """docs/op_coverage.md from a sweep's results."""
+    from etmlir.frontend.core_aten import is_core_overload
+
     rows = _kernel_rows()
     per_op: dict[str, collections.Counter] = {k: collections.Counter() for k in rows}
     for sample in results["samples"]:
@@ -450,7 +444,7 @@ def render(results: dict[str, Any]) -> str:
                 dtypes += " → " + " ".join(entry["out_dtypes"])
         elif entry:
             kernel, dtypes = f"no: {entry['missing']}", ""
-        elif not _is_core(row["aten"]):
+        elif not is_core_overload(row["aten"]):
             kernel, dtypes = ("no: outside Core ATen, kept whole only for a backend that runs it "
                               "(`EdgeCompileConfig(keep=...)`), decomposed otherwise"), ""
         else:

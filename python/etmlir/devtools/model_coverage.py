@@ -28,6 +28,8 @@ import torch
 import etmlir
 import etmlir.backends
 import etmlir.runtime as rt
+from etmlir.frontend.aten_ops import canonical_op_name
+from etmlir.frontend.core_aten import normalize_keep
 from etmlir.models import architectures
 
 PATHS = ("portable", "nested", "cpu")
@@ -147,9 +149,8 @@ def check(name: str, paths: Iterable[str] = PATHS,
 
 def _has_any(program: Any, overloads: tuple[str, ...]) -> bool:
     """Whether the exported program calls any of the ATen ops `overloads` (`aten.x` or `aten.x.overload`)."""
-    histogram = program.op_histogram()
-    names = {f"torch.{o}" for o in overloads} | {f"torch.{o.rsplit('.', 1)[0]}" for o in overloads if o.count(".") == 2}
-    return any(name in names for name in histogram)
+    wanted = normalize_keep(overloads)
+    return any(name.startswith("torch.aten.") and canonical_op_name(name) in wanted for name in program.op_histogram())
 
 
 def _previous(stage: str) -> str:

@@ -125,6 +125,12 @@ def is_custom_op(overload_name: str) -> bool:
     return overload_name.split(".", 1)[0] not in ("aten", "prims", "prim")
 
 
+def is_core_overload(name: str) -> bool:
+    """`aten::softmax`, `aten.add.Tensor`, ... names a Core ATen overload (not one only kept whole for a
+    backend, such as `aten::scaled_dot_product_attention`)."""
+    return canonical_op_name(name) in core_aten_overloads()
+
+
 def _whole_attention(op: ir.Operation) -> bool:
     """Attention a kernel runs whole: dropout_p the constant 0 (inference), and query, key, value and
     mask of one rank (no batch broadcasting between them)."""

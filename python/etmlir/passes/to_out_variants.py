@@ -62,7 +62,7 @@ from etmlir.executable.dtypes import LAYOUTS, MEMORY_FORMATS, UnsupportedElement
 from etmlir.executable.out_variants import OutVariant, functional_schema, out_variant
 from etmlir.executable.state import StateWrite, write_in_place, write_state
 from etmlir.delegation.partitioner import delegate_callee, is_delegate_call
-from etmlir.frontend.core_aten import core_aten_overloads
+from etmlir.frontend.core_aten import is_core_overload
 from etmlir.frontend.locations import module_path, source_line
 from etmlir.frontend.shape_bounds import argument_max_sizes
 from etmlir.frontend.state import state_arguments, state_initial, state_results
@@ -77,12 +77,6 @@ _KEEP_FUNC_ATTRS = ("sym_name", "sym_visibility", attrs.IO_STRUCTURE)
 
 class _Unsupported(Exception):
     """Raised while converting one op; becomes an error at that op."""
-
-
-def _is_core(aten: str) -> bool:
-    """`aten::softmax` / `aten::add.Tensor` is a Core ATen overload (not one kept whole for a backend)."""
-    name = aten.replace("::", ".")
-    return (name if name.count(".") == 2 else f"{name}.default") in core_aten_overloads()
 
 
 def _not_delegated_hint(op: ir.Operation) -> str:
@@ -284,7 +278,7 @@ class _MethodBuilder:
         variant = out_variant(info.aten)
         if variant is None:
             raise _Unsupported(f"'{name}' ({info.aten}) has no out-variant kernel, so the runtime cannot run it"
-                               + ("" if _is_core(info.aten) else _not_delegated_hint(op)))
+                               + ("" if is_core_overload(info.aten) else _not_delegated_hint(op)))
         args = self._arguments(op, info, variant)
         self._call(op, variant, args, handle)
 

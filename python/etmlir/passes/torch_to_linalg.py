@@ -36,6 +36,7 @@ from etmlir.frontend.aten_ops import lookup_overload, op_overload_name, parse_vt
 from etmlir.lazy import lazy_module
 from etmlir.passes.decompose_to_core_aten import decompose_ops
 from etmlir.passes.registry import Option, PassFailure, emit_error, register_pass
+from etmlir.passes.rewrite import rewrite_each
 
 torch = lazy_module("torch")
 
@@ -74,40 +75,28 @@ def decompose_unlowerable(module: ir.Operation) -> None:
                   goal="ops torch-mlir can lower")
 
 
-def fold_attention_scale(module: ir.Operation) -> bool:
+def fold_attention_scale(op: ir.Operation) -> bool:
     """scaled_dot_product_attention(q, ..., scale=s) -> scaled_dot_product_attention(q * (s * sqrt(D)), ...,
     scale=None): torch-mlir lowers only the default scale, 1/sqrt(D), to `tm_tensor.attention` (an explicit
     one it decomposes into matmuls and a softmax), and a backend runs that op as one kernel. Returns
-    whether the module has attention at all."""
-    found: list[ir.Operation] = []
-    scaled: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == ATTENTION:
-            found.append(op)
-            scale = op.operands[6].owner if len(op.operands) >= 7 else None
-            if scale is not None and not isinstance(scale, ir.Block) and scale.name == "torch.constant.float":
-                scaled.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.walk(visit)
-    for op in scaled:
-        query = op.operands[0]
-        query_type = parse_vtensor_type(query.type)
-        if query_type is None or not query_type.sizes or query_type.sizes[-1] is None:
-            continue  # the depth is not static: left to torch-mlir's decomposition
-        scale = ir.FloatAttr(op.operands[6].owner.attributes["value"]).value
-        factor = scale * math.sqrt(query_type.sizes[-1])
-        f64 = ir.F64Type.get(op.context)
-        with op.location, ir.InsertionPoint(op):
-            constant = ir.Operation.create("torch.constant.float", results=[ir.Type.parse("!torch.float")],
-                                           attributes={"value": ir.FloatAttr.get(f64, factor)}).result
-            scaled_query = ir.Operation.create("torch.aten.mul.Scalar", results=[query.type],
-                                               operands=[query, constant]).result
-            none = ir.Operation.create("torch.constant.none", results=[ir.Type.parse("!torch.none")]).result
-        op.operands[0] = scaled_query
-        op.operands[6] = none
-    return bool(found)
+    whether it folded one (not when the scale is already the default, or the depth D is not static)."""
+    scale = op.operands[6].owner if len(op.operands) >= 7 else None
+    if scale is None or isinstance(scale, ir.Block) or scale.name != "torch.constant.float":
+        return False
+    query = op.operands[0]
+    query_type = parse_vtensor_type(query.type)
+    if query_type is None or not query_type.sizes or query_type.sizes[-1] is None:
+        return False  # the depth is not static: left to torch-mlir's decomposition
+    factor = ir.FloatAttr(scale.attributes["value"]).value * math.sqrt(query_type.sizes[-1])
+    with ir.InsertionPoint(op):
+        constant = ir.Operation.create("torch.constant.float", results=[ir.Type.parse("!torch.float")],
+                                       attributes={"value": ir.FloatAttr.get(ir.F64Type.get(), factor)}).result
+        scaled_query = ir.Operation.create("torch.aten.mul.Scalar", results=[query.type],
+                                           operands=[query, constant]).result
+        none = ir.Operation.create("torch.constant.none", results=[ir.Type.parse("!torch.none")]).result
+    op.operands[0] = scaled_query
+    op.operands[6] = none
+    return True
 
 
 @register_pass("et-torch-to-linalg", level="torch", options={
@@ -125,8 +114,15 @@ def torch_to_linalg(module: ir.Operation, *, attention: bool = False) -> None:
     decompose_unlowerable(module)
     options = ""
     if attention:
+        found: list[ir.Operation] = []
+
+        def fold(op: ir.Operation) -> bool:
+            found.append(op)
+            return fold_attention_scale(op)
+
         with module.context:
-            options = ATTENTION_OPTIONS if fold_attention_scale(module) else ""
+            rewrite_each(module, ATTENTION, fold)
+        options = ATTENTION_OPTIONS if found else ""
     try:
         PassManager.parse(TORCH_TO_LINALG.replace("{OPTIONS}", options), context=module.context).run(module)
     except ir.MLIRError as error:

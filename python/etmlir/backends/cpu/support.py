@@ -180,10 +180,27 @@ def _non_negative_padding(op: ir.Operation) -> str | None:
 
 
 # Compiled by this backend only (not by vulkan, which shares CPU_OPS); an entry here replaces CPU_OPS's.
+ATTENTION = "edge.scaled_dot_product_attention"
+
+
+def _attention(op: ir.Operation) -> str | None:
+    """Inference attention (no dropout) with a static head size: one call of the fused kernel
+    (et-cpu-attention); grouped-query attention repeats its keys and values first (torch-mlir)."""
+    if ir.FloatAttr(op.attributes["dropout_p"]).value != 0.0:
+        return "attention with dropout (training) is not compiled by the cpu backend"
+    for i, what in ((0, "query"), (1, "key"), (2, "value")):
+        t = ir.RankedTensorType(op.operands[i].type)
+        if t.rank not in (3, 4):
+            return f"attention over a rank-{t.rank} {what} is not compiled (rank 3 or 4 is)"
+        if t.is_dynamic_dim(t.rank - 1):
+            return f"attention whose {what} has a dynamic head size is not compiled"
+    return None
+
+
 CPU_ONLY_OPS: dict[str, OpPredicate | None] = {
     "edge.convolution": _conv1d_or_2d,
     # Kept whole by to_edge when asked (CpuBackend.keep): the fused attention kernel.
-    "edge.scaled_dot_product_attention": lambda op: _attention(op),
+    ATTENTION: _attention,
     # Transcendentals and powers (rotary embeddings, RMSNorm).
     "edge.cos": None,
     "edge.sin": None,
@@ -275,23 +292,6 @@ def _is_constant_or_size(value: ir.Value) -> bool:
     """A compile-time constant or a size query: both are copied into the delegate and read as scalars."""
     owner = value.owner
     return isinstance(owner, (ir.Operation, ir.OpView)) and owner.name in ("edge.constant", "edge.sym_size_int")
-
-
-ATTENTION = "edge.scaled_dot_product_attention"
-
-
-def _attention(op: ir.Operation) -> str | None:
-    """Inference attention (no dropout) with a static head size: one call of the fused kernel
-    (et-cpu-attention); grouped-query attention repeats its keys and values first (torch-mlir)."""
-    if ir.FloatAttr(op.attributes["dropout_p"]).value != 0.0:
-        return "attention with dropout (training) is not compiled by the cpu backend"
-    for i, what in ((0, "query"), (1, "key"), (2, "value")):
-        t = ir.RankedTensorType(op.operands[i].type)
-        if t.rank not in (3, 4):
-            return f"attention over a rank-{t.rank} {what} is not compiled (rank 3 or 4 is)"
-        if t.is_dynamic_dim(t.rank - 1):
-            return f"attention whose {what} has a dynamic head size is not compiled"
-    return None
 
 
 def _empty_tensor(op: ir.Operation) -> str | None:

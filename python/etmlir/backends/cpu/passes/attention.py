@@ -36,20 +36,12 @@ import math
 from torch_mlir import ir
 
 from etmlir.backends.cpu.ir_util import declare_function
+from etmlir.backends.cpu.passes.microkernels import cast_dynamic, dynamic_memref
 from etmlir.passes.registry import register_pass
+from etmlir.passes.rewrite import rewrite_each
 
 ATTENTION = "tm_tensor.attention"
 KERNELS = {None: "etmlir_uk_attention", "f32": "etmlir_uk_attention_mask", "i1": "etmlir_uk_attention_bmask"}
-
-
-def _dynamic_memref(shape: list[int], element: ir.Type) -> ir.Type:
-    """memref<shape x element> with a fully dynamic strided layout (what to_buffer of any view gives)."""
-    dims = "x".join("?" if s == ir.ShapedType.get_dynamic_size() else str(s) for s in shape)
-    return ir.Type.parse(f"memref<{dims}x{element}, strided<[?, ?, ?], offset: ?>>")
-
-
-def _any_memref(element: ir.Type) -> ir.Type:
-    return ir.Type.parse(f"memref<?x?x?x{element}, strided<[?, ?, ?], offset: ?>>")
 
 
 def _causal_mask(value: ir.Value) -> ir.Operation | None:
@@ -95,47 +87,42 @@ def _erase_if_dead(op: ir.Operation) -> None:
                 stack.append(feeder)
 
 
-def _dim(value: ir.Value, d: int) -> ir.Value:
+def _result_sizes(op: ir.Operation) -> list[ir.Value]:
+    """The dynamic sizes of the op's result [batch, rows, value depth], read from the query and value
+    (at the current insertion point)."""
     index = ir.IndexType.get()
-    c = ir.Operation.create("arith.constant", results=[index], attributes={"value": ir.IntegerAttr.get(index, d)})
-    return ir.Operation.create("tensor.dim", results=[index], operands=[value, c.result]).result
+    result_type = ir.RankedTensorType(op.results[0].type)
+    sizes = []
+    for source, d in ((op.operands[0], 0), (op.operands[0], 1), (op.operands[2], 2)):
+        if result_type.is_dynamic_dim(d):
+            c = ir.Operation.create("arith.constant", results=[index], attributes={"value": ir.IntegerAttr.get(index, d)})
+            sizes.append(ir.Operation.create("tensor.dim", results=[index], operands=[source, c.result]).result)
+    return sizes
 
 
 def _as_buffer(value: ir.Value) -> ir.Value:
+    """The tensor's buffer, read only, as the fully dynamic strided memref the kernel takes."""
     t = ir.RankedTensorType(value.type)
-    buffer = ir.Operation.create("bufferization.to_buffer", results=[_dynamic_memref(list(t.shape), t.element_type)],
-                                 operands=[value], attributes={"read_only": ir.UnitAttr.get()}).result
-    return ir.Operation.create("memref.cast", results=[_any_memref(t.element_type)], operands=[buffer]).result
+    buffer_type = dynamic_memref(t.rank, str(t.element_type), list(t.shape))
+    buffer = ir.Operation.create("bufferization.to_buffer", results=[buffer_type], operands=[value],
+                                 attributes={"read_only": ir.UnitAttr.get()}).result
+    return cast_dynamic(buffer, t.rank)
 
 
-def sizes_only(op: ir.Operation) -> None:
+def sizes_only(op: ir.Operation) -> bool:
     """For et-cpu-shapes-function's copy of @forward, which computes only the output sizes (and
     resolves them through ops that say how their result sizes follow from their operands', which
     tm_tensor.attention does not): the op becomes a tensor.empty of its result's sizes."""
-    q, v = op.operands[0], op.operands[2]
-    result_type = ir.RankedTensorType(op.results[0].type)
-    with op.location, ir.InsertionPoint(op):
-        sizes = [_dim(src, d) for src, d, n in ((q, 0, 0), (q, 1, 1), (v, 2, 2)) if result_type.is_dynamic_dim(n)]
-        empty = ir.Operation.create("tensor.empty", results=[result_type], operands=sizes).result
+    with ir.InsertionPoint(op):
+        empty = ir.Operation.create("tensor.empty", results=[op.results[0].type], operands=_result_sizes(op)).result
     op.results[0].replace_all_uses_with(empty)
     op.erase()
+    return True
 
 
-def find(root: ir.Operation) -> list[ir.Operation]:
-    found: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == ATTENTION:
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    root.walk(visit)
-    return found
-
-
-def _rewrite(op: ir.Operation) -> str | None:
-    """Replace one tm_tensor.attention by the kernel call; the kernel's name, or None when it is not
-    a form the kernel takes (left alone: et-cpu-bufferize then reports it)."""
+def _rewrite(op: ir.Operation, declared: dict[str, list[ir.Type]]) -> bool:
+    """Replace one tm_tensor.attention by the kernel call (its operand types into `declared`); False
+    when it is not a form the kernel takes (left alone: et-cpu-bufferize then reports it)."""
     operands = list(op.operands)
     if len(operands) not in (4, 5):
         return None
@@ -147,18 +134,18 @@ def _rewrite(op: ir.Operation) -> str | None:
     causal_op = _causal_mask(mask) if mask is not None else None
     mask_type = str(ir.RankedTensorType(mask.type).element_type) if mask is not None and causal_op is None else None
     if mask_type not in KERNELS:
-        return None
+        return False
     f32, i64 = ir.F32Type.get(), ir.IntegerType.get_signless(64)
     result_type = ir.RankedTensorType(op.results[0].type)
-    with op.location, ir.InsertionPoint(op):
+    with ir.InsertionPoint(op):
         args = [_as_buffer(x) for x in (q, k, v)]
         if mask_type is not None:
             args.append(_as_buffer(mask))
-        sizes = [_dim(src, d) for src, d, n in ((q, 0, 0), (q, 1, 1), (v, 2, 2)) if result_type.is_dynamic_dim(n)]
+        sizes = _result_sizes(op)
         out = ir.Operation.create("memref.alloc", results=[ir.MemRefType.get(result_type.shape, f32)], operands=sizes,
                                   attributes={"operandSegmentSizes": ir.DenseI32ArrayAttr.get([len(sizes), 0]),
                                               "alignment": ir.IntegerAttr.get(i64, 64)}).result
-        args.append(ir.Operation.create("memref.cast", results=[_any_memref(f32)], operands=[out]).result)
+        args.append(cast_dynamic(out, 3))
         args.append(ir.Operation.create("arith.constant", results=[i64], attributes={
             "value": ir.IntegerAttr.get(i64, 1 if causal_op is not None else 0)}).result)
         scale = 1.0 / math.sqrt(types[0].shape[2])
@@ -166,6 +153,7 @@ def _rewrite(op: ir.Operation) -> str | None:
             "value": ir.FloatAttr.get(f32, scale)}).result)
         kernel = KERNELS[mask_type]
         ir.Operation.create("func.call", operands=args, attributes={"callee": ir.FlatSymbolRefAttr.get(kernel)})
+        declared[kernel] = [a.type for a in args]
         result = ir.Operation.create("bufferization.to_tensor", results=[result_type], operands=[out], attributes={
             "restrict": ir.UnitAttr.get(), "writable": ir.UnitAttr.get()}).result
     op.results[0].replace_all_uses_with(result)
@@ -173,21 +161,14 @@ def _rewrite(op: ir.Operation) -> str | None:
     op.erase()
     for dead in ([causal_op] if causal_op is not None else []) + init:
         _erase_if_dead(dead)
-    return kernel
+    return True
 
 
 @register_pass("et-cpu-attention")
 def attention(module: ir.Operation) -> None:
     """et-cpu-attention: every tm_tensor.attention -> a call of the fused attention kernel."""
-    found = find(module)
     declared: dict[str, list[ir.Type]] = {}
     with module.context:
-        for op in found:
-            kernel = _rewrite(op)
-            if kernel is not None:
-                f32 = ir.F32Type.get()
-                memrefs = [_any_memref(f32)] * 3 + ([_any_memref(ir.IntegerType.get_signless(1) if kernel.endswith("bmask")
-                                                                  else f32)] if kernel != KERNELS[None] else [])
-                declared[kernel] = memrefs + [_any_memref(f32), ir.IntegerType.get_signless(64), f32]
+        rewrite_each(module, ATTENTION, lambda op: _rewrite(op, declared))
         for kernel, types in declared.items():
             declare_function(module, kernel, types)

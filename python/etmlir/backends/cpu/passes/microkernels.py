@@ -79,10 +79,12 @@ POOLING = "linalg.pooling_nchw_max"
 POOL_KERNEL = "etmlir_uk_max_pool2d"
 
 
-def dynamic_memref(rank: int) -> ir.Type:
-    dims = "x".join("?" * rank)
+def dynamic_memref(rank: int, element: str = "f32", shape: list[int] | None = None) -> ir.Type:
+    """A memref with fully dynamic strides and offset: of `shape` (dynamic sizes where None is given)."""
+    dynamic = ir.ShapedType.get_dynamic_size()
+    dims = "x".join("?" if s == dynamic else str(s) for s in shape) if shape is not None else "x".join("?" * rank)
     strides = ", ".join("?" * rank)
-    return ir.Type.parse(f"memref<{dims}xf32, strided<[{strides}], offset: ?>>")
+    return ir.Type.parse(f"memref<{dims}x{element}, strided<[{strides}], offset: ?>>")
 
 
 def _pair(attr: ir.Attribute) -> list[int]:
@@ -111,7 +113,8 @@ def microkernels(module: ir.Operation) -> None:
 
 def cast_dynamic(value: ir.Value, rank: int) -> ir.Value:
     """`value` cast to the fully dynamic strided memref the kernels take (at the current insertion point)."""
-    return ir.Operation.create("memref.cast", results=[dynamic_memref(rank)], operands=[value]).result
+    element = str(ir.MemRefType(value.type).element_type)
+    return ir.Operation.create("memref.cast", results=[dynamic_memref(rank, element)], operands=[value]).result
 
 
 def constant(t: ir.Type, attr: ir.Attribute) -> ir.Value:

@@ -28,6 +28,7 @@ from torch_mlir import ir
 from etmlir.backends.cpu.passes import attention
 from etmlir.backends.cpu.ir_util import ENTRY, SHAPES_ENTRY, argument_types, result_types, run
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
+from etmlir.passes.rewrite import rewrite_each
 from etmlir.program import find_function
 
 SHAPES_LEVEL = "builtin.module(resolve-ranked-shaped-type-result-dims,canonicalize,cse,symbol-dce)"
@@ -67,8 +68,7 @@ def shapes_function(module: ir.Operation) -> None:
             packed = ir.Operation.create("tensor.from_elements", results=[out_type], operands=sizes)
             ir.Operation.create("func.return", operands=[packed.result])
         ret.erase()
-        for op in attention.find(shapes):
-            attention.sizes_only(op)
+        rewrite_each(shapes, attention.ATTENTION, attention.sizes_only)
     run(module, SHAPES_LEVEL)
     shapes = find_function(module, SHAPES_ENTRY)
     leftover = sorted({op.name for op in shapes.regions[0].blocks[0].operations if op.name.startswith("linalg.")})
