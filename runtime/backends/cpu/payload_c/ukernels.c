@@ -73,7 +73,12 @@ enum {
   B_IN_PLACE_MAX_M = 2 * UK_MR, /* up to this many rows of A, row-contiguous B is not packed */
 #if defined(__AVX512F__)
   GEMV_MAX_M = 8,           /* up to this many rows of A, a transposed B is not packed either */
-  TAIL_COLS_MAX = 4,        /* up to this many columns past a multiple of 16 are dot products */
+  TAIL_COLS_MAX = 4,        /* up to this many columns past a multiple of 16 are dot products, */
+  /* ... each a pass over A: only while the passes are short, K * columns <= this. At 7x7 outputs
+   * (N = 49, one column) they paid for pointwise filters (K = 160: 152 against 117 GFLOP/s; K = 320:
+   * 125 against 118) but not for 3x3 ones (K = 4608: 119 against 123; at 14x14, four columns of
+   * K = 2304: 139 against 178). */
+  TAIL_K_MAX = 2048,
 #else
   GEMV_MAX_M = 1,
 #endif
@@ -894,12 +899,19 @@ static void gemm_range(const gemm_problem* g, const blocking* bl, int64_t m0, in
         } else {
           pack_b(&g->b, k0, kc, jc, nc, bp);
         }
-        for (int64_t ip = 0, row = ic; ip < np; ip++) {
-          int h = g->a_packed ? (int)MIN(UK_MR, mc - ip * UK_MR) : (int)(hbase + (ip < hextra));
-          const float* a_panel =
-              g->a_packed ? g->a_packed + (ic / UK_MR + ip) * UK_MR * g->K + k0 * UK_MR : ap + ip * UK_MR * kc;
-          float* c_row = g->c + row * g->rsc;
-          for (int64_t jr = 0; jr < nc; jr += UK_NR) {
+        /* B packed at compile time comes from memory: each of its panels serves every A panel while it
+         * is in L1 (its panels outer), so the stream from memory spreads over all the block's tiles
+         * instead of the first A panel's. ResNet-18's last stage (a 512 x 4608 filter, 49 pixels as
+         * rows), filter evicted: 2.6 -> 1.9 ms. Else A's panels outer: B's block is in L2. */
+        int b_outer = g->b.packed != NULL;
+        int64_t n_outer = b_outer ? CEIL_DIV(nc, UK_NR) : np, n_inner = b_outer ? np : CEIL_DIV(nc, UK_NR);
+        for (int64_t io = 0; io < n_outer; io++)
+          for (int64_t ii = 0; ii < n_inner; ii++) {
+            int64_t ip = b_outer ? ii : io, jr = (b_outer ? io : ii) * UK_NR;
+            int h = g->a_packed ? (int)MIN(UK_MR, mc - ip * UK_MR) : (int)(hbase + (ip < hextra));
+            int64_t row = ic + (g->a_packed ? ip * UK_MR : ip * hbase + MIN(ip, hextra));
+            const float* a_panel =
+                g->a_packed ? g->a_packed + (ic / UK_MR + ip) * UK_MR * g->K + k0 * UK_MR : ap + ip * UK_MR * kc;
             int nr = (int)MIN(UK_NR, nc - jr);
             /* The epilogue runs on each tile in registers: its init instead of loading C in the first
              * K block, the rest before the store in the last (element by element where it must). */
@@ -907,12 +919,10 @@ static void gemm_range(const gemm_problem* g, const blocking* bl, int64_t m0, in
             int init = ik == 0 && ep_inits(&g->e), finish = ik == nk - 1 && ep_finishes(&g->e);
             int fused = (init || finish) && tile_ep_make(&g->e, row, jc + jr, init, finish, &te);
             if (init && !fused) ep_init(&g->e, g->c, g->rsc, g->csc, row, h, jc + jr, nr);
-            micro_kernel(h, nr, kc, a_panel, b_block + jr * b_col, ldb, c_row + (jc + jr) * g->csc, g->rsc, g->csc,
-                         fused ? &te : NULL);
+            micro_kernel(h, nr, kc, a_panel, b_block + jr * b_col, ldb, g->c + row * g->rsc + (jc + jr) * g->csc,
+                         g->rsc, g->csc, fused ? &te : NULL);
             if (finish && !fused) ep_finish(&g->e, g->c, g->rsc, g->csc, row, h, jc + jr, nr);
           }
-          row += h;
-        }
       }
       ic += mc;
     }
@@ -1242,7 +1252,8 @@ static void gemm_run(gemm_problem* probs, int64_t batch) {
 #if defined(__AVX512F__)
   /* A few columns past a multiple of 16 (N = 49, 65, 196: a 7x7 or 14x14 convolution's) go to dot
    * products instead of a vector of mostly idle lanes. */
-  if (!job.gemv && !g0->b.packed && N >= 32 && N % 16 <= TAIL_COLS_MAX) {
+  if (!job.gemv && !g0->b.packed && N >= 32 && N % 16 <= TAIL_COLS_MAX &&
+      K * (N % 16) <= TAIL_K_MAX) {
     tail = N % 16;
     for (int64_t i = 0; i < batch; i++) tail = probs[i].a_packed || probs[i].a.cs == 1 ? tail : 0;
     for (int64_t i = 0; i < batch; i++) probs[i].N -= tail;

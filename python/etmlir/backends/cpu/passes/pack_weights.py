@@ -37,7 +37,7 @@ per image instead goes through Winograd F(m x m, 3x3)
 (`etmlir_uk_conv2d_winograd_ep`): m = 4 (4x fewer multiplies) when it has
 `winograd-min-channels` channels, 32 tiles of 4x4 (or 9 to 31 with twice
 the channels) and 3/4 of the tiles' outputs real, else m = 2 (2.25x fewer) when
-it has 16 tiles of 2x2 (7 x 7 outputs) and `winograd2-min-channels` channels
+it has 25 tiles of 2x2 (9 x 9 outputs) and `winograd2-min-channels` channels
 (winograd_tile has the rule). The transformed filters are 4x (16/9x) the
 filter's floats: ResNet-18's `.pte` is 100 MB instead of 48; `winograd=false`
 (the cpu compile spec `{"winograd": "false"}`) keeps the plain filters. Its filter g becomes
@@ -88,7 +88,7 @@ WINOGRAD_MIN_TILES = 32  # output tiles per image; F(4x4) takes down to WINOGRAD
 WINOGRAD_4_FEWEST_TILES = 9
 WINOGRAD_4_MIN_USE = 0.75  # F(4x4): the share of the tiles' outputs that are real (14 x 14 has 196 of 256)
 WINOGRAD_2_CHANNELS = 256  # F(2x2) pays only with this many channels
-WINOGRAD_2_MIN_TILES = 16  # ... and this many tiles of 2x2 (a 7x7 output)
+WINOGRAD_2_MIN_TILES = 25  # ... and this many tiles of 2x2 (a 9x9 output; not 7x7: see winograd_tile)
 
 SOURCES = {
     "etmlir_uk_matmul": Source(1, 2, False, "etmlir_uk_matmul_packed_ep", 0),
@@ -203,9 +203,12 @@ def winograd_tile(call: ir.Operation, shape: list[int],
     The kernel's time against the direct convolution's, one thread, same channels in and out (AVX-512 /
     AVX2 builds): F(4x4) 0.46 / 0.61 at 256 @ 14x14, 0.77 / 0.95 at 64 @ 14x14, 0.62 / 0.61 at
     256 @ 12x12 (9 tiles); not taken: 1.47 / 1.10 at 32 @ 14x14, 0.98 / 1.07 at 64 @ 13x13, 1.15 / 1.12
-    at 256 @ 9x9; 4 tiles (7x7) 1.5-2.4. F(2x2) at 7x7 (16 tiles): 0.92 / 0.75 at 512 channels, 0.77 /
-    0.59 at 384, 0.88 / 0.67 at 256 (with the filter evicted from the caches first, as in a model: 0.85
-    at 512, 0.96 at 256 on AVX-512)."""
+    at 256 @ 9x9; 4 tiles (7x7) 1.5-2.4. F(2x2) at 7x7 (16 tiles) was faster alone: 0.92 / 0.75 at 512
+    channels, 0.77 / 0.59 at 384, 0.88 / 0.67 at 256 (filter evicted first: 0.85 at 512, 0.96 at 256 on
+    AVX-512), but not in ResNet-18, whose last stage streams its filters from memory every run: its
+    transformed filters are 16/9 the bytes, and its three 512-channel 7x7 convolutions took 2.3-2.4 ms each
+    through F(2x2) against 1.9 ms direct (Intel Xeon, AVX-512, 1 thread; the model 22.1 -> 21.0 ms). So
+    F(2x2) needs WINOGRAD_2_MIN_TILES (25, a 9x9 output)."""
     f, c, kh, kw = shape
     if (kh, kw) != (3, 3) or any(_constant_int(call.operands[i]) != 1 for i in range(3, 7)):
         return 0
