@@ -143,7 +143,7 @@ def compiled_backends() -> list[str]:
 def backend_counter(backend: str, name: str) -> int:
     """A statistic backend `backend` keeps over its delegates in this process (0 for a name it does not keep).
 
-    Each backend's README lists its counters ("cpu": "heap_fallbacks"). Raises Error when this
+    Each backend's README lists its counters ("cpu": "heap_fallbacks", "huge_page_bytes"). Raises Error when this
     runtime was built without that backend.
     """
     return _runtime.backend_counter(backend, name)
