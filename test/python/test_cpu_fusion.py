@@ -92,6 +92,29 @@ def test_resnet_stem_and_block(kernel_calls):
     assert kernel_calls["etmlir_uk_max_pool2d"] == 1
 
 
+def test_a_zero_bias_starts_the_product_at_zero(monkeypatch, kernel_calls):
+    """A freshly built model's batch norm (mean 0, variance 1, weight 1, bias 0) folds into a bias of
+    zeros, which constant folding turns into a zero constant of the output's shape: the convolution's
+    epilogue starts at zero (INIT_ZERO) with its ReLU fused, instead of a full-size copy of that constant
+    before every run and a loop after it."""
+    from etmlir.backends.cpu import epilogue
+
+    modes: list[int] = []
+    match = epilogue.match
+
+    def recording(ops, at):
+        fusion = match(ops, at)
+        modes.append(fusion.mode)
+        return fusion
+
+    monkeypatch.setattr(epilogue, "match", recording)
+    torch.manual_seed(2)
+    model = nn.Sequential(nn.Conv2d(3, 16, 7, 2, 3, bias=False), nn.BatchNorm2d(16), nn.ReLU()).eval()
+    _run(model, torch.randn(1, 3, 40, 44), atol=1e-4)
+    assert _convolutions(kernel_calls) == 1 and len(modes) == 1
+    assert modes[0] & epilogue.INIT_MASK == epilogue.INIT_ZERO and (modes[0] >> 4) & 3, modes
+
+
 class Pools(nn.Module):
     """Max pooling the ways models write it: ResNet's stem pool, 2x2 / 2, ceil mode (windows past the
     end), dilated, a 3x1 window, and over a strided slice."""

@@ -153,14 +153,38 @@ def _find_init(ops: list[ir.Operation], at: int, out: ir.Value, bias_dim: int, f
             fusion.erase.append(op)
         elif op.name == "linalg.generic" and _is_copy(op) and _whole(op.operands[1], out):
             # A copy of a buffer that a zero fill wrote last (what bufferization leaves when that
-            # buffer is reused later): the copy goes, the fill stays.
+            # buffer is reused later): the copy goes, the fill stays. Or a copy of a constant of zeros:
+            # a zero bias folded into the output's shape (a convolution whose folded batch norm has
+            # beta = mean * scale, as a freshly built model's has), a full-size copy per run otherwise.
             source = op.operands[0]
             writer = next((ops[j] for j in range(i - 1, -1, -1) if root(source) in _roots_touched(ops[j])), None)
-            if (writer is not None and writer.name == "linalg.fill" and _fills_with(writer, source)
-                    and _shape(source) == _shape(out)):
+            if ((writer is not None and writer.name == "linalg.fill" and _fills_with(writer, source)
+                 or _zero_splat_global(source)) and _shape(source) == _shape(out)):
                 fusion.mode |= INIT_ZERO
                 fusion.erase.append(op)
         return
+
+
+def _zero_splat_global(value: ir.Value) -> bool:
+    """`value` is (a cast of) a memref.get_global of a constant global holding zeros only (a splat)."""
+    value = uncast(value)
+    if isinstance(value.owner, ir.Block) or value.owner.operation.name != "memref.get_global":
+        return False
+    name = ir.FlatSymbolRefAttr(value.owner.operation.attributes["name"]).value
+    module = value.owner.operation
+    while module.parent is not None:
+        module = module.parent
+    for op in module.regions[0].blocks[0].operations:
+        if op.operation.name == "memref.global" and ir.StringAttr(op.attributes["sym_name"]).value == name:
+            attrs = op.operation.attributes
+            if "constant" not in attrs or "initial_value" not in attrs:
+                return False
+            initial = attrs["initial_value"]
+            if not isinstance(initial, ir.DenseElementsAttr) or not ir.DenseElementsAttr(initial).is_splat:
+                return False
+            splat = ir.DenseElementsAttr(initial).get_splat_value()
+            return isinstance(splat, ir.FloatAttr) and ir.FloatAttr(splat).value == 0.0
+    return False
 
 
 def _is_copy(op: ir.Operation) -> bool:
