@@ -92,11 +92,8 @@ def test_resnet_stem_and_block(kernel_calls):
     assert kernel_calls["etmlir_uk_max_pool2d"] == 1
 
 
-def test_a_zero_bias_starts_the_product_at_zero(monkeypatch, kernel_calls):
-    """A freshly built model's batch norm (mean 0, variance 1, weight 1, bias 0) folds into a bias of
-    zeros, which constant folding turns into a zero constant of the output's shape: the convolution's
-    epilogue starts at zero (INIT_ZERO) with its ReLU fused, instead of a full-size copy of that constant
-    before every run and a loop after it."""
+def _record_epilogue_modes(monkeypatch) -> list[int]:
+    """The epilogue modes et-cpu-microkernels chooses while the test compiles, in order."""
     from etmlir.backends.cpu import epilogue
 
     modes: list[int] = []
@@ -108,6 +105,17 @@ def test_a_zero_bias_starts_the_product_at_zero(monkeypatch, kernel_calls):
         return fusion
 
     monkeypatch.setattr(epilogue, "match", recording)
+    return modes
+
+
+def test_a_zero_bias_starts_the_product_at_zero(monkeypatch, kernel_calls):
+    """A freshly built model's batch norm (mean 0, variance 1, weight 1, bias 0) folds into a bias of
+    zeros, which constant folding turns into a zero constant of the output's shape: the convolution's
+    epilogue starts at zero (INIT_ZERO) with its ReLU fused, instead of a full-size copy of that constant
+    before every run and a loop after it."""
+    from etmlir.backends.cpu import epilogue
+
+    modes = _record_epilogue_modes(monkeypatch)
     torch.manual_seed(2)
     model = nn.Sequential(nn.Conv2d(3, 16, 7, 2, 3, bias=False), nn.BatchNorm2d(16), nn.ReLU()).eval()
     _run(model, torch.randn(1, 3, 40, 44), atol=1e-4)
@@ -352,17 +360,7 @@ class Activated(nn.Module):
 def _activated(act: nn.Module, monkeypatch) -> tuple[list[int], list[np.ndarray], list[torch.Tensor]]:
     """Activated(act) through the cpu backend at 1 and 2 threads: the epilogue modes et-cpu-microkernels
     chose, the outputs at each thread count (flattened, 1 thread first) and eager's."""
-    from etmlir.backends.cpu import epilogue
-
-    modes: list[int] = []
-    match = epilogue.match
-
-    def recording(ops, at):
-        fusion = match(ops, at)
-        modes.append(fusion.mode)
-        return fusion
-
-    monkeypatch.setattr(epilogue, "match", recording)
+    modes = _record_epilogue_modes(monkeypatch)
     torch.manual_seed(0)
     model = Activated(act).eval()
     inputs = (torch.randn(1, 5, 24) * 2, torch.randn(2, 3, 15, 13) * 2, torch.randn(1, 64, 16, 16))

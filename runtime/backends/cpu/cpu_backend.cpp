@@ -374,14 +374,20 @@ int move_library_segments(struct dl_phdr_info* info, size_t, void* arg) {
   return 1;
 }
 
-// The read-only segments of the library `handle` (loaded from `fd`, or -1) onto huge pages.
+// The read-only segments of the library `handle` (loaded from `fd`, or -1) onto huge pages (glibc's
+// dlinfo; elsewhere nothing moves).
 void move_read_only_data_onto_huge_pages(void* handle, int fd) {
+#if defined(__GLIBC__)
   struct link_map* map = nullptr;
   if (handle == nullptr || dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || map == nullptr) return;
   if (transparent_huge_pages_off()) return;
   SegmentWalk walk{static_cast<uintptr_t>(map->l_addr), fd, 0};
   dl_iterate_phdr(move_library_segments, &walk);
   g_total_huge_page_bytes.fetch_add(walk.moved, std::memory_order_relaxed);
+#else
+  (void)handle;
+  (void)fd;
+#endif
 }
 
 // Through memfd_create: no file on disk. The fd is closed once dlopen has mapped it.
