@@ -126,14 +126,19 @@ class Program:
 
 
 
-def find_function(module: ir.Module | ir.Operation, name: str) -> ir.Operation | None:
-    """The `func.func @name` directly in `module`'s body (None when there is none)."""
+def find_symbol(module: ir.Module | ir.Operation, op_name: str, name: str) -> ir.Operation | None:
+    """The `op_name` op named `@name` (its sym_name) directly in `module`'s body (None when there is none)."""
     op = module.operation if isinstance(module, ir.Module) else module
     for child in op.regions[0].blocks[0].operations:
         child = child.operation
-        if child.name == "func.func" and ir.StringAttr(child.attributes["sym_name"]).value == name:
+        if child.name == op_name and ir.StringAttr(child.attributes["sym_name"]).value == name:
             return child
     return None
+
+
+def find_function(module: ir.Module | ir.Operation, name: str) -> ir.Operation | None:
+    """The `func.func @name` directly in `module`'s body (None when there is none)."""
+    return find_symbol(module, "func.func", name)
 
 
 def clone_module(module: ir.Module) -> ir.Module:

@@ -328,7 +328,7 @@ bool move_onto_huge_pages(uintptr_t start, size_t size, int fd, off_t offset) {
   uintptr_t r = reinterpret_cast<uintptr_t>(raw);
   uintptr_t tmp = r + ((start - r) & (kHugePage - 1));
   if (tmp > r) munmap(raw, tmp - r);
-  if (r + kHugePage > tmp) munmap(reinterpret_cast<void*>(tmp + size), r + kHugePage - tmp);
+  munmap(reinterpret_cast<void*>(tmp + size), r + kHugePage - tmp);  // tmp < r + kHugePage: never empty
   void* copy = reinterpret_cast<void*>(tmp);
   madvise(copy, size, MADV_HUGEPAGE);
   std::memcpy(copy, reinterpret_cast<const void*>(start), size);
@@ -359,13 +359,22 @@ struct SegmentWalk {
   uint64_t moved;
 };
 
+// Whether a library's PT_LOAD segment is large read-only data (its weights): worth huge pages.
+bool large_read_only(const ElfW(Phdr)& ph) {
+  return ph.p_type == PT_LOAD && (ph.p_flags & (PF_W | PF_X)) == 0 && ph.p_filesz >= 2 * kHugePage;
+}
+
 int move_library_segments(struct dl_phdr_info* info, size_t, void* arg) {
   auto* walk = static_cast<SegmentWalk*>(arg);
   if (info->dlpi_addr != walk->base) return 0;
+  bool any = false;
+  for (int i = 0; i < info->dlpi_phnum; ++i) any = any || large_read_only(info->dlpi_phdr[i]);
+  // The sysfs read only for a payload with weights to move (most delegates are small).
+  if (!any || transparent_huge_pages_off()) return 1;
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_LOAD || (ph.p_flags & (PF_W | PF_X)) != 0 || ph.p_filesz < 2 * kHugePage) continue;
+    if (!large_read_only(ph)) continue;
     uintptr_t begin = walk->base + ph.p_vaddr;
     uintptr_t start = (begin + page - 1) / page * page;
     uintptr_t end = (begin + ph.p_filesz) / page * page;
@@ -381,7 +390,6 @@ void move_read_only_data_onto_huge_pages(void* handle, int fd) {
 #if defined(__GLIBC__)
   struct link_map* map = nullptr;
   if (handle == nullptr || dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || map == nullptr) return;
-  if (transparent_huge_pages_off()) return;
   SegmentWalk walk{static_cast<uintptr_t>(map->l_addr), fd, 0};
   dl_iterate_phdr(move_library_segments, &walk);
   g_total_huge_page_bytes.fetch_add(walk.moved, std::memory_order_relaxed);

@@ -39,6 +39,7 @@ import numpy as np
 from torch_mlir import ir
 
 from etmlir.backends.cpu.ir_util import identity_layout, uncast
+from etmlir.program import find_symbol
 
 # etmlir_cpu_payload.h's ETMLIR_EP_* flags.
 INIT_MASK, INIT_OUTPUT, INIT_ZERO, INIT_BIAS = 3, 0, 1, 2
@@ -170,21 +171,17 @@ def _zero_splat_global(value: ir.Value) -> bool:
     value = uncast(value)
     if isinstance(value.owner, ir.Block) or value.owner.operation.name != "memref.get_global":
         return False
-    name = ir.FlatSymbolRefAttr(value.owner.operation.attributes["name"]).value
     module = value.owner.operation
     while module.parent is not None:
         module = module.parent
-    for op in module.regions[0].blocks[0].operations:
-        if op.operation.name == "memref.global" and ir.StringAttr(op.attributes["sym_name"]).value == name:
-            attrs = op.operation.attributes
-            if "constant" not in attrs or "initial_value" not in attrs:
-                return False
-            initial = attrs["initial_value"]
-            if not isinstance(initial, ir.DenseElementsAttr) or not ir.DenseElementsAttr(initial).is_splat:
-                return False
-            splat = ir.DenseElementsAttr(initial).get_splat_value()
-            return isinstance(splat, ir.FloatAttr) and ir.FloatAttr(splat).value == 0.0
-    return False
+    found = find_symbol(module, "memref.global", ir.FlatSymbolRefAttr(value.owner.operation.attributes["name"]).value)
+    if found is None or "constant" not in found.attributes or "initial_value" not in found.attributes:
+        return False
+    initial = found.attributes["initial_value"]
+    if not isinstance(initial, ir.DenseElementsAttr) or not initial.is_splat:
+        return False
+    splat = initial.get_splat_value()
+    return isinstance(splat, ir.FloatAttr) and splat.value == 0.0
 
 
 def _is_copy(op: ir.Operation) -> bool:
