@@ -457,6 +457,58 @@ def test_parallel_split_matches_serial(lib, threads, chunks):
     assert calls, "no kernel went through the pool"
 
 
+def test_a_late_thread_leaves_its_tasks_to_the_others(lib):
+    """Kernels cut their work into tasks claimed at run time: a thread that starts late finds its share
+    taken. The pool below runs participant 0 alone first; the output must already be complete then (it
+    took every task, its own share's and the others'), and the late participants change nothing."""
+    rng = np.random.default_rng(7)
+    state: dict = {}
+
+    def run(ctx, n, body, arg):
+        body_fn = PARALLEL_BODY(body)
+        state["participants"] = n
+        body_fn(arg, 0, 1)
+        state["check"]()
+        for i in range(1, n):
+            body_fn(arg, i, i + 1)
+
+    pool = PARALLEL_FN(run)
+    lib.etmlir_cpu_set_parallel(ctypes.cast(pool, ctypes.c_void_p), None, 4)
+
+    a, a_base = strided((96, 256), "c", rng)
+    b, b_base = strided((256, 600), "c", rng)
+    c, c_base = strided((96, 600), "c", rng)
+    expected = c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
+    state["check"] = lambda: np.testing.assert_allclose(c, expected, **tol(256))
+    run_matmul(lib, a, a_base, b, b_base, c, c_base)
+    assert state["participants"] == 4
+    np.testing.assert_allclose(c, expected, **tol(256))
+
+    # A filter packed at compile time: the columns split into more tasks than threads.
+    x, x_base = strided((1, 32, 34, 34), "c", rng)
+    wt = rng.standard_normal((48, 32, 3, 3)).astype(np.float32)
+    out, out_base = strided((1, 48, 32, 32), "c", rng)
+    expected_conv = torch.from_numpy(out.copy()).double() + torch.nn.functional.conv2d(
+        torch.from_numpy(x.copy()).double(), torch.from_numpy(wt).double())
+    state["participants"] = 0
+    state["check"] = lambda: np.testing.assert_allclose(out, expected_conv.numpy(), **tol(32 * 9))
+    _run_packed_conv(lib, x, x_base, wt, lib.etmlir_uk_panel_rows(), out, out_base, 1, 1,
+                     epilogue(0, 0.0, 0.0, None, None))
+    assert state["participants"] == 4
+    np.testing.assert_allclose(out, expected_conv.numpy(), **tol(32 * 9))
+
+    x, x_base = strided((1, 64, 40, 40), "c", rng)
+    wt, w_base = strided((64, 3, 3), "c", rng)
+    out, out_base = strided((1, 64, 38, 38), "c", rng)
+    expected_dw = torch.from_numpy(out.copy()).double() + torch.nn.functional.conv2d(
+        torch.from_numpy(x.copy()).double(), torch.from_numpy(wt.copy()).double()[:, None], groups=64)
+    state["participants"] = 0
+    state["check"] = lambda: np.testing.assert_allclose(out, expected_dw.numpy(), **tol(9))
+    run_conv(lib, "depthwise_conv2d_nchw_chw", x, x_base, wt, w_base, out, out_base, (1, 1), (1, 1))
+    assert state["participants"] == 4
+    np.testing.assert_allclose(out, expected_dw.numpy(), **tol(9))
+
+
 def test_parallel_with_one_thread_stays_serial(lib):
     calls: list[int] = []
     pool = reversed_pool(2, calls)
@@ -832,10 +884,11 @@ def _run_packed_conv(lib, x, x_base, wt, rows, out, out_base, stride, dilation, 
 
 # (n, c, h, w, f, kh, kw, stride, dilation): pointwise over a plane that flattens, pointwise at stride 2,
 # 3x3 (the implicit GEMM with AVX-512, else im2col) with a short last panel, 3x3 over two K blocks
-# (im2col), dilation 2, a 7x7 stride-2 stem, one output channel.
+# (im2col), dilation 2, a 7x7 stride-2 stem, one output channel; pointwise at 7x7 (one column past a
+# multiple of 16) and at 6x6 with an odd K (four): AVX-512's tail columns.
 PACKED_CONV = [(1, 16, 14, 14, 24, 1, 1, 1, 1), (2, 8, 9, 9, 30, 1, 1, 2, 1), (2, 8, 11, 13, 20, 3, 3, 1, 1),
                (1, 50, 9, 9, 10, 3, 3, 1, 1), (1, 6, 12, 12, 16, 3, 3, 1, 2), (1, 3, 23, 23, 8, 7, 7, 2, 1),
-               (1, 4, 6, 6, 1, 3, 3, 1, 1)]
+               (1, 4, 6, 6, 1, 3, 3, 1, 1), (1, 40, 7, 7, 33, 1, 1, 1, 1), (1, 13, 6, 6, 30, 1, 1, 1, 1)]
 
 
 @pytest.mark.parametrize("case", PACKED_CONV)

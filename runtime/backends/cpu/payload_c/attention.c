@@ -32,7 +32,7 @@ typedef struct {
   const float* maskf;
   const uint8_t* maskb;
   int64_t qs[3], ks[3], vs[3], os[3], ms[3];
-  int64_t batches, rows, keys, depth, vdepth, units_per_batch, units, tasks;
+  int64_t batches, rows, keys, depth, vdepth, units_per_batch, units;
   int causal;
   float scale;
   float* scratch;
@@ -138,12 +138,10 @@ static void att_unit(const att_job* j, int64_t unit, float* scratch) {
   }
 }
 
-static void att_body(void* arg, int64_t begin, int64_t end) {
+/* A task is a unit (claimed at run time: a causal unit's cost grows with its rows' position). */
+static void att_body(void* arg, int64_t unit, int slot) {
   const att_job* j = (const att_job*)arg;
-  for (int64_t t = begin; t < end; t++) {
-    float* scratch = j->scratch + t * j->scratch_floats;
-    for (int64_t u = j->units * t / j->tasks; u < j->units * (t + 1) / j->tasks; u++) att_unit(j, u, scratch);
-  }
+  att_unit(j, unit, j->scratch + slot * j->scratch_floats);
 }
 
 static void attention(etmlir_memref3d_f32* q, etmlir_memref3d_f32* k, etmlir_memref3d_f32* v,
@@ -188,12 +186,13 @@ static void attention(etmlir_memref3d_f32* q, etmlir_memref3d_f32* k, etmlir_mem
   j.scratch_floats = (j.depth * kw + j.keys * vw + ATT_ROWS * j.depth + ATT_ROWS * kw + ATT_ROWS * vw + 15) / 16 * 16;
   double flops = 2.0 * (double)j.batches * (double)j.rows * (double)j.keys * (double)(j.depth + j.vdepth);
   int nt = etmlir_cpu_num_threads();
-  j.tasks = nt > 1 && flops >= ATT_PAR_MIN_FLOPS ? ATT_MIN(nt, j.units) : 1;
-  j.scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(j.scratch_floats * j.tasks));
-  if (j.tasks > 1)
-    etmlir_cpu_parallel_for(j.tasks, att_body, &j);
-  else
-    att_body(&j, 0, 1);
+  int64_t slots = nt > 1 && flops >= ATT_PAR_MIN_FLOPS ? etmlir_cpu_task_slots(j.units) : 1;
+  j.scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(j.scratch_floats * slots));
+  if (slots > 1) {
+    etmlir_cpu_parallel_tasks(j.units, att_body, &j);
+  } else {
+    for (int64_t u = 0; u < j.units; u++) att_unit(&j, u, j.scratch);
+  }
   etmlir_cpu_scratch_free(j.scratch);
 }
 

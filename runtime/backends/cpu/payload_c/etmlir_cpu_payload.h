@@ -220,8 +220,17 @@ ETMLIR_CPU_INTERNAL void* etmlir_cpu_scratch_alloc(size_t bytes);
 ETMLIR_CPU_INTERNAL void etmlir_cpu_scratch_free(void* ptr);
 /* Threads the pool offers (1 when none was set). */
 ETMLIR_CPU_INTERNAL int etmlir_cpu_num_threads(void);
-/* body(arg, b, e) over [0, n): through the pool when one is set, else one serial call. */
-ETMLIR_CPU_INTERNAL void etmlir_cpu_parallel_for(int64_t n, etmlir_parallel_body body, void* arg);
+/* Task `task` of a job, run on the thread that holds scratch slot `slot` for the whole job. */
+typedef void (*etmlir_task_body)(void* arg, int64_t task, int slot);
+/* Threads that take part in a job of `tasks` tasks, so the scratch slots it needs: min(threads,
+ * tasks, ETMLIR_CPU_MAX_SLOTS). */
+#define ETMLIR_CPU_MAX_SLOTS 64
+ETMLIR_CPU_INTERNAL int etmlir_cpu_task_slots(int64_t tasks);
+/* body(arg, t, slot) for every t < tasks, claimed at run time: each thread takes the tasks of its own
+ * contiguous share first, in order, then the tasks left in the others' shares. A thread that is
+ * slower or starts later (a worker waking up, a busier vCPU) does fewer, so a job offered a few
+ * tasks per thread ends together. */
+ETMLIR_CPU_INTERNAL void etmlir_cpu_parallel_tasks(int64_t tasks, etmlir_task_body body, void* arg);
 /* x[j * step] = act(x[j * step]) for j < n, act an ETMLIR_EP_ACT_* value (activation.c). */
 ETMLIR_CPU_INTERNAL void etmlir_ep_activate(float* x, int64_t step, int64_t n, int act);
 /* x[j] = exp(x[j] - shift) for j < n (et-cpu-approximate-math's exp); returns their sum (activation.c). */

@@ -252,13 +252,57 @@ ETMLIR_CPU_INTERNAL void etmlir_cpu_scratch_free(void* ptr) { deallocate(ptr); }
 
 ETMLIR_CPU_INTERNAL int etmlir_cpu_num_threads(void) { return g_num_threads; }
 
-ETMLIR_CPU_INTERNAL void etmlir_cpu_parallel_for(int64_t n, etmlir_parallel_body body, void* arg) {
-  if (n <= 0) return;
-  if (n == 1 || g_num_threads <= 1 || !g_parallel_fn) {
-    body(arg, 0, n);
+/* ---- Tasks claimed at run time ---------------------------------------------------------------- */
+
+typedef struct {
+  int64_t next; /* the share's next unclaimed task (claimed by fetch-and-add) */
+  int64_t end;
+} __attribute__((aligned(64))) task_share; /* a cache line each: the owner claims without sharing one */
+
+typedef struct {
+  task_share shares[ETMLIR_CPU_MAX_SLOTS];
+  int slots;
+  etmlir_task_body body;
+  void* arg;
+} task_job;
+
+ETMLIR_CPU_INTERNAL int etmlir_cpu_task_slots(int64_t tasks) {
+  int64_t slots = tasks < g_num_threads ? tasks : g_num_threads;
+  return (int)(slots < 1 ? 1 : slots > ETMLIR_CPU_MAX_SLOTS ? ETMLIR_CPU_MAX_SLOTS : slots);
+}
+
+/* Participant `slot` (the pool gives each its own index; a pool that runs the loop serially gives one
+ * thread [0, slots), which then claims every task as slot `begin`). */
+static void task_job_body(void* arg, int64_t begin, int64_t end) {
+  task_job* job = (task_job*)arg;
+  int slot = (int)begin;
+  for (int64_t s = begin; s < end; s++)
+    for (int k = 0; k < job->slots; k++) {
+      task_share* share = &job->shares[(s + k) % job->slots];
+      for (;;) {
+        int64_t t = __atomic_fetch_add(&share->next, 1, __ATOMIC_RELAXED);
+        if (t >= share->end) break;
+        job->body(job->arg, t, slot);
+      }
+    }
+}
+
+ETMLIR_CPU_INTERNAL void etmlir_cpu_parallel_tasks(int64_t tasks, etmlir_task_body body, void* arg) {
+  if (tasks <= 0) return;
+  int slots = etmlir_cpu_task_slots(tasks);
+  if (slots == 1 || !g_parallel_fn) {
+    for (int64_t t = 0; t < tasks; t++) body(arg, t, 0);
     return;
   }
-  g_parallel_fn(g_parallel_ctx, n, body, arg);
+  task_job job;
+  job.slots = slots;
+  job.body = body;
+  job.arg = arg;
+  for (int s = 0; s < slots; s++) {
+    job.shares[s].next = tasks * s / slots;
+    job.shares[s].end = tasks * (s + 1) / slots;
+  }
+  g_parallel_fn(g_parallel_ctx, slots, task_job_body, &job);
 }
 
 /* ---- Timed regions (et-cpu-trace-regions) and failures (et-cpu-report-failures) ---------------- */

@@ -19,8 +19,9 @@
  *
  * Three builds of the same sources: AVX-512 (MR x NR = 14 x 32), AVX2 + FMA (6 x 16) and a
  * portable path (4 x 16, left to the compiler's vectorizer). Scratch (packed panels) comes from
- * the payload's allocator; parallel work is split with etmlir_cpu_parallel_for, every output
- * element computed by exactly one task in the same order whatever the split.
+ * the payload's allocator; parallel work is split into tasks (etmlir_cpu_parallel_tasks, a few per
+ * thread, claimed at run time), every output element computed by exactly one task in the same order
+ * whatever the split, so results do not depend on which thread ran what.
  */
 #include <string.h>
 
@@ -70,6 +71,12 @@ enum {
    * (outputs x window size): they run 5-10 G taps/s, not the GEMM's 100 GFLOP/s, so ~20 us is 2^17
    * taps. (At 2^20, MobileNetV2's 14x14 and 7x7 depthwise layers, 0.1 ms each, ran on one thread.) */
   PAR_MIN_TAPS = 1 << 17,
+  /* A parallel job offers up to this many tasks per thread, claimed at run time (etmlir_cpu_parallel_tasks),
+   * each at least TASK_MIN_FLOPS (or TASK_MIN_TAPS), ~5 us: the threads of a job end within about a task
+   * of each other however unequal their speeds. (8 per thread and half the minimum measured slower.) */
+  TASKS_PER_THREAD = 4,
+  TASK_MIN_FLOPS = 1 << 19,
+  TASK_MIN_TAPS = 1 << 15,
   B_IN_PLACE_MAX_M = 2 * UK_MR, /* up to this many rows of A, row-contiguous B is not packed */
 #if defined(__AVX512F__)
   GEMV_MAX_M = 8,           /* up to this many rows of A, a transposed B is not packed either */
@@ -1076,28 +1083,63 @@ static void b_column(const b_view* b, int64_t K, int64_t n, float* col) {
   }
 }
 
-/* The last few columns of a GEMM whose A rows are contiguous or packed in panels, as dot products:
- * C[:, n] += A B[:, n] (col: K floats of scratch). Cheaper than a vector of mostly idle lanes in the
- * microkernel. */
-static void gemm_tail_columns(const gemm_problem* g, int64_t n0, int64_t n1, float* col) {
-  for (int64_t n = n0; n < n1; n++) {
-    b_column(&g->b, g->K, n, col);
-    if (g->a_packed) { /* a panel's UK_MR rows side by side, k after k */
-      for (int64_t m0 = 0; m0 < g->M; m0 += UK_MR) {
-        const float* panel = g->a_packed + (m0 / UK_MR) * g->K * UK_MR;
-        float acc[UK_MR] = {0};
-        for (int64_t k = 0; k < g->K; k++)
-          for (int r = 0; r < UK_MR; r++) acc[r] += panel[k * UK_MR + r] * col[k];
-        for (int64_t r = 0; r < MIN(UK_MR, g->M - m0); r++) g->c[(m0 + r) * g->rsc + n * g->csc] += acc[r];
-      }
-      continue;
+/* C[:, n0:n1] += A B[:, n0:n1] for A packed in panels (a filter packed at compile time) and at most
+ * TAIL_COLS_MAX columns: a panel's UK_MR rows are the lanes of one vector (its k-th row of UK_MR
+ * floats), times each column's k-th value; cols: (n1 - n0) K floats of scratch. One load and a
+ * multiply-add per column for each k and panel; MobileNetV2's 14x14 and 7x7 pointwise layers spent
+ * 5% of the model's time in these columns with a scalar loop. */
+static void gemm_tail_columns_packed(const gemm_problem* g, int64_t m_begin, int64_t m_end, int64_t n0, int64_t n1,
+                                     float* cols) {
+  int64_t K = g->K, nc = n1 - n0;
+  for (int64_t j = 0; j < nc; j++) b_column(&g->b, K, n0 + j, cols + j * K);
+  const __mmask16 rows = mask16(UK_MR);
+  for (int64_t m0 = m_begin; m0 < m_end; m0 += UK_MR) { /* m_begin: a multiple of UK_MR */
+    const float* panel = g->a_packed + (m0 / UK_MR) * K * UK_MR;
+    __m512 acc[2][TAIL_COLS_MAX];
+    for (int j = 0; j < TAIL_COLS_MAX; j++) acc[0][j] = acc[1][j] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 2 <= K; k += 2) { /* two k at a time: independent sums when there is one column */
+      __m512 a0 = _mm512_maskz_loadu_ps(rows, panel + k * UK_MR), a1 = _mm512_maskz_loadu_ps(rows, panel + (k + 1) * UK_MR);
+      for (int j = 0; j < TAIL_COLS_MAX; j++)
+        if (j < nc) {
+          acc[0][j] = _mm512_fmadd_ps(a0, _mm512_set1_ps(cols[j * K + k]), acc[0][j]);
+          acc[1][j] = _mm512_fmadd_ps(a1, _mm512_set1_ps(cols[j * K + k + 1]), acc[1][j]);
+        }
     }
-    for (int64_t m = 0; m < g->M; m += 4) {
-      /* "a" is the column (one row), "w" are four rows of A; outputs C[m + j, n]. */
-      gemv_tile_any(1, (int)MIN(4, g->M - m), col, 0, g->a.p + m * g->a.rs, g->a.rs, g->K,
-                    g->c + m * g->rsc + n * g->csc, 0, g->rsc);
+    for (; k < K; k++) {
+      __m512 a0 = _mm512_maskz_loadu_ps(rows, panel + k * UK_MR);
+      for (int j = 0; j < TAIL_COLS_MAX; j++)
+        if (j < nc) acc[0][j] = _mm512_fmadd_ps(a0, _mm512_set1_ps(cols[j * K + k]), acc[0][j]);
+    }
+    int64_t live = MIN(UK_MR, m_end - m0);
+    for (int64_t j = 0; j < nc; j++) {
+      float t[16];
+      _mm512_storeu_ps(t, _mm512_add_ps(acc[0][j], acc[1][j]));
+      for (int64_t r = 0; r < live; r++) g->c[(m0 + r) * g->rsc + (n0 + j) * g->csc] += t[r];
     }
   }
+}
+
+/* The last few columns of a GEMM whose A rows are contiguous or packed in panels, as dot products:
+ * C[m0:m1, n] += A[m0:m1, :] B[:, n], the epilogue before and after (col: (n1 - n0) K floats of
+ * scratch). Cheaper than a vector of mostly idle lanes in the microkernel. The task that ran the
+ * last columns' tiles of rows m0:m1 runs them, while those rows of A are in its caches (a pass over
+ * A of its own, from memory, cost as much as the columns' arithmetic). */
+static void gemm_tail_columns(const gemm_problem* g, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* col) {
+  ep_init(&g->e, g->c, g->rsc, g->csc, m0, m1 - m0, n0, n1 - n0);
+  if (g->a_packed) {
+    gemm_tail_columns_packed(g, m0, m1, n0, n1, col);
+  } else {
+    for (int64_t n = n0; n < n1; n++) {
+      b_column(&g->b, g->K, n, col);
+      for (int64_t m = m0; m < m1; m += 4) {
+        /* "a" is the column (one row), "w" are four rows of A; outputs C[m + j, n]. */
+        gemv_tile_any(1, (int)MIN(4, m1 - m), col, 0, g->a.p + m * g->a.rs, g->a.rs, g->K,
+                      g->c + m * g->rsc + n * g->csc, 0, g->rsc);
+      }
+    }
+  }
+  ep_finish(&g->e, g->c, g->rsc, g->csc, m0, m1 - m0, n0, n1 - n0);
 }
 #endif
 
@@ -1184,6 +1226,7 @@ typedef struct {
   int64_t tasks_b, tasks_m, tasks_n;
   float* scratch;
   int64_t slot_floats;
+  int64_t tail; /* columns past each problem's N left to gemm_tail_columns (AVX-512) */
 } gemm_job;
 
 static void split_range(int64_t len, int64_t parts, int64_t unit, int64_t i, int64_t* begin, int64_t* end) {
@@ -1193,26 +1236,28 @@ static void split_range(int64_t len, int64_t parts, int64_t unit, int64_t i, int
   *end = MIN(len, hi * unit);
 }
 
-static void gemm_job_body(void* arg, int64_t begin, int64_t end) {
+static void gemm_job_body(void* arg, int64_t t, int slot) {
   const gemm_job* job = (const gemm_job*)arg;
-  float* scratch = job->scratch + begin * job->slot_floats;
-  for (int64_t t = begin; t < end; t++) {
-    int64_t tn = t % job->tasks_n, tm = (t / job->tasks_n) % job->tasks_m, tb = t / (job->tasks_n * job->tasks_m);
-    int64_t b0, b1;
-    split_range(job->batch, job->tasks_b, 1, tb, &b0, &b1);
-    for (int64_t ib = b0; ib < b1; ib++) {
-      const gemm_problem* g = &job->probs[ib];
-      int64_t m0, m1, n0, n1;
-      split_range(g->M, job->tasks_m, UK_MR, tm, &m0, &m1);
-      split_range(g->N, job->tasks_n, job->gemv && !g->b.packed ? 16 : UK_NR, tn, &n0, &n1);
-      if (m0 >= m1 || n0 >= n1) continue;
-      if (job->gemv) {
-        ep_init(&g->e, g->c, g->rsc, g->csc, 0, g->M, n0, n1 - n0);
-        gemv_range(g, n0, n1);
-        ep_finish(&g->e, g->c, g->rsc, g->csc, 0, g->M, n0, n1 - n0);
-      } else {
-        gemm_range(g, &job->bl, m0, m1, n0, n1, scratch);
-      }
+  float* scratch = job->scratch + slot * job->slot_floats;
+  int64_t tn = t % job->tasks_n, tm = (t / job->tasks_n) % job->tasks_m, tb = t / (job->tasks_n * job->tasks_m);
+  int64_t b0, b1;
+  split_range(job->batch, job->tasks_b, 1, tb, &b0, &b1);
+  for (int64_t ib = b0; ib < b1; ib++) {
+    const gemm_problem* g = &job->probs[ib];
+    int64_t m0, m1, n0, n1;
+    split_range(g->M, job->tasks_m, UK_MR, tm, &m0, &m1);
+    split_range(g->N, job->tasks_n, job->gemv && !g->b.packed ? 16 : UK_NR, tn, &n0, &n1);
+    if (m0 >= m1 || n0 >= n1) continue;
+    if (job->gemv) {
+      ep_init(&g->e, g->c, g->rsc, g->csc, 0, g->M, n0, n1 - n0);
+      gemv_range(g, n0, n1);
+      ep_finish(&g->e, g->c, g->rsc, g->csc, 0, g->M, n0, n1 - n0);
+    } else {
+      gemm_range(g, &job->bl, m0, m1, n0, n1, scratch);
+#if defined(__AVX512F__)
+      if (job->tail && n1 == g->N) /* the task with the last columns' tiles */
+        gemm_tail_columns(g, m0, m1, g->N, g->N + job->tail, scratch + job->bl.a_floats + job->bl.b_floats);
+#endif
     }
   }
 }
@@ -1249,7 +1294,6 @@ static void gemm_run(gemm_problem* probs, int64_t batch) {
              (g0->b.packed ? UK_GEMV_PACKED && M == 1
                            : (M == 1 || (M <= GEMV_MAX_M && g0->b.m.rs == 1 && g0->b.m.cs != 1)));
   int64_t tail = 0; /* columns left to gemm_tail_columns */
-  (void)tail;
 #if defined(__AVX512F__)
   /* A few columns past a multiple of 16 (N = 49, 65, 196: a 7x7 or 14x14 convolution's) go to dot
    * products instead of a vector of mostly idle lanes. */
@@ -1268,10 +1312,13 @@ static void gemm_run(gemm_problem* probs, int64_t batch) {
   job.tasks_b = job.tasks_m = job.tasks_n = 1;
   if (nt > 1 && flops >= PAR_MIN_FLOPS) {
     int64_t nbn = CEIL_DIV(N, job.gemv && !g0->b.packed ? 16 : UK_NR), nbm = CEIL_DIV(M, UK_MR);
+    int64_t most = MAX(nt, MIN(TASKS_PER_THREAD * nt, (int64_t)(flops / TASK_MIN_FLOPS)));
     if (batch >= nt) {
-      job.tasks_b = nt;
+      job.tasks_b = MIN(batch, most);
     } else if (nbn >= nt && (nbn >= 2 * nt || nbn >= nbm)) {
-      job.tasks_n = nt;
+      /* Columns split finer than one share per thread only where no task packs A (a filter packed at
+       * compile time): a linear layer's A, packed per task, would be packed once more per task. */
+      job.tasks_n = g0->a_packed ? MIN(nbn, most) : nt;
     } else if (nbm >= nt && !job.gemv) {
       job.tasks_m = nt;
     } else {
@@ -1298,29 +1345,15 @@ static void gemm_run(gemm_problem* probs, int64_t batch) {
       }
     }
   } else {
-    job.slot_floats = job.bl.a_floats + job.bl.b_floats;
-    job.scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(job.slot_floats * tasks));
+    job.tail = tail;
+    job.slot_floats = job.bl.a_floats + job.bl.b_floats + CEIL_DIV(tail * K, 16) * 16;
+    job.scratch =
+        (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(job.slot_floats * etmlir_cpu_task_slots(tasks)));
   }
-  if (tasks == 1) {
-    gemm_job_body(&job, 0, 1);
-  } else {
-    etmlir_cpu_parallel_for(tasks, gemm_job_body, &job);
-  }
+  etmlir_cpu_parallel_tasks(tasks, gemm_job_body, &job);
   if (job.scratch) etmlir_cpu_scratch_free(job.scratch);
   if (a_copy) etmlir_cpu_scratch_free(a_copy);
-#if defined(__AVX512F__)
-  if (tail) {
-    float* col = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)K);
-    for (int64_t i = 0; i < batch; i++) {
-      gemm_problem* g = &probs[i];
-      ep_init(&g->e, g->c, g->rsc, g->csc, 0, M, N, tail);
-      gemm_tail_columns(g, N, N + tail, col);
-      ep_finish(&g->e, g->c, g->rsc, g->csc, 0, M, N, tail);
-      g->N += tail;
-    }
-    etmlir_cpu_scratch_free(col);
-  }
-#endif
+  for (int64_t i = 0; i < batch; i++) probs[i].N += tail;
 }
 
 /* The epilogue of a matrix product: the bias runs along the last dim (columns). */
@@ -1568,34 +1601,33 @@ typedef struct {
   const etmlir_epilogue* ep;
 } conv_job;
 
-static void conv_job_body(void* arg, int64_t begin, int64_t end) {
+static void conv_job_body(void* arg, int64_t t, int slot) {
   const conv_job* j = (const conv_job*)arg;
   int64_t np = CEIL_DIV(j->F, UK_MR), hbase = j->F / np, hextra = j->F % np;
-  for (int64_t t = begin; t < end; t++) {
-    int64_t r0, r1;
-    split_range(j->rows, j->tasks, 1, t, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-      int64_t n = r / j->OH, oh = r % j->OH;
-      const float* src_row = j->in + n * j->in_n + oh * j->in_row;
-      float* out_row = j->out + n * j->out_n + oh * j->out_row;
-      /* The epilogue in registers, a tile at a time (element by element when it does not fit). */
-      ep_view e = conv_row_epilogue(j->ep, n, oh);
-      int init = ep_inits(&e), finish = ep_finishes(&e);
-      tile_ep te;
-      int fused = (init || finish) && tile_ep_make(&e, 0, 0, init, finish, &te);
-      if (init && !fused) ep_init(&e, out_row, j->out_f, 1, 0, j->F, 0, j->OW);
-      for (int64_t ow = 0; ow < j->OW; ow += 32) {
-        int nr = (int)MIN(32, j->OW - ow);
-        for (int64_t ip = 0, f = 0; ip < np; ip++) {
-          int h = j->fixed_panels ? (int)MIN(UK_MR, j->F - f) : (int)(hbase + (ip < hextra));
-          if (fused) tile_ep_make(&e, f, ow, init, finish, &te);
-          kconv512_dispatch(h, nr, j->str_w == 2, j->K, j->ap + ip * UK_MR * j->K, src_row + ow * j->str_w, j->koff,
-                            out_row + f * j->out_f + ow, j->out_f, fused ? &te : NULL);
-          f += h;
-        }
+  (void)slot;
+  int64_t r0, r1;
+  split_range(j->rows, j->tasks, 1, t, &r0, &r1);
+  for (int64_t r = r0; r < r1; r++) {
+    int64_t n = r / j->OH, oh = r % j->OH;
+    const float* src_row = j->in + n * j->in_n + oh * j->in_row;
+    float* out_row = j->out + n * j->out_n + oh * j->out_row;
+    /* The epilogue in registers, a tile at a time (element by element when it does not fit). */
+    ep_view e = conv_row_epilogue(j->ep, n, oh);
+    int init = ep_inits(&e), finish = ep_finishes(&e);
+    tile_ep te;
+    int fused = (init || finish) && tile_ep_make(&e, 0, 0, init, finish, &te);
+    if (init && !fused) ep_init(&e, out_row, j->out_f, 1, 0, j->F, 0, j->OW);
+    for (int64_t ow = 0; ow < j->OW; ow += 32) {
+      int nr = (int)MIN(32, j->OW - ow);
+      for (int64_t ip = 0, f = 0; ip < np; ip++) {
+        int h = j->fixed_panels ? (int)MIN(UK_MR, j->F - f) : (int)(hbase + (ip < hextra));
+        if (fused) tile_ep_make(&e, f, ow, init, finish, &te);
+        kconv512_dispatch(h, nr, j->str_w == 2, j->K, j->ap + ip * UK_MR * j->K, src_row + ow * j->str_w, j->koff,
+                          out_row + f * j->out_f + ow, j->out_f, fused ? &te : NULL);
+        f += h;
       }
-      if (finish && !fused) ep_finish(&e, out_row, j->out_f, 1, 0, j->F, 0, j->OW);
     }
+    if (finish && !fused) ep_finish(&e, out_row, j->out_f, 1, 0, j->F, 0, j->OW);
   }
 }
 
@@ -1648,12 +1680,10 @@ static int conv_direct(etmlir_memref4d_f32* in, const conv_filter* w, etmlir_mem
   j.ep = ep;
   int nt = etmlir_cpu_num_threads();
   double flops = 2.0 * (double)F * (double)K * (double)(j.rows * OW);
-  j.tasks = nt > 1 && flops >= PAR_MIN_FLOPS ? MIN(nt, j.rows) : 1;
-  if (j.tasks == 1) {
-    conv_job_body(&j, 0, 1);
-  } else {
-    etmlir_cpu_parallel_for(j.tasks, conv_job_body, &j);
-  }
+  j.tasks = nt > 1 && flops >= PAR_MIN_FLOPS
+                ? MIN(j.rows, MAX(nt, MIN(TASKS_PER_THREAD * nt, (int64_t)(flops / TASK_MIN_FLOPS))))
+                : 1;
+  etmlir_cpu_parallel_tasks(j.tasks, conv_job_body, &j);
   etmlir_cpu_scratch_free(scratch);
   return 1;
 }
@@ -1723,6 +1753,7 @@ typedef struct {
   float* scratch; /* per task: V (E x ves) then M (E x mes) */
   int64_t slot;
   int64_t phase_block, phase; /* the block and phase the phase-parallel split works on */
+  int64_t phase_tasks;        /* ... and its tasks */
 } wino_job;
 
 /* The 1-d transforms, on n lanes (n <= UK_NR + 1): out row i = sum_r T[i][r] * in row r. */
@@ -2126,35 +2157,30 @@ static void wino_block(const wino_job* j, int64_t b, float* slot) {
   wino_output(j, t0, t1, 0, j->F, mt);
 }
 
-/* Enough blocks for every task: each task takes whole blocks. */
-static void wino_blocks_body(void* arg, int64_t begin, int64_t end) {
+/* At least a block per thread: each task is a block, in its thread's slot. */
+static void wino_blocks_body(void* arg, int64_t b, int slot) {
   const wino_job* j = (const wino_job*)arg;
-  for (int64_t task = begin; task < end; task++) {
-    int64_t b0, b1;
-    split_range(j->blocks, j->tasks, 1, task, &b0, &b1);
-    for (int64_t b = b0; b < b1; b++) wino_block(j, b, j->scratch + task * j->slot);
-  }
+  wino_block(j, b, j->scratch + slot * j->slot);
 }
 
-/* Fewer blocks than tasks: the tasks share one block, phase by phase (input channels, then the E
- * GEMMs, then output channels), one parallel_for per phase. */
-static void wino_phase_body(void* arg, int64_t begin, int64_t end) {
+/* Fewer blocks than threads: the threads share one block, phase by phase (input channels, then the E
+ * GEMMs, then output channels), one job of phase_tasks tasks per phase. */
+static void wino_phase_body(void* arg, int64_t i, int slot) {
   const wino_job* j = (const wino_job*)arg;
   float* v = j->scratch;
   float* mt = j->scratch + j->E * j->ves;
   int64_t t0 = j->phase_block * j->tb, t1 = MIN(j->tiles, t0 + j->tb);
-  for (int64_t i = begin; i < end; i++) {
-    int64_t lo, hi;
-    if (j->phase == 0) {
-      split_range(j->C, j->tasks, 1, i, &lo, &hi);
-      if (lo < hi || i == 0) wino_input(j, t0, t1, lo, hi, v);
-    } else if (j->phase == 1) {
-      split_range(j->E, j->tasks, 1, i, &lo, &hi);
-      wino_gemms(j, (int)lo, (int)hi, t1 - t0, v, mt);
-    } else {
-      split_range(j->F, j->tasks, 1, i, &lo, &hi);
-      if (lo < hi) wino_output(j, t0, t1, lo, hi, mt);
-    }
+  int64_t lo, hi;
+  (void)slot;
+  if (j->phase == 0) {
+    split_range(j->C, j->phase_tasks, 1, i, &lo, &hi);
+    if (lo < hi || i == 0) wino_input(j, t0, t1, lo, hi, v);
+  } else if (j->phase == 1) {
+    split_range(j->E, j->phase_tasks, 1, i, &lo, &hi);
+    wino_gemms(j, (int)lo, (int)hi, t1 - t0, v, mt);
+  } else {
+    split_range(j->F, j->phase_tasks, 1, i, &lo, &hi);
+    if (lo < hi) wino_output(j, t0, t1, lo, hi, mt);
   }
 }
 
@@ -2198,10 +2224,14 @@ static void wino_conv(etmlir_memref4d_f32* in, const float* u, etmlir_memref4d_f
   if (j.tasks == 1) {
     for (int64_t b = 0; b < j.blocks; b++) wino_block(&j, b, j.scratch);
   } else if (by_blocks) {
-    etmlir_cpu_parallel_for(j.tasks, wino_blocks_body, &j);
+    etmlir_cpu_parallel_tasks(j.blocks, wino_blocks_body, &j);
   } else {
     for (j.phase_block = 0; j.phase_block < j.blocks; j.phase_block++)
-      for (j.phase = 0; j.phase < 3; j.phase++) etmlir_cpu_parallel_for(j.tasks, wino_phase_body, &j);
+      for (j.phase = 0; j.phase < 3; j.phase++) {
+        int64_t dim = j.phase == 0 ? j.C : j.phase == 1 ? j.E : j.F;
+        j.phase_tasks = MIN(dim, TASKS_PER_THREAD * j.tasks);
+        etmlir_cpu_parallel_tasks(j.phase_tasks, wino_phase_body, &j);
+      }
   }
   etmlir_cpu_scratch_free(j.scratch);
 }
@@ -2718,48 +2748,46 @@ static void dw_plane_3x3_avx2(const dw_job* j, int s, const float* in, const flo
 
 static int dw_plane(const dw_job* j, const float* in, const float* f, float* out, const tile_ep* te);
 
-static void dw_job_body(void* arg, int64_t begin, int64_t end) {
+static void dw_job_body(void* arg, int64_t t, int slot) {
   const dw_job* j = (const dw_job*)arg;
-  for (int64_t t = begin; t < end; t++) {
-    int64_t p0, p1;
-    split_range(j->planes, j->tasks, 1, t, &p0, &p1);
-    for (int64_t p = p0; p < p1; p++) {
-      int64_t n = p / j->C, c = p % j->C;
-      const float* in = j->in + n * j->is[0] + c * j->is[1];
-      const float* f = j->filter + c * j->fs[0];
-      float* out = j->out + n * j->os[0] + c * j->os[1];
-      /* The epilogue over the plane [oh][ow]: one bias value, the residual's plane. */
-      ep_view e;
-      memset(&e, 0, sizeof(e));
-      if (j->ep) {
-        const int64_t* rs = j->ep->res_strides;
-        e.ep = j->ep;
-        e.bias = j->ep->bias + c * j->ep->bias_stride;
-        if (j->ep->mode & ETMLIR_EP_RESIDUAL) {
-          e.res = j->ep->res + n * rs[0] + c * rs[1];
-          e.res_rs = rs[2];
-          e.res_cs = rs[3];
-        }
+  int64_t p0, p1;
+  split_range(j->planes, j->tasks, 1, t, &p0, &p1);
+  for (int64_t p = p0; p < p1; p++) {
+    int64_t n = p / j->C, c = p % j->C;
+    const float* in = j->in + n * j->is[0] + c * j->is[1];
+    const float* f = j->filter + c * j->fs[0];
+    float* out = j->out + n * j->os[0] + c * j->os[1];
+    /* The epilogue over the plane [oh][ow]: one bias value, the residual's plane. */
+    ep_view e;
+    memset(&e, 0, sizeof(e));
+    if (j->ep) {
+      const int64_t* rs = j->ep->res_strides;
+      e.ep = j->ep;
+      e.bias = j->ep->bias + c * j->ep->bias_stride;
+      if (j->ep->mode & ETMLIR_EP_RESIDUAL) {
+        e.res = j->ep->res + n * rs[0] + c * rs[1];
+        e.res_rs = rs[2];
+        e.res_cs = rs[3];
       }
-      /* The epilogue in the kernel's registers where it fits (the AVX-512 3x3 kernels), else in passes
-       * over the plane before and after it. */
-      tile_ep te;
-      int init = ep_inits(&e), finish = ep_finishes(&e);
-      const tile_ep* fused = (init || finish) && tile_ep_make(&e, 0, 0, init, finish, &te) ? &te : NULL;
-      dw_job pj = *j;
-      if (j->scratch) {
-        float* padded = j->scratch + t * j->slot;
-        dw_pad_plane(j, in, padded);
-        pj.is[2] = j->PW;
-        pj.is[3] = 1;
-        pj.IW = j->PW;
-        in = padded;
-      }
-      if (fused && dw_plane(&pj, in, f, out, fused)) continue;
-      ep_init(&e, out, j->os[2], j->os[3], 0, j->OH, 0, j->OW);
-      dw_plane(&pj, in, f, out, NULL);
-      ep_finish(&e, out, j->os[2], j->os[3], 0, j->OH, 0, j->OW);
     }
+    /* The epilogue in the kernel's registers where it fits (the AVX-512 3x3 kernels), else in passes
+     * over the plane before and after it. */
+    tile_ep te;
+    int init = ep_inits(&e), finish = ep_finishes(&e);
+    const tile_ep* fused = (init || finish) && tile_ep_make(&e, 0, 0, init, finish, &te) ? &te : NULL;
+    dw_job pj = *j;
+    if (j->scratch) {
+      float* padded = j->scratch + slot * j->slot;
+      dw_pad_plane(j, in, padded);
+      pj.is[2] = j->PW;
+      pj.is[3] = 1;
+      pj.IW = j->PW;
+      in = padded;
+    }
+    if (fused && dw_plane(&pj, in, f, out, fused)) continue;
+    ep_init(&e, out, j->os[2], j->os[3], 0, j->OH, 0, j->OW);
+    dw_plane(&pj, in, f, out, NULL);
+    ep_finish(&e, out, j->os[2], j->os[3], 0, j->OH, 0, j->OW);
   }
 }
 
@@ -2817,7 +2845,9 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(
   if (j.planes <= 0 || j.OH <= 0 || j.OW <= 0) return;
   int nt = etmlir_cpu_num_threads();
   double taps = (double)j.planes * (double)(j.OH * j.OW * j.KH * j.KW);
-  j.tasks = nt > 1 && taps >= PAR_MIN_TAPS ? MIN(nt, j.planes) : 1;
+  j.tasks = nt > 1 && taps >= PAR_MIN_TAPS
+                ? MIN(j.planes, MAX(nt, MIN(TASKS_PER_THREAD * nt, (int64_t)(taps / TASK_MIN_TAPS))))
+                : 1;
   /* The rows and columns the windows read; more than the input's (after the top and left padding) means
    * padding at the bottom or right, which needs the padded copy even when top and left are 0 (TF "same"
    * padding at stride 1 pads only there). */
@@ -2831,13 +2861,9 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(
     j.PH = reach_h;
     j.PW = reach_w;
     j.slot = CEIL_DIV(j.PH * j.PW, 16) * 16;
-    j.scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(j.slot * j.tasks));
+    j.scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(j.slot * etmlir_cpu_task_slots(j.tasks)));
   }
-  if (j.tasks == 1) {
-    dw_job_body(&j, 0, 1);
-  } else {
-    etmlir_cpu_parallel_for(j.tasks, dw_job_body, &j);
-  }
+  etmlir_cpu_parallel_tasks(j.tasks, dw_job_body, &j);
   if (j.scratch) etmlir_cpu_scratch_free(j.scratch);
 }
 
@@ -2948,15 +2974,14 @@ static void pool_plane(const pool_job* j, const float* in, float* out) {
   }
 }
 
-static void pool_job_body(void* arg, int64_t begin, int64_t end) {
+static void pool_job_body(void* arg, int64_t t, int slot) {
   const pool_job* j = (const pool_job*)arg;
-  for (int64_t t = begin; t < end; t++) {
-    int64_t p0, p1;
-    split_range(j->planes, j->tasks, 1, t, &p0, &p1);
-    for (int64_t p = p0; p < p1; p++) {
-      int64_t n = p / j->C, c = p % j->C;
-      pool_plane(j, j->in + n * j->is[0] + c * j->is[1], j->out + n * j->os[0] + c * j->os[1]);
-    }
+  (void)slot;
+  int64_t p0, p1;
+  split_range(j->planes, j->tasks, 1, t, &p0, &p1);
+  for (int64_t p = p0; p < p1; p++) {
+    int64_t n = p / j->C, c = p % j->C;
+    pool_plane(j, j->in + n * j->is[0] + c * j->is[1], j->out + n * j->os[0] + c * j->os[1]);
   }
 }
 
@@ -2991,10 +3016,8 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_max_pool2d(etmlir_memref4d_f32* in
     return;
   int nt = etmlir_cpu_num_threads();
   double taps = (double)j.planes * (double)(j.OH * j.OW * kh * kw);
-  j.tasks = nt > 1 && taps >= PAR_MIN_TAPS ? MIN(nt, j.planes) : 1;
-  if (j.tasks == 1) {
-    pool_job_body(&j, 0, 1);
-  } else {
-    etmlir_cpu_parallel_for(j.tasks, pool_job_body, &j);
-  }
+  j.tasks = nt > 1 && taps >= PAR_MIN_TAPS
+                ? MIN(j.planes, MAX(nt, MIN(TASKS_PER_THREAD * nt, (int64_t)(taps / TASK_MIN_TAPS))))
+                : 1;
+  etmlir_cpu_parallel_tasks(j.tasks, pool_job_body, &j);
 }
