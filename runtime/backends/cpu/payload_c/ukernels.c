@@ -2449,6 +2449,14 @@ typedef struct {
   int edges_in_kernel; /* instead: the AVX-512 3x3 kernels read the input itself, zero outside it */
 } dw_job;
 
+/* Where the 3x3 kernels' input rows and columns are: `in` is the input's row S oh - pad_t, column 0
+ * (rows and columns outside [0, IH) x [0, IW) are zeros, never read); an input without padding has
+ * pad 0 and its own width. Input rows [i_lo, i_hi) of a pass lie inside. */
+typedef struct {
+  int64_t pad_l, IW;
+  int i_lo, i_hi;
+} dw_edges;
+
 /* The padded plane: zero outside the input, the input's rows (stride ish, ics) inside. */
 static void dw_pad_plane(const dw_job* j, const float* in, float* dst) {
   for (int64_t r = 0; r < j->PH; r++) {
@@ -2517,14 +2525,6 @@ UK_INLINE __mmask16 dw_cols_in(int64_t c, int64_t IW) {
   int64_t lo = c < 0 ? -c : 0, hi = MIN(16, IW - c);
   return hi <= lo ? (__mmask16)0 : (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
 }
-
-/* Where the kernel's input rows and columns are: `in` is the input's row S oh - pad_t, column 0
- * (rows and columns outside [0, IH) x [0, IW) are zeros, never read); an input without padding has
- * pad 0 and no bounds. Input rows [i_lo, i_hi) of a pass lie inside. */
-typedef struct {
-  int64_t pad_l, IW;
-  int i_lo, i_hi;
-} dw_edges;
 
 /* R rows of a 3x3, stride-1 plane (output row 0 of these is the plane's row oh): NV vectors at output
  * columns ow[0..NV), under mask m unless full (full: no lane of any load outside the input). */
@@ -2720,86 +2720,123 @@ UK_INLINE __m256 odd8(__m256 a, __m256 b) {
 }
 
 /* The plane's epilogue in registers (as dw_acc_start / dw_acc_finish of the AVX-512 kernels). */
-UK_INLINE __m256 dw_acc_start8(const tile_ep* te, const float* out) {
+/* ... of the first lanes of sm unless full (a constant). */
+UK_INLINE __m256 dw_acc_start8(const tile_ep* te, const float* out, const int full, __m256i sm) {
   if (te && te->init) return te->init == ETMLIR_EP_INIT_ZERO ? _mm256_setzero_ps() : _mm256_set1_ps(te->bias[0]);
-  return _mm256_loadu_ps(out);
+  return full ? _mm256_loadu_ps(out) : _mm256_maskload_ps(out, sm);
 }
 
-UK_INLINE __m256 dw_acc_finish8(const tile_ep* te, __m256 v, int64_t row, int64_t col) {
+UK_INLINE __m256 dw_acc_finish8(const tile_ep* te, __m256 v, int64_t row, int64_t col, const int full, __m256i sm) {
   if (!te || !te->finish) return v;
   if (te->bias_after) v = _mm256_add_ps(v, _mm256_set1_ps(te->bias[0]));
-  if (te->res) v = _mm256_add_ps(v, _mm256_loadu_ps(te->res + row * te->res_ld + col));
+  if (te->res) {
+    const float* r = te->res + row * te->res_ld + col;
+    v = _mm256_add_ps(v, full ? _mm256_loadu_ps(r) : _mm256_maskload_ps(r, sm));
+  }
   return ep_bounds(te, v, _mm256_set1_ps(te->lo), _mm256_set1_ps(te->hi));
 }
 
-/* R output rows from the plane's row oh; te: the plane's epilogue in registers (NULL: accumulate). */
-UK_INLINE void dw3x3_rows8(const int R, const int s, const float* in, int64_t ish, int64_t IW, float* out,
+/* The lanes of an 8-float load at column c (of a row IW wide) that lie inside the row: all ones. */
+UK_INLINE __m256i dw_cols_in8(int64_t c, int64_t IW) {
+  __m256i col = _mm256_add_epi32(_mm256_set1_epi32((int)c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), col),
+                             _mm256_cmpgt_epi32(_mm256_set1_epi32((int)IW), col));
+}
+
+/* 8 floats at row + t; under the lane mask m unless `full` (a constant: two copies of the loop). */
+UK_INLINE __m256 dw_load8(const float* row, int t, const int full, __m256i m) {
+  return full ? _mm256_loadu_ps(row + t) : _mm256_maskload_ps(row + t, m);
+}
+
+/* R output rows of 8 columns at ow (input column c = s ow - pad_l). full: all 8 columns, and no load
+ * leaves the input row; else the first lanes of sm are stored, and m[q] masks the q-th load of a row
+ * (columns c + 0, 1, 2 at stride 1; c + 0, 8, 2, 10 at stride 2) to the row. */
+UK_INLINE void dw3x3_vec8(const int R, const int s, const int full, const float* in, int64_t ish, int64_t c,
+                          const __m256i m[4], __m256i sm, const dw_edges* g, float* out, int64_t osh, int64_t ow,
+                          const __m256 w[9], const tile_ep* te, int64_t oh) {
+  __m256 acc[4];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++) acc[r] = dw_acc_start8(te, out + r * osh + ow, full, sm);
+#pragma GCC unroll 9
+  for (int i = 0; i < s * (R - 1) + 3; i++) {
+    if (i < g->i_lo || i >= g->i_hi) continue;
+    const float* row = in + i * ish + c;
+    __m256 x0, x1, x2;
+    if (s == 1) {
+      x0 = dw_load8(row, 0, full, m[0]);
+      x1 = dw_load8(row, 1, full, m[1]);
+      x2 = dw_load8(row, 2, full, m[2]);
+    } else {
+      __m256 v0 = dw_load8(row, 0, full, m[0]), v1 = dw_load8(row, 8, full, m[1]);
+      x0 = even8(v0, v1);
+      x1 = odd8(v0, v1);
+      x2 = even8(dw_load8(row, 2, full, m[2]), dw_load8(row, 10, full, m[3]));
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+      int kh = i - s * r;
+      if (kh < 0 || kh > 2) continue;
+      acc[r] = _mm256_fmadd_ps(w[3 * kh], x0, acc[r]);
+      acc[r] = _mm256_fmadd_ps(w[3 * kh + 1], x1, acc[r]);
+      acc[r] = _mm256_fmadd_ps(w[3 * kh + 2], x2, acc[r]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++) {
+    __m256 v = dw_acc_finish8(te, acc[r], oh + r, ow, full, sm);
+    if (full) {
+      _mm256_storeu_ps(out + r * osh + ow, v);
+    } else {
+      _mm256_maskstore_ps(out + r * osh + ow, sm, v);
+    }
+  }
+}
+
+/* R output rows from the plane's row oh, 8 columns a vector (the last one partial); te: the plane's
+ * epilogue in registers (NULL: accumulate). A vector whose loads reach past an edge of the input row,
+ * or with fewer than 8 columns, loads and stores under masks. */
+UK_INLINE void dw3x3_rows8(const int R, const int s, const float* in, int64_t ish, const dw_edges* g, float* out,
                            int64_t osh, int64_t OW, const float wf[9], const tile_ep* te, int64_t oh) {
   __m256 w[9];
   for (int i = 0; i < 9; i++) w[i] = _mm256_set1_ps(wf[i]);
-  int64_t ow = 0;
-  for (; ow + 8 <= OW && s * ow + (s == 1 ? 10 : 18) <= IW; ow += 8) {
-    __m256 acc[4];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++) acc[r] = dw_acc_start8(te, out + r * osh + ow);
-#pragma GCC unroll 9
-    for (int i = 0; i < s * (R - 1) + 3; i++) {
-      const float* row = in + i * ish + s * ow;
-      __m256 x0, x1, x2;
-      if (s == 1) {
-        x0 = _mm256_loadu_ps(row);
-        x1 = _mm256_loadu_ps(row + 1);
-        x2 = _mm256_loadu_ps(row + 2);
-      } else {
-        __m256 v0 = _mm256_loadu_ps(row), v1 = _mm256_loadu_ps(row + 8);
-        x0 = even8(v0, v1);
-        x1 = odd8(v0, v1);
-        x2 = even8(_mm256_loadu_ps(row + 2), _mm256_loadu_ps(row + 10));
-      }
-#pragma GCC unroll 4
-      for (int r = 0; r < R; r++) {
-        int kh = i - s * r;
-        if (kh < 0 || kh > 2) continue;
-        acc[r] = _mm256_fmadd_ps(w[3 * kh], x0, acc[r]);
-        acc[r] = _mm256_fmadd_ps(w[3 * kh + 1], x1, acc[r]);
-        acc[r] = _mm256_fmadd_ps(w[3 * kh + 2], x2, acc[r]);
-      }
+  for (int64_t ow = 0; ow < OW; ow += 8) {
+    int64_t c = s * ow - g->pad_l, n = MIN(8, OW - ow);
+    __m256i m[4];
+    if (n == 8 && c >= 0 && c + (s == 1 ? 10 : 18) <= g->IW) {
+      for (int q = 0; q < 4; q++) m[q] = _mm256_set1_epi32(-1); /* unused: plain loads */
+      dw3x3_vec8(R, s, 1, in, ish, c, m, m[0], g, out, osh, ow, w, te, oh);
+    } else {
+      for (int q = 0; q < 4; q++) m[q] = dw_cols_in8(c + (s == 1 ? q : (q & 1) * 8 + (q & 2)), g->IW);
+      dw3x3_vec8(R, s, 0, in, ish, c, m, ukv_first(n), g, out, osh, ow, w, te, oh);
     }
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++) _mm256_storeu_ps(out + r * osh + ow, dw_acc_finish8(te, acc[r], oh + r, ow));
   }
-  for (; ow < OW; ow++)
-    for (int r = 0; r < R; r++) {
-      const float* src = in + s * r * ish + s * ow;
-      float* o = out + r * osh + ow;
-      float t = te && te->init ? (te->init == ETMLIR_EP_INIT_ZERO ? 0.0f : te->bias[0]) : *o;
-      for (int kh = 0; kh < 3; kh++)
-        for (int kw = 0; kw < 3; kw++) t += wf[kh * 3 + kw] * src[kh * ish + kw];
-      *o = t;
-      if (te && te->finish)
-        ep_finish_row(o, 1, 1, te->bias_after ? te->bias : NULL, 0,
-                      te->res ? te->res + (oh + r) * te->res_ld + ow : NULL, 1, 0, te->lo_mode, te->lo,
-                      te->hi_mode, te->hi);
-    }
 }
 
-/* 3x3, stride 1 or 2, dilation 1, unit-stride rows. */
+/* 3x3, stride 1 or 2, dilation 1, unit-stride rows. With j->edges_in_kernel, `in` is the unpadded
+ * input plane and the padding is read as zeros (no padded copy). */
 static void dw_plane_3x3_avx2(const dw_job* j, int s, const float* in, const float* f, float* out,
                               const tile_ep* te) {
   float wf[9];
   for (int kh = 0; kh < 3; kh++)
     for (int kw = 0; kw < 3; kw++) wf[kh * 3 + kw] = f[kh * j->fs[1] + kw * j->fs[2]];
   int64_t ish = j->is[2], osh = j->os[2], oh = 0;
+  int64_t pad_t = j->edges_in_kernel ? j->pad_t : 0, IH = j->edges_in_kernel ? j->IH : INT64_MAX / 4;
+  dw_edges g = {j->edges_in_kernel ? j->pad_l : 0, j->edges_in_kernel ? j->in_w : j->IW, 0, 0};
+#define DW3X3_PASS8(R)                                                                                     \
+  do {                                                                                                     \
+    int64_t r0 = s * oh - pad_t;                                                                           \
+    g.i_lo = (int)MAX(0, -r0);                                                                             \
+    g.i_hi = (int)MIN(s * ((R)-1) + 3, IH - r0);                                                           \
+    dw3x3_rows8(R, s, in + r0 * ish, ish, &g, out + oh * osh, osh, j->OW, wf, te, oh);                     \
+  } while (0)
   if (s == 1) {
-    for (; oh + 4 <= j->OH; oh += 4)
-      dw3x3_rows8(4, 1, in + oh * ish, ish, j->IW, out + oh * osh, osh, j->OW, wf, te, oh);
-    for (; oh < j->OH; oh++) dw3x3_rows8(1, 1, in + oh * ish, ish, j->IW, out + oh * osh, osh, j->OW, wf, te, oh);
+    for (; oh + 4 <= j->OH; oh += 4) DW3X3_PASS8(4);
+    for (; oh < j->OH; oh++) DW3X3_PASS8(1);
   } else {
-    for (; oh + 2 <= j->OH; oh += 2)
-      dw3x3_rows8(2, 2, in + 2 * oh * ish, ish, j->IW, out + oh * osh, osh, j->OW, wf, te, oh);
-    for (; oh < j->OH; oh++)
-      dw3x3_rows8(1, 2, in + 2 * oh * ish, ish, j->IW, out + oh * osh, osh, j->OW, wf, te, oh);
+    for (; oh + 2 <= j->OH; oh += 2) DW3X3_PASS8(2);
+    for (; oh < j->OH; oh++) DW3X3_PASS8(1);
   }
+#undef DW3X3_PASS8
 }
 #endif
 
@@ -2918,10 +2955,10 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(
     j.PH = reach_h;
     j.PW = reach_w;
     j.slot = CEIL_DIV(j.PH * j.PW, 16) * 16;
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
     /* MobileNetV2 spent 5% of its time copying planes into padded ones for these; reading the input
-     * in the kernel made it 6-9% faster at 1 thread, 11-12% at 2. (The AVX2 kernel keeps the copy: its
-     * masked loads, the same change, measured 4-5% slower; its last OW % 8 columns are scalar.) */
+     * in the kernel made it 6-9% faster at 1 thread, 11-12% at 2 (AVX-512), 16-18% and 15-17% with
+     * the AVX2 kernels (whose last OW % 8 columns, all of a 7x7 plane's, were scalar before). */
     j.edges_in_kernel = j.KH == 3 && j.KW == 3 && j.dh == 1 && j.dw == 1 && j.is[3] == 1 && j.os[3] == 1 &&
                         j.sh == j.sw && (j.sw == 1 || j.sw == 2);
 #endif
