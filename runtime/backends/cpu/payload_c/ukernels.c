@@ -2449,13 +2449,34 @@ typedef struct {
   int edges_in_kernel; /* instead: the AVX-512 3x3 kernels read the input itself, zero outside it */
 } dw_job;
 
-/* Where the 3x3 kernels' input rows and columns are: `in` is the input's row S oh - pad_t, column 0
- * (rows and columns outside [0, IH) x [0, IW) are zeros, never read); an input without padding has
- * pad 0 and its own width. Input rows [i_lo, i_hi) of a pass lie inside. */
+/* Where the 3x3 kernels' input rows and columns are: a pass's `in` is the input's row S oh - pad_t,
+ * column 0 (rows and columns outside [0, IH) x [0, IW) are zeros, never read); an input without
+ * padding has pads 0. Input rows [i_lo, i_hi) of the current pass lie inside. */
 typedef struct {
-  int64_t pad_l, IW;
+  int64_t pad_t, pad_l, IH, IW;
   int i_lo, i_hi;
 } dw_edges;
+
+/* The edges of j's input: its padding when the kernel reads the unpadded input, else none, rows
+ * unbounded and rows `plain_iw` wide. */
+UK_INLINE dw_edges dw_edges_of(const dw_job* j, int64_t plain_iw) {
+  dw_edges g;
+  memset(&g, 0, sizeof(g));
+  g.pad_t = j->edges_in_kernel ? j->pad_t : 0;
+  g.pad_l = j->edges_in_kernel ? j->pad_l : 0;
+  g.IH = j->edges_in_kernel ? j->IH : INT64_MAX / 4;
+  g.IW = j->edges_in_kernel ? j->in_w : plain_iw;
+  return g;
+}
+
+/* The R-row pass at output row oh, stride s: its rows inside the input (g->i_lo, g->i_hi; it reads
+ * s (R - 1) + 3 rows); returns its first input row, s oh - pad_t. */
+UK_INLINE int64_t dw_pass_rows(dw_edges* g, int s, int R, int64_t oh) {
+  int64_t r0 = s * oh - g->pad_t;
+  g->i_lo = (int)MAX(0, -r0);
+  g->i_hi = (int)MIN(s * (R - 1) + 3, g->IH - r0);
+  return r0;
+}
 
 /* The padded plane: zero outside the input, the input's rows (stride ish, ics) inside. */
 static void dw_pad_plane(const dw_job* j, const float* in, float* dst) {
@@ -2676,7 +2697,6 @@ UK_INLINE void dw3x3_rows(const int S, const int R, const float* in, int64_t ish
 #undef DW3X3_VEC
 }
 
-/* 3x3, stride S (1 or 2) in both dims, dilation 1, unit-stride rows. */
 /* 3x3, stride S (1 or 2) in both dims, dilation 1, unit-stride rows. With j->edges_in_kernel, `in` is
  * the unpadded input plane and the padding is read as zeros (no padded copy). */
 static void dw_plane_3x3(const dw_job* j, const int S, const float* in, const float* f, float* out,
@@ -2685,16 +2705,9 @@ static void dw_plane_3x3(const dw_job* j, const int S, const float* in, const fl
   for (int kh = 0; kh < 3; kh++)
     for (int kw = 0; kw < 3; kw++) w[kh * 3 + kw] = _mm512_set1_ps(f[kh * j->fs[1] + kw * j->fs[2]]);
   int64_t ish = j->is[2], osh = j->os[2], oh = 0;
-  int64_t pad_t = j->edges_in_kernel ? j->pad_t : 0, IH = j->edges_in_kernel ? j->IH : INT64_MAX / 4;
-  dw_edges g = {j->edges_in_kernel ? j->pad_l : 0, j->edges_in_kernel ? j->in_w : INT64_MAX / 4, 0, 0};
-  /* The R-row pass at oh reads input rows S oh - pad_t + i, i < S (R - 1) + 3. */
-#define DW3X3_PASS(R)                                                                                      \
-  do {                                                                                                     \
-    int64_t r0 = S * oh - pad_t;                                                                           \
-    g.i_lo = (int)MAX(0, -r0);                                                                             \
-    g.i_hi = (int)MIN(S * ((R)-1) + 3, IH - r0);                                                           \
-    dw3x3_rows(S, R, in + r0 * ish, ish, out + oh * osh, osh, j->OW, w, te, oh, &g);                       \
-  } while (0)
+  dw_edges g = dw_edges_of(j, INT64_MAX / 4);
+#define DW3X3_PASS(R) \
+  dw3x3_rows(S, R, in + dw_pass_rows(&g, S, R, oh) * ish, ish, out + oh * osh, osh, j->OW, w, te, oh, &g)
   for (; oh + 4 <= j->OH; oh += 4) DW3X3_PASS(4);
   switch (j->OH - oh) {
     case 3: DW3X3_PASS(3); break;
@@ -2719,8 +2732,8 @@ UK_INLINE __m256 odd8(__m256 a, __m256 b) {
   return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), 0xD8));
 }
 
-/* The plane's epilogue in registers (as dw_acc_start / dw_acc_finish of the AVX-512 kernels). */
-/* ... of the first lanes of sm unless full (a constant). */
+/* The plane's epilogue in registers (as dw_acc_start / dw_acc_finish of the AVX-512 kernels), on the
+ * first lanes of sm unless full (a constant). */
 UK_INLINE __m256 dw_acc_start8(const tile_ep* te, const float* out, const int full, __m256i sm) {
   if (te && te->init) return te->init == ETMLIR_EP_INIT_ZERO ? _mm256_setzero_ps() : _mm256_set1_ps(te->bias[0]);
   return full ? _mm256_loadu_ps(out) : _mm256_maskload_ps(out, sm);
@@ -2820,15 +2833,9 @@ static void dw_plane_3x3_avx2(const dw_job* j, int s, const float* in, const flo
   for (int kh = 0; kh < 3; kh++)
     for (int kw = 0; kw < 3; kw++) wf[kh * 3 + kw] = f[kh * j->fs[1] + kw * j->fs[2]];
   int64_t ish = j->is[2], osh = j->os[2], oh = 0;
-  int64_t pad_t = j->edges_in_kernel ? j->pad_t : 0, IH = j->edges_in_kernel ? j->IH : INT64_MAX / 4;
-  dw_edges g = {j->edges_in_kernel ? j->pad_l : 0, j->edges_in_kernel ? j->in_w : j->IW, 0, 0};
-#define DW3X3_PASS8(R)                                                                                     \
-  do {                                                                                                     \
-    int64_t r0 = s * oh - pad_t;                                                                           \
-    g.i_lo = (int)MAX(0, -r0);                                                                             \
-    g.i_hi = (int)MIN(s * ((R)-1) + 3, IH - r0);                                                           \
-    dw3x3_rows8(R, s, in + r0 * ish, ish, &g, out + oh * osh, osh, j->OW, wf, te, oh);                     \
-  } while (0)
+  dw_edges g = dw_edges_of(j, j->IW);
+#define DW3X3_PASS8(R) \
+  dw3x3_rows8(R, s, in + dw_pass_rows(&g, s, R, oh) * ish, ish, &g, out + oh * osh, osh, j->OW, wf, te, oh)
   if (s == 1) {
     for (; oh + 4 <= j->OH; oh += 4) DW3X3_PASS8(4);
     for (; oh < j->OH; oh++) DW3X3_PASS8(1);
