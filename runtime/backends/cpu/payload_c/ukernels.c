@@ -82,9 +82,9 @@ enum {
   GEMV_MAX_M = 8,           /* up to this many rows of A, a transposed B is not packed either */
   TAIL_COLS_MAX = 4,        /* up to this many columns past a multiple of 16 are dot products, */
   /* ... each a pass over A: only while the passes are short, K * columns <= this. At 7x7 outputs
-   * (N = 49, one column) they paid for pointwise filters (K = 160: 152 against 117 GFLOP/s; K = 320:
-   * 125 against 118) but not for 3x3 ones (K = 4608: 119 against 123; at 14x14, four columns of
-   * K = 2304: 139 against 178). */
+   * (N = 49, one column; kern512_17 now takes those) they paid for pointwise filters (K = 160: 152
+   * against 117 GFLOP/s; K = 320: 125 against 118) but not for 3x3 ones (K = 4608: 119 against 123; at
+   * 14x14, four columns of K = 2304: 139 against 178). */
   TAIL_K_MAX = 2048,
 #else
   GEMV_MAX_M = 1,
@@ -451,11 +451,86 @@ static void kern512_dispatch(int mr, int nr, int64_t kc, const float* ap, const 
   }
 }
 
+/* A tile of 17 columns of a packed B panel (N = 49, a 7x7 output, is a tile of 32 and one of 17):
+ * columns 0-15 one vector per row as in kern512, column 16 one vector whose lanes are the tile's rows
+ * (A's panel row k times B[k][16]). 15 FMAs per k instead of the 28 of two vectors per row, the second
+ * with one live lane. Column 16's epilogue runs element by element on C, before and after. ResNet-18's
+ * 7x7 convolutions alone (3x3, 512 channels): 1.67 against 1.85 ms at 1 thread, 0.89 against 0.97 at
+ * 2; the stride-2 one from 14x14, 0.90 against 0.98 and 0.46 against 0.51. */
+UK_INLINE void kern512_17(const int mr, int64_t kc, const float* restrict ap, const float* restrict bp,
+                          float* restrict c, int64_t ldc, const tile_ep* te) {
+  const __mmask16 rows = (__mmask16)((1u << mr) - 1);
+  tile_ep te16 = {0};
+  if (te) { /* the epilogue of column 16 */
+    te16 = *te;
+    if (te16.bias && !te16.bias_rows) te16.bias += 16;
+    if (te16.res) te16.res += 16;
+    if (te->init) tile_ep_generic(&te16, 0, c + 16, ldc, 1, mr, 1);
+  }
+  float t[16] = {0};
+  for (int r = 0; r < mr; r++) t[r] = c[r * ldc + 16];
+  __m512 col = _mm512_loadu_ps(t);
+  __m512 acc[UK_MR], unused[1];
+  if (te && te->init) {
+    ep512_init(mr, 1, te, acc, unused, 0xFFFF, 0);
+  } else {
+#pragma GCC unroll 14
+    for (int r = 0; r < mr; r++) acc[r] = _mm512_loadu_ps(c + r * ldc);
+  }
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < kc; k++) {
+    __m512 b = _mm512_load_ps(bp);
+    col = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(rows, ap), _mm512_set1_ps(bp[16]), col);
+#pragma GCC unroll 14
+    for (int r = 0; r < mr; r++) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(ap[r]), b, acc[r]);
+    _mm_prefetch((const char*)(ap + A_PREFETCH_FLOATS), _MM_HINT_T0);
+    ap += UK_MR;
+    bp += UK_NR;
+  }
+  if (te && te->finish) ep512_finish(mr, 1, te, acc, unused, 0xFFFF, 0);
+#pragma GCC unroll 14
+  for (int r = 0; r < mr; r++) _mm512_storeu_ps(c + r * ldc, acc[r]);
+  _mm512_storeu_ps(t, col);
+  for (int r = 0; r < mr; r++) c[r * ldc + 16] = t[r];
+  if (te && te->finish) tile_ep_generic(&te16, 1, c + 16, ldc, 1, mr, 1);
+}
+
+#define KERN512_17_CASE(R)                   \
+  case R:                                    \
+    kern512_17(R, kc, ap, bp, c, ldc, te);   \
+    break;
+
+static void kern512_17_dispatch(int mr, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
+                                const tile_ep* te) {
+  switch (mr) {
+    KERN512_17_CASE(1)
+    KERN512_17_CASE(2)
+    KERN512_17_CASE(3)
+    KERN512_17_CASE(4)
+    KERN512_17_CASE(5)
+    KERN512_17_CASE(6)
+    KERN512_17_CASE(7)
+    KERN512_17_CASE(8)
+    KERN512_17_CASE(9)
+    KERN512_17_CASE(10)
+    KERN512_17_CASE(11)
+    KERN512_17_CASE(12)
+    KERN512_17_CASE(13)
+    KERN512_17_CASE(14)
+    default:
+      break;
+  }
+}
+
 /* B: a packed panel (ldb < 0), else read in place with row stride ldb and unit column stride.
  * te (may be NULL): the tile's epilogue. */
 static void micro_kernel(int mr, int nr, int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c,
                          int64_t rsc, int64_t csc, const tile_ep* te) {
   int packed = ldb < 0;
+  if (csc == 1 && packed && nr == 17) {
+    kern512_17_dispatch(mr, kc, ap, bp, c, rsc, te);
+    return;
+  }
   if (csc == 1) {
     kern512_dispatch(mr, nr, kc, ap, bp, packed, ldb, c, rsc, te);
     return;
@@ -1296,9 +1371,11 @@ static void gemm_run(gemm_problem* probs, int64_t batch) {
                            : (M == 1 || (M <= GEMV_MAX_M && g0->b.m.rs == 1 && g0->b.m.cs != 1)));
   int64_t tail = 0; /* columns left to gemm_tail_columns */
 #if defined(__AVX512F__)
-  /* A few columns past a multiple of 16 (N = 49, 65, 196: a 7x7 or 14x14 convolution's) go to dot
-   * products instead of a vector of mostly idle lanes. */
-  if (!job.gemv && !g0->b.packed && N >= 32 && N % 16 <= TAIL_COLS_MAX &&
+  /* A few columns past a multiple of 16 (N = 65, 196: a 14x14 convolution's) go to dot products
+   * instead of a vector of mostly idle lanes. Not N = 49 (a 7x7 convolution's), whose last tile of 17
+   * columns kern512_17 takes: with B packed, MobileNetV2's 7x7 pointwise layers alone took 0.105 against
+   * 0.120 ms (K = 960), 0.267 against 0.314 (K = 320) and 0.105 against 0.119 (K = 160) at 1 thread. */
+  if (!job.gemv && !g0->b.packed && N >= 32 && N % 16 <= TAIL_COLS_MAX && N % UK_NR != 17 &&
       K * (N % 16) <= TAIL_K_MAX) {
     tail = N % 16;
     for (int64_t i = 0; i < batch; i++) tail = probs[i].a_packed || probs[i].a.cs == 1 ? tail : 0;
@@ -1729,6 +1806,13 @@ static void conv_image_epilogue(const etmlir_epilogue* ep, float* o, const int64
 
 enum {
   WINO_BLOCK_FLOATS = 8192, /* a block's tiles x max(C, F): V and M E times that */
+  /* Where that budget makes two or three blocks, blocks of this many tiles instead (a multiple of every
+   * build's UK_NR): the threads' shares are whole blocks, and ResNet-18's 56x56 layers (196 tiles, 64
+   * channels) split 128 | 68 at 2 threads. In the model, side by side, those layers took about 0.53-0.62
+   * ms each at 2 threads against 0.58-0.78 (one layer alone, AVX-512: 0.85 against 0.92 ms at 1 thread,
+   * 0.53 against 0.60 at 2; AVX2: 1.12 against 1.19 and 0.67 against 0.76). (Every layer's blocks at 32
+   * tiles slowed the 28x28 layers, one block of 64 tiles before, by about 0.05 ms each.) */
+  WINO_FEW_BLOCKS_TILES = 32,
   WINO_MAX_M = 4,
   WINO_MAX_A = WINO_MAX_M + 2,
 };
@@ -2158,13 +2242,13 @@ static void wino_block(const wino_job* j, int64_t b, float* slot) {
   wino_output(j, t0, t1, 0, j->F, mt);
 }
 
-/* At least a block per thread: each task is a block, in its thread's slot. */
+/* Two or more blocks per thread: each task is a block, in its thread's slot. */
 static void wino_blocks_body(void* arg, int64_t b, int slot) {
   const wino_job* j = (const wino_job*)arg;
   wino_block(j, b, j->scratch + slot * j->slot);
 }
 
-/* Fewer blocks than threads: the threads share one block, phase by phase (input channels, then the E
+/* Fewer blocks than that: the threads share each block, phase by phase (input channels, then the E
  * GEMMs, then output channels), one job of phase_tasks tasks per phase. */
 static void wino_phase_body(void* arg, int64_t i, int slot) {
   const wino_job* j = (const wino_job*)arg;
@@ -2210,6 +2294,8 @@ static void wino_conv(etmlir_memref4d_f32* in, const float* u, etmlir_memref4d_f
   j.tiles = out->sizes[0] * j.TH * j.TW;
   j.tb = MAX(UK_NR, WINO_BLOCK_FLOATS / MAX(j.C, j.F) / UK_NR * UK_NR);
   j.tb = MIN(j.tb, CEIL_DIV(j.tiles, UK_NR) * UK_NR);
+  int64_t few = CEIL_DIV(j.tiles, j.tb);
+  if ((few == 2 || few == 3) && j.tb > WINO_FEW_BLOCKS_TILES) j.tb = WINO_FEW_BLOCKS_TILES;
   j.blocks = CEIL_DIV(j.tiles, j.tb);
   j.ep = ep;
   j.ves = j.C * j.tb + 16;
@@ -2218,7 +2304,9 @@ static void wino_conv(etmlir_memref4d_f32* in, const float* u, etmlir_memref4d_f
   int nt = etmlir_cpu_num_threads();
   double flops = 2.0 * j.E * (double)j.F * (double)j.C * (double)j.tiles;
   j.tasks = nt > 1 && flops >= PAR_MIN_FLOPS ? nt : 1;
-  int by_blocks = j.blocks >= j.tasks;
+  /* A block per task only when every thread gets two or more: with fewer, shares of whole blocks come
+   * out unequal, and sharing each block phase by phase balances them. */
+  int by_blocks = j.blocks >= 2 * j.tasks;
   /* min(tasks, blocks) slots either way (the phase split uses one): never fewer than a smaller pool
    * needs, so the arena the compiler measures with its larger pool holds every run's. */
   j.scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(j.slot * MIN(j.tasks, j.blocks)));
