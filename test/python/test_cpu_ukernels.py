@@ -237,6 +237,8 @@ CONV_CASES = [
     (2, 5, 12, 10, 7, 3, 3, (1, 1), (1, 1)),
     (1, 4, 15, 17, 9, 3, 2, (2, 1), (2, 3)),  # dilation, non-square kernel
     (1, 1, 6, 6, 1, 2, 2, (1, 1), (1, 1)),
+    (1, 3, 39, 39, 64, 7, 7, (2, 2), (1, 1)),  # a 7x7 stem of 64 filters: AVX-512 packs B (many panels)
+    (1, 16, 12, 12, 160, 3, 3, (1, 1), (1, 1)),  # stride 1, 160 filters: likewise
 ]
 
 
@@ -890,11 +892,12 @@ def _run_packed_conv(lib, x, x_base, wt, rows, out, out_base, stride, dilation, 
 # 3x3 (the implicit GEMM with AVX-512, else im2col) with a short last panel, 3x3 over two K blocks
 # (im2col), dilation 2, a 7x7 stride-2 stem, one output channel; pointwise at 7x7 (49 columns, a last
 # tile of 17: AVX-512's kern512_17), at 13x5 (65: one tail column) and at 6x6 with an odd K (four tail
-# columns); 3x3 at 7x7 over two K blocks (kern512_17 with a short last panel).
+# columns); 3x3 at 7x7 over two K blocks (kern512_17 with a short last panel); a 7x7 stride-2 stem of 64
+# filters (AVX-512: im2col, the implicit GEMM only takes up to three panels at stride 2).
 PACKED_CONV = [(1, 16, 14, 14, 24, 1, 1, 1, 1), (2, 8, 9, 9, 30, 1, 1, 2, 1), (2, 8, 11, 13, 20, 3, 3, 1, 1),
                (1, 50, 9, 9, 10, 3, 3, 1, 1), (1, 6, 12, 12, 16, 3, 3, 1, 2), (1, 3, 23, 23, 8, 7, 7, 2, 1),
                (1, 4, 6, 6, 1, 3, 3, 1, 1), (1, 40, 7, 7, 33, 1, 1, 1, 1), (1, 40, 13, 5, 33, 1, 1, 1, 1),
-               (1, 13, 6, 6, 30, 1, 1, 1, 1), (1, 48, 9, 9, 31, 3, 3, 1, 1)]
+               (1, 13, 6, 6, 30, 1, 1, 1, 1), (1, 48, 9, 9, 31, 3, 3, 1, 1), (1, 3, 29, 29, 64, 7, 7, 2, 1)]
 
 
 @pytest.mark.parametrize("case", PACKED_CONV)

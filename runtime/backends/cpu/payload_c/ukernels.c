@@ -1718,6 +1718,13 @@ static int conv_direct(etmlir_memref4d_f32* in, const conv_filter* w, etmlir_mem
   const int64_t* fs = w->fs;
   const int64_t* os = out->strides;
   if (K > KC_MAX || KH * KW == 1 || is[3] != 1 || os[3] != 1 || (stride_w != 1 && stride_w != 2)) return 0;
+  /* Each filter panel loads (at stride 2 also deinterleaves) its B vectors from the input again: with
+   * few panels that beats packing B once, with many it does not. One layer alone at 1 thread (AVX-512),
+   * im2col GEMM against this: stride 2, 64 filters (five panels; ResNet-18's 7x7 stem) 1.68 against
+   * 1.81 ms, 128 filters 0.39 against 0.49, 48 filters 1.37 against 1.41, but 32 filters (three;
+   * MobileNetV2's stem) 0.28 against 0.25; stride 1, 256 filters 0.33 against 0.37, 128 (ten panels)
+   * 0.28 against 0.29, 64 filters with a 7x7 window 6.30 against 5.88. */
+  if (CEIL_DIV(F, UK_MR) > (stride_w == 2 ? 3 : 10)) return 0;
   int64_t a_floats = w->packed ? 0 : CEIL_DIV(CEIL_DIV(F, UK_MR) * UK_MR * K, 16) * 16;
   float* scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)a_floats + sizeof(int64_t) * (size_t)K);
   int64_t* koff = (int64_t*)(scratch + a_floats);
