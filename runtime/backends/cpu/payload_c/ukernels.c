@@ -12,10 +12,11 @@
  *   - M == 1, or a transposed B (contiguous columns) with M <= GEMV_MAX_M: dot products.
  * Convolution: one GEMM per image, W[F, C*KH*KW] x im2col(in)[C*KH*KW, OH*OW], where a pointwise
  * convolution's B is the input itself and otherwise the B packer gathers the im2col columns (no
- * im2col buffer). With AVX-512, a convolution with C*KH*KW <= KC_MAX reads its input straight
- * from the microkernel instead (implicit GEMM). A 3x3 stride-1 convolution whose filter the compiler
- * transformed goes through Winograd F(2x2, 3x3): 16 GEMMs over blocks of tiles. Depthwise: 3x3 stride 1 / 2 fast paths, several
- * output rows per pass; everything else a generic loop.
+ * im2col buffer). With AVX-512, a convolution with C*KH*KW <= KC_MAX and few filter panels reads
+ * its input straight from the microkernel instead (implicit GEMM). A 3x3 stride-1 convolution whose
+ * filter the compiler transformed goes through Winograd F(2x2, 3x3) or F(4x4, 3x3): 16 or 36 GEMMs
+ * over blocks of tiles. Depthwise: 3x3 stride 1 / 2 fast paths, several output rows per pass;
+ * everything else a generic loop.
  *
  * Three builds of the same sources: AVX-512 (MR x NR = 14 x 32), AVX2 + FMA (6 x 16) and a
  * portable path (4 x 16, left to the compiler's vectorizer). Scratch (packed panels) comes from
