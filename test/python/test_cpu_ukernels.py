@@ -231,7 +231,7 @@ CONV_CASES = [
     (1, 3, 225, 225, 32, 3, 3, (2, 2), (1, 1)),  # MobileNetV2's first layer (input already padded)
     (1, 16, 13, 11, 24, 1, 1, (1, 1), (1, 1)),  # pointwise, odd plane
     (1, 32, 28, 28, 192, 1, 1, (1, 1), (1, 1)),
-    (1, 20, 7, 7, 37, 1, 1, (1, 1), (1, 1)),  # 49 columns: a tile of 32 and one of 17 (AVX-512: kern512_17)
+    (1, 20, 7, 7, 37, 1, 1, (1, 1), (1, 1)),  # 49 columns: a tile of 32 and one of 17 (AVX-512: kern512's x16)
     (1, 20, 13, 5, 37, 1, 1, (1, 1), (1, 1)),  # 65 columns: 64 in the microkernel, one as dot products
     (2, 7, 9, 9, 5, 1, 1, (2, 2), (1, 1)),  # strided pointwise
     (2, 5, 12, 10, 7, 3, 3, (1, 1), (1, 1)),
@@ -765,7 +765,7 @@ def _check(got, want, k):
 
 
 # (m, k, n, B layout): the packed GEMM, B read in place (few rows), dot products (one row; a
-# transposed B), a last tile of 17 columns (n = 49; AVX-512: kern512_17, also over two K blocks and with
+# transposed B), a last tile of 17 columns (n = 49; AVX-512: kern512's 17-column tile, also over two K blocks and with
 # a short last panel), tail columns (n = 65), a K of two blocks (the epilogue only after the last).
 EP_MATMUL = [(64, 48, 96, "c"), (20, 30, 70, "c"), (1, 40, 33, "c"), (6, 64, 40, "t"), (64, 32, 49, "c"),
              (33, 500, 49, "c"), (64, 32, 65, "c"), (9, 900, 37, "c"), (3, 1, 5, "c")]
@@ -891,8 +891,8 @@ def _run_packed_conv(lib, x, x_base, wt, rows, out, out_base, stride, dilation, 
 # (n, c, h, w, f, kh, kw, stride, dilation): pointwise over a plane that flattens, pointwise at stride 2,
 # 3x3 (the implicit GEMM with AVX-512, else im2col) with a short last panel, 3x3 over two K blocks
 # (im2col), dilation 2, a 7x7 stride-2 stem, one output channel; pointwise at 7x7 (49 columns, a last
-# tile of 17: AVX-512's kern512_17), at 13x5 (65: one tail column) and at 6x6 with an odd K (four tail
-# columns); 3x3 at 7x7 over two K blocks (kern512_17 with a short last panel); a 7x7 stride-2 stem of 64
+# tile of 17: AVX-512's kern512's 17-column tile), at 13x5 (65: one tail column) and at 6x6 with an odd K (four tail
+# columns); 3x3 at 7x7 over two K blocks (kern512's 17-column tile with a short last panel); a 7x7 stride-2 stem of 64
 # filters (AVX-512: im2col, the implicit GEMM only takes up to three panels at stride 2).
 PACKED_CONV = [(1, 16, 14, 14, 24, 1, 1, 1, 1), (2, 8, 9, 9, 30, 1, 1, 2, 1), (2, 8, 11, 13, 20, 3, 3, 1, 1),
                (1, 50, 9, 9, 10, 3, 3, 1, 1), (1, 6, 12, 12, 16, 3, 3, 1, 2), (1, 3, 23, 23, 8, 7, 7, 2, 1),

@@ -83,9 +83,9 @@ enum {
   GEMV_MAX_M = 8,           /* up to this many rows of A, a transposed B is not packed either */
   TAIL_COLS_MAX = 4,        /* up to this many columns past a multiple of 16 are dot products, */
   /* ... each a pass over A: only while the passes are short, K * columns <= this. At 7x7 outputs
-   * (N = 49, one column; kern512_17 now takes those) they paid for pointwise filters (K = 160: 152
-   * against 117 GFLOP/s; K = 320: 125 against 118) but not for 3x3 ones (K = 4608: 119 against 123; at
-   * 14x14, four columns of K = 2304: 139 against 178). */
+   * (N = 49, one column; kern512's x16 tile now takes those) they paid for pointwise filters (K = 160:
+   * 152 against 117 GFLOP/s; K = 320: 125 against 118) but not for 3x3 ones (K = 4608: 119 against 123;
+   * at 14x14, four columns of K = 2304: 139 against 178). */
   TAIL_K_MAX = 2048,
 #else
   GEMV_MAX_M = 1,
@@ -374,10 +374,29 @@ UK_INLINE void ep512_finish(const int mr, const int nv, const tile_ep* te, __m51
 }
 
 /* packed: B is a packed panel (aligned, row stride NR); else B is read in place (row stride ldb)
- * under the column masks, so nothing past column nr is touched. */
-UK_INLINE void kern512(const int mr, const int nv, const int packed, int64_t kc, const float* restrict ap,
-                       const float* restrict bp, int64_t ldb, float* restrict c, int64_t ldc, __mmask16 m0,
-                       __mmask16 m1, const tile_ep* te) {
+ * under the column masks, so nothing past column nr is touched.
+ * x16 (with nv 1 and packed): a tile of 17 columns (N = 49, a 7x7 output, is a tile of 32 and one of
+ * 17), column 16 one vector whose lanes are the tile's rows (A's panel row k times B[k][16]): 15 FMAs
+ * per k instead of the 28 of two vectors per row, the second with one live lane. Column 16's epilogue
+ * runs element by element on C, before and after. ResNet-18's 7x7 convolutions alone (3x3, 512
+ * channels): 1.67 against 1.85 ms at 1 thread, 0.89 against 0.97 at 2; the stride-2 one from 14x14,
+ * 0.90 against 0.98 and 0.46 against 0.51. */
+UK_INLINE void kern512(const int mr, const int nv, const int packed, const int x16, int64_t kc,
+                       const float* restrict ap, const float* restrict bp, int64_t ldb, float* restrict c,
+                       int64_t ldc, __mmask16 m0, __mmask16 m1, const tile_ep* te) {
+  const __mmask16 rows = (__mmask16)((1u << mr) - 1);
+  tile_ep te16 = {0}; /* column 16's epilogue */
+  float t[16] = {0};  /* column 16 by rows */
+  if (x16) {
+    if (te) {
+      te16 = *te;
+      if (te16.bias && !te16.bias_rows) te16.bias += 16;
+      if (te16.res) te16.res += 16;
+      if (te->init) tile_ep_generic(&te16, 0, c + 16, ldc, 1, mr, 1);
+    }
+    for (int r = 0; r < mr; r++) t[r] = c[r * ldc + 16];
+  }
+  __m512 col = _mm512_loadu_ps(t);
   __m512 acc0[UK_MR], acc1[UK_MR];
   if (te && te->init) {
     ep512_init(mr, nv, te, acc0, acc1, m0, m1);
@@ -392,6 +411,7 @@ UK_INLINE void kern512(const int mr, const int nv, const int packed, int64_t kc,
   for (int64_t k = 0; k < kc; k++) {
     __m512 b0 = packed ? _mm512_load_ps(bp) : _mm512_maskz_loadu_ps(m0, bp);
     __m512 b1 = nv == 2 ? (packed ? _mm512_load_ps(bp + 16) : _mm512_maskz_loadu_ps(m1, bp + 16)) : b0;
+    if (x16) col = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(rows, ap), _mm512_set1_ps(bp[16]), col);
 #pragma GCC unroll 14
     for (int r = 0; r < mr; r++) {
       __m512 a = _mm512_set1_ps(ap[r]);
@@ -408,21 +428,28 @@ UK_INLINE void kern512(const int mr, const int nv, const int packed, int64_t kc,
     _mm512_mask_storeu_ps(c + r * ldc, m0, acc0[r]);
     if (nv == 2) _mm512_mask_storeu_ps(c + r * ldc + 16, m1, acc1[r]);
   }
+  if (x16) {
+    _mm512_storeu_ps(t, col);
+    for (int r = 0; r < mr; r++) c[r * ldc + 16] = t[r];
+    if (te && te->finish) tile_ep_generic(&te16, 1, c + 16, ldc, 1, mr, 1);
+  }
 }
 
 #define KERN512_CASE(R)                                                   \
   case R:                                                                 \
-    if (nv == 2) {                                                        \
+    if (x16) {                                                            \
+      kern512(R, 1, 1, 1, kc, ap, bp, ldb, c, ldc, m0, m1, te);           \
+    } else if (nv == 2) {                                                 \
       if (packed) {                                                       \
-        kern512(R, 2, 1, kc, ap, bp, ldb, c, ldc, m0, m1, te);                \
+        kern512(R, 2, 1, 0, kc, ap, bp, ldb, c, ldc, m0, m1, te);         \
       } else {                                                            \
-        kern512(R, 2, 0, kc, ap, bp, ldb, c, ldc, m0, m1, te);                \
+        kern512(R, 2, 0, 0, kc, ap, bp, ldb, c, ldc, m0, m1, te);         \
       }                                                                   \
     } else {                                                              \
       if (packed) {                                                       \
-        kern512(R, 1, 1, kc, ap, bp, ldb, c, ldc, m0, m1, te);                \
+        kern512(R, 1, 1, 0, kc, ap, bp, ldb, c, ldc, m0, m1, te);         \
       } else {                                                            \
-        kern512(R, 1, 0, kc, ap, bp, ldb, c, ldc, m0, m1, te);                \
+        kern512(R, 1, 0, 0, kc, ap, bp, ldb, c, ldc, m0, m1, te);         \
       }                                                                   \
     }                                                                     \
     break;
@@ -432,6 +459,7 @@ static void kern512_dispatch(int mr, int nr, int64_t kc, const float* ap, const 
   __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
   __mmask16 m1 = nr >= 32 ? 0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
   int nv = nr > 16 ? 2 : 1;
+  int x16 = packed && nr == 17;
   switch (mr) {
     KERN512_CASE(1)
     KERN512_CASE(2)
@@ -452,86 +480,11 @@ static void kern512_dispatch(int mr, int nr, int64_t kc, const float* ap, const 
   }
 }
 
-/* A tile of 17 columns of a packed B panel (N = 49, a 7x7 output, is a tile of 32 and one of 17):
- * columns 0-15 one vector per row as in kern512, column 16 one vector whose lanes are the tile's rows
- * (A's panel row k times B[k][16]). 15 FMAs per k instead of the 28 of two vectors per row, the second
- * with one live lane. Column 16's epilogue runs element by element on C, before and after. ResNet-18's
- * 7x7 convolutions alone (3x3, 512 channels): 1.67 against 1.85 ms at 1 thread, 0.89 against 0.97 at
- * 2; the stride-2 one from 14x14, 0.90 against 0.98 and 0.46 against 0.51. */
-UK_INLINE void kern512_17(const int mr, int64_t kc, const float* restrict ap, const float* restrict bp,
-                          float* restrict c, int64_t ldc, const tile_ep* te) {
-  const __mmask16 rows = (__mmask16)((1u << mr) - 1);
-  tile_ep te16 = {0};
-  if (te) { /* the epilogue of column 16 */
-    te16 = *te;
-    if (te16.bias && !te16.bias_rows) te16.bias += 16;
-    if (te16.res) te16.res += 16;
-    if (te->init) tile_ep_generic(&te16, 0, c + 16, ldc, 1, mr, 1);
-  }
-  float t[16] = {0};
-  for (int r = 0; r < mr; r++) t[r] = c[r * ldc + 16];
-  __m512 col = _mm512_loadu_ps(t);
-  __m512 acc[UK_MR], unused[1];
-  if (te && te->init) {
-    ep512_init(mr, 1, te, acc, unused, 0xFFFF, 0);
-  } else {
-#pragma GCC unroll 14
-    for (int r = 0; r < mr; r++) acc[r] = _mm512_loadu_ps(c + r * ldc);
-  }
-#pragma GCC unroll 2
-  for (int64_t k = 0; k < kc; k++) {
-    __m512 b = _mm512_load_ps(bp);
-    col = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(rows, ap), _mm512_set1_ps(bp[16]), col);
-#pragma GCC unroll 14
-    for (int r = 0; r < mr; r++) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(ap[r]), b, acc[r]);
-    _mm_prefetch((const char*)(ap + A_PREFETCH_FLOATS), _MM_HINT_T0);
-    ap += UK_MR;
-    bp += UK_NR;
-  }
-  if (te && te->finish) ep512_finish(mr, 1, te, acc, unused, 0xFFFF, 0);
-#pragma GCC unroll 14
-  for (int r = 0; r < mr; r++) _mm512_storeu_ps(c + r * ldc, acc[r]);
-  _mm512_storeu_ps(t, col);
-  for (int r = 0; r < mr; r++) c[r * ldc + 16] = t[r];
-  if (te && te->finish) tile_ep_generic(&te16, 1, c + 16, ldc, 1, mr, 1);
-}
-
-#define KERN512_17_CASE(R)                   \
-  case R:                                    \
-    kern512_17(R, kc, ap, bp, c, ldc, te);   \
-    break;
-
-static void kern512_17_dispatch(int mr, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
-                                const tile_ep* te) {
-  switch (mr) {
-    KERN512_17_CASE(1)
-    KERN512_17_CASE(2)
-    KERN512_17_CASE(3)
-    KERN512_17_CASE(4)
-    KERN512_17_CASE(5)
-    KERN512_17_CASE(6)
-    KERN512_17_CASE(7)
-    KERN512_17_CASE(8)
-    KERN512_17_CASE(9)
-    KERN512_17_CASE(10)
-    KERN512_17_CASE(11)
-    KERN512_17_CASE(12)
-    KERN512_17_CASE(13)
-    KERN512_17_CASE(14)
-    default:
-      break;
-  }
-}
-
 /* B: a packed panel (ldb < 0), else read in place with row stride ldb and unit column stride.
  * te (may be NULL): the tile's epilogue. */
 static void micro_kernel(int mr, int nr, int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c,
                          int64_t rsc, int64_t csc, const tile_ep* te) {
   int packed = ldb < 0;
-  if (csc == 1 && packed && nr == 17) {
-    kern512_17_dispatch(mr, kc, ap, bp, c, rsc, te);
-    return;
-  }
   if (csc == 1) {
     kern512_dispatch(mr, nr, kc, ap, bp, packed, ldb, c, rsc, te);
     return;
@@ -1374,8 +1327,9 @@ static void gemm_run(gemm_problem* probs, int64_t batch) {
 #if defined(__AVX512F__)
   /* A few columns past a multiple of 16 (N = 65, 196: a 14x14 convolution's) go to dot products
    * instead of a vector of mostly idle lanes. Not N = 49 (a 7x7 convolution's), whose last tile of 17
-   * columns kern512_17 takes: with B packed, MobileNetV2's 7x7 pointwise layers alone took 0.105 against
-   * 0.120 ms (K = 960), 0.267 against 0.314 (K = 320) and 0.105 against 0.119 (K = 160) at 1 thread. */
+   * columns kern512 takes (x16): with B packed, MobileNetV2's 7x7 pointwise layers alone took 0.105
+   * against 0.120 ms (K = 960), 0.267 against 0.314 (K = 320) and 0.105 against 0.119 (K = 160) at 1
+   * thread. */
   if (!job.gemv && !g0->b.packed && N >= 32 && N % 16 <= TAIL_COLS_MAX && N % UK_NR != 17 &&
       K * (N % 16) <= TAIL_K_MAX) {
     tail = N % 16;
