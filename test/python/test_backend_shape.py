@@ -124,10 +124,12 @@ def test_pipeline_text_names_the_steps() -> None:
     from etmlir.backends.cpu.pipeline import pipeline
     text = pipeline()
     for flag in ("et-edge-to-torch", "et-torch-to-linalg", "et-cpu-fuse-elementwise", "et-cpu-bufferize",
-                 "et-cpu-microkernels", "et-cpu-pack-weights", "et-cpu-trace-regions", "et-cpu-report-failures", "et-cpu-to-llvm"):
+                 "et-cpu-microkernels", "et-cpu-pack-weights", "et-cpu-fuse-inverted-residual", "et-cpu-trace-regions",
+                 "et-cpu-report-failures", "et-cpu-to-llvm"):
         assert flag in text and get_pass(flag) is not None
     assert "et-cpu-microkernels" not in pipeline(microkernels=False)
     assert "et-cpu-pack-weights" not in pipeline(microkernels=False)
+    assert "et-cpu-fuse-inverted-residual" not in pipeline(microkernels=False)
     assert "et-cpu-pack-weights{panel-rows=6 panel-width=16}" in pipeline(panels=(6, 16))
     assert "et-cpu-trace-regions" not in pipeline(trace_regions=False)
 

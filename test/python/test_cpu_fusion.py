@@ -179,8 +179,32 @@ def test_inverted_residual(kernel_calls, stride, kernel, dilation):
     model = InvertedResidual(8, 4, stride, kernel, dilation)
     _randomize_norms(model)
     _run(model, torch.randn(2, 8, 15, 13), atol=1e-4)
-    assert kernel_calls["etmlir_uk_depthwise_conv2d_nchw_chw_ep"] == 1
-    assert _convolutions(kernel_calls) == 2
+    # The three convolutions as one call (et-cpu-fuse-inverted-residual), except with a dilated depthwise one.
+    fused = dilation == 1
+    assert kernel_calls["etmlir_uk_inverted_residual_ep"] == int(fused)
+    assert kernel_calls["etmlir_uk_depthwise_conv2d_nchw_chw_ep"] == int(not fused)
+    assert _convolutions(kernel_calls) == (0 if fused else 2)
+
+
+@pytest.mark.parametrize("stride,kernel", [(1, 3), (2, 3), (1, 5)])
+def test_inverted_residual_over_row_bands(kernel_calls, stride, kernel):
+    """A block whose wide activations pass 1 MiB (16 -> 96 channels at 48x60): the kernel runs it over bands of
+    output rows, at 1 and 2 threads (runs of bands split between them)."""
+    model = InvertedResidual(16, 6, stride, kernel).eval()
+    _randomize_norms(model)
+    x = torch.randn(1, 16, 48, 60)
+    pte = etmlir.to_edge(etmlir.export(model, (x,))).to_backend(backends.partitioner("cpu")).to_executorch().buffer
+    assert kernel_calls["etmlir_uk_inverted_residual_ep"] == 1 and _convolutions(kernel_calls) == 0, kernel_calls
+    with torch.no_grad():
+        want = model(x).numpy()
+    previous = rt.cpu_threads()
+    try:
+        for threads in (1, 2):
+            rt.set_cpu_threads(threads)
+            got = rt.load(pte).method("forward")(x.numpy())[0]
+            np.testing.assert_allclose(np.asarray(got), want, atol=1e-4, rtol=1e-4)
+    finally:
+        rt.set_cpu_threads(previous)
 
 
 @pytest.mark.parametrize("activation", [nn.ReLU(), nn.ReLU6(), nn.Hardtanh(-0.5, 0.25), nn.Identity()])

@@ -70,6 +70,8 @@ def load_fresh(so: Path, tmp_path: Path) -> ctypes.CDLL:
     lib._mlir_ciface_etmlir_uk_conv2d_packed_ep.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 6 + [ctypes.c_void_p]
     lib._mlir_ciface_etmlir_uk_conv2d_winograd_ep.argtypes = [ctypes.c_void_p] * 4
     lib._mlir_ciface_etmlir_uk_max_pool2d.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 8
+    lib._mlir_ciface_etmlir_uk_inverted_residual_ep.argtypes = (
+        [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 4)
     lib.etmlir_uk_panel_width.restype = ctypes.c_int64
     lib.etmlir_uk_panel_rows.restype = ctypes.c_int64
     return lib
@@ -1053,3 +1055,83 @@ def test_depthwise_absorbs_padding(lib, case, mode, lo, hi):
     lib._mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(ctypes.byref(dx), ctypes.byref(dw), ctypes.byref(do), s, s,
                                                             1, 1, ctypes.byref(ep))
     _check(out, want, k * k)
+
+
+# ---------------------------------------------------------------------------------------------
+# the inverted-residual block: expand (1x1), depthwise, project (1x1) in one call
+
+
+# (n, c_in, c_wide, c_out, h, w, k, stride, pad (top, bottom, left, right)). From 1 MiB of wide activations
+# the kernel runs over bands of output rows: stride 1 and 2 (MobileNetV2's 3x3), a batch of two with odd
+# sizes, a 5x5 window (the generic depthwise loop over a padded copy of each band), TF "same" padding at
+# stride 2 (none on top, one row below the image), planes narrower than a vector; below 1 MiB the three
+# kernels one after the other.
+INVERTED_RESIDUAL = [(1, 8, 64, 8, 64, 64, 3, 1, (1, 1, 1, 1)), (2, 5, 72, 7, 63, 61, 3, 2, (1, 1, 1, 1)),
+                     (1, 6, 64, 6, 64, 66, 5, 1, (2, 2, 2, 2)), (1, 4, 64, 9, 65, 64, 3, 2, (0, 1, 0, 1)),
+                     (1, 8, 512, 8, 40, 13, 3, 1, (1, 1, 1, 1)), (1, 6, 40, 6, 9, 11, 3, 1, (1, 1, 1, 1))]
+RELU6_MODE = (INIT_BIAS | (NAN_TO_BOUND << 4) | (KEEP_NAN << 6), 0.0, 6.0)
+# (expansion, depthwise, projection) epilogues: MobileNetV2's (ReLU6, ReLU6, bias + the block's input when the
+# shapes allow); a SiLU expansion with its bias after, a hardtanh depthwise, a projection that accumulates
+# into the output's old value.
+IR_MODES = [(RELU6_MODE, RELU6_MODE, (INIT_BIAS | RESIDUAL, 0.0, 0.0)),
+            ((INIT_ZERO | BIAS_AFTER | (SILU << ACT_SHIFT), 0.0, 0.0),
+             (INIT_ZERO | BIAS_AFTER | (NAN_TO_BOUND << 4) | (NAN_TO_BOUND << 6), -1.5, 2.5),
+             (INIT_OUTPUT | RESIDUAL, 0.0, 0.0))]
+
+
+def _check_inverted_residual(lib, case, modes, rows=None, misalign=0):
+    n, cin, cx, cout, h, w, k, s, (top, bottom, left, right) = case
+    rng = np.random.default_rng(sum(case[:8]))
+    x, x_base = strided((n, cin, h, w), "c", rng)
+    w1 = rng.standard_normal((cx, cin, 1, 1)).astype(np.float32)
+    wd, wd_base = strided((cx, k, k), "c", rng)
+    w2 = (rng.standard_normal((cout, cx, 1, 1)) / 4).astype(np.float32)
+    b1, b2, b3 = (rng.standard_normal(c).astype(np.float32) for c in (cx, cx, cout))
+    oh, ow = conv_out_size(h + top + bottom, k, s, 1), conv_out_size(w + left + right, k, s, 1)
+    out, out_base = strided((n, cout, oh, ow), "c", rng)
+    # The residual: the block's input where the shapes match, else a tensor of the output's shape.
+    res = x if (cin, h, w) == (cout, oh, ow) else rng.standard_normal((n, cout, oh, ow)).astype(np.float32)
+    (m1, lo1, hi1), (m2, lo2, hi2), (m3, lo3, hi3) = modes
+    f64 = lambda a: torch.from_numpy(np.ascontiguousarray(a)).double()  # noqa: E731
+    y = expected_epilogue(torch.nn.functional.conv2d(f64(x), f64(w1)).numpy(), 0.0, m1, lo1, hi1,
+                          b1.astype(np.float64)[None, :, None, None], None)
+    y = torch.nn.functional.pad(f64(y), (left, right, top, bottom))
+    y = expected_epilogue(torch.nn.functional.conv2d(y, f64(wd)[:, None], stride=s, groups=cx).numpy(), 0.0, m2,
+                          lo2, hi2, b2.astype(np.float64)[None, :, None, None], None)
+    want = expected_epilogue(torch.nn.functional.conv2d(f64(y), f64(w2)).numpy(), out.astype(np.float64), m3, lo3,
+                             hi3, b3.astype(np.float64)[None, :, None, None], res.astype(np.float64))
+    rows = rows or lib.etmlir_uk_panel_rows()
+    p1, p1_base = aligned_copy(pack_rows(w1.reshape(cx, cin), rows), misalign)
+    p2, p2_base = aligned_copy(pack_rows(w2.reshape(cout, cx), rows), misalign)
+    e1, e2, e3 = epilogue(m1, lo1, hi1, b1, None), epilogue(m2, lo2, hi2, b2, None), epilogue(m3, lo3, hi3, b3, res)
+    e2.pad_top, e2.pad_left = top, left
+    dx, dp1, dwd = descriptor(x, x_base), descriptor(p1, p1_base), descriptor(wd, wd_base)
+    dp2, do = descriptor(p2, p2_base), descriptor(out, out_base)
+    lib._mlir_ciface_etmlir_uk_inverted_residual_ep(ctypes.byref(dx), ctypes.byref(dp1), ctypes.byref(e1),
+                                                    ctypes.byref(dwd), s, s, ctypes.byref(e2), ctypes.byref(dp2),
+                                                    ctypes.byref(do), ctypes.byref(e3))
+    # Three products in a row: the wide sums (cx terms of values the earlier steps rounded) set the tolerance.
+    np.testing.assert_allclose(out, want, **tol(cx * k * k))
+
+
+@pytest.mark.parametrize("case", INVERTED_RESIDUAL)
+@pytest.mark.parametrize("modes", IR_MODES)
+def test_inverted_residual_matches_reference(lib, case, modes):
+    _check_inverted_residual(lib, case, modes)
+
+
+def test_inverted_residual_with_other_panels_is_still_right(lib):
+    """Panels of another height, misaligned (the compiler never makes them): the three kernels in turn."""
+    _check_inverted_residual(lib, INVERTED_RESIDUAL[0], IR_MODES[0], rows=5, misalign=3)
+
+
+@pytest.mark.parametrize("threads,chunks", [(2, 2), (3, 3), (4, 2)])
+def test_inverted_residual_split_over_threads(lib, threads, chunks):
+    """Runs of bands as tasks (each starting with the rows it shares with the run before, expanded again),
+    run last first: the same result as one thread."""
+    calls: list[int] = []
+    pool = reversed_pool(chunks, calls)
+    lib.etmlir_cpu_set_parallel(ctypes.cast(pool, ctypes.c_void_p), None, threads)
+    for case in INVERTED_RESIDUAL[:2]:
+        _check_inverted_residual(lib, case, IR_MODES[0])
+    assert calls and min(calls) >= 2

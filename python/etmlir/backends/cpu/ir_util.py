@@ -53,6 +53,23 @@ def uncast(value: ir.Value) -> ir.Value:
     return value
 
 
+def block_ops(op: ir.Operation) -> list[ir.Operation]:
+    """The ops of the block holding `op`, in order."""
+    for region in op.parent.regions:
+        for block in region.blocks:
+            ops = [o.operation for o in block.operations]
+            if op in ops:
+                return ops
+    return [op]
+
+
+def constant_int(value: ir.Value) -> int | None:
+    """The integer an arith.constant defines (a kernel call's stride, window or mode), else None."""
+    if isinstance(value.owner, ir.Block) or value.owner.operation.name != "arith.constant":
+        return None
+    return ir.IntegerAttr(value.owner.operation.attributes["value"]).value
+
+
 def declare_function(module: ir.Module | ir.Operation, name: str, inputs: list[ir.Type]) -> None:
     """Declare `func.func private @name(inputs)` (no results) in `module`, unless a symbol of that name exists:
     the C functions the generated code calls (microkernels, the payload's region and failure hooks)."""

@@ -10,6 +10,8 @@
       --et-cpu-attention--> attention (kept whole) as calls of the fused attention kernel
       --et-cpu-bufferize--> memrefs, results as out-parameters
       --et-cpu-microkernels--> contractions as calls of the C microkernels
+      --et-cpu-pack-weights--> constant weights packed into the microkernels' panels at compile time
+      --et-cpu-fuse-inverted-residual--> 1x1 -> depthwise -> 1x1 chains as one banded kernel call
       --et-cpu-approximate-math--> exp/tanh/erf as arithmetic, reductions reassociable (so loops vectorize)
       --et-cpu-trace-regions--> each piece of compute bracketed as a region the tracer times
       --et-cpu-report-failures--> run-time checks return errors instead of aborting
@@ -89,7 +91,8 @@ def pipeline(*, microkernels: bool = True, trace_regions: bool = True, panels: t
     if microkernels:
         options = ([f"panel-rows={panels[0]}", f"panel-width={panels[1]}"] if panels else []) + \
             ([] if winograd else ["winograd=false"])
-        passes += ["et-cpu-microkernels", f"et-cpu-pack-weights{{{' '.join(options)}}}" if options else "et-cpu-pack-weights"]
+        passes += ["et-cpu-microkernels", f"et-cpu-pack-weights{{{' '.join(options)}}}" if options else "et-cpu-pack-weights",
+                   "et-cpu-fuse-inverted-residual"]
     passes.append("et-cpu-approximate-math")
     if trace_regions:
         passes.append("et-cpu-trace-regions")

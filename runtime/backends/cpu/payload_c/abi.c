@@ -114,6 +114,23 @@ void etmlir_uk_depthwise_conv2d_nchw_chw_ep(D4_ARGS(i_), D3_ARGS(f_), D4_ARGS(o_
   _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(&in, &filter, &out, sh, sw, dh, dw, &ep);
 }
 
+/* The inverted-residual block: each step's operands, then its epilogue's bias, mode and bounds (the
+ * depthwise step's padding after them; the projection's residual before its mode). */
+void etmlir_uk_inverted_residual_ep(D4_ARGS(i_), D3_ARGS(p1_), D1_ARGS(b1_), int64_t mode1, float lo1, float hi1,
+                                    D3_ARGS(f_), int64_t sh, int64_t sw, D1_ARGS(b2_), int64_t mode2, float lo2,
+                                    float hi2, int64_t pad_top, int64_t pad_left, D3_ARGS(p2_), D4_ARGS(o_),
+                                    D1_ARGS(b3_), D4_ARGS(r_), int64_t mode3, float lo3, float hi3) {
+  etmlir_memref4d_f32 in = D4_MAKE(i_), out = D4_MAKE(o_), r = D4_MAKE(r_);
+  etmlir_memref3d_f32 p1 = D3_MAKE(p1_), filter = D3_MAKE(f_), p2 = D3_MAKE(p2_);
+  (void)b1_alloc, (void)b1_size, (void)b2_alloc, (void)b2_size;
+  etmlir_epilogue e1 = {mode1, lo1, hi1, b1_ptr + b1_off, b1_stride, NULL, {0}, 0, 0};
+  etmlir_epilogue e2 = {mode2, lo2, hi2, b2_ptr + b2_off, b2_stride, NULL, {0}, pad_top, pad_left};
+  int64_t mode = mode3;
+  float lo = lo3, hi = hi3;
+  EP_MAKE(b3_, r, 4);
+  _mlir_ciface_etmlir_uk_inverted_residual_ep(&in, &p1, &e1, &filter, sh, sw, &e2, &p2, &out, &ep);
+}
+
 /* Attention: the scale and whether it is causal after the operands (attention.c). The boolean
  * mask is an i1 memref, one byte per element. */
 #define D3U8_ARGS(p)                                                                                       \

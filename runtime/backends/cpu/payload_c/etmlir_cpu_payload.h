@@ -185,6 +185,15 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_nchw_fchw_ep(etmlir_memref4
 ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(
     etmlir_memref4d_f32* in, etmlir_memref3d_f32* filter, etmlir_memref4d_f32* out, int64_t stride_h,
     int64_t stride_w, int64_t dilation_h, int64_t dilation_w, const etmlir_epilogue* ep);
+/* An inverted-residual block (MobileNetV2's) as one call: x = pointwise(in) under e1, with p1 the 1x1
+ * filter's panels as the packed convolution's; y = depthwise(x) under e2 (filter [C, KH, KW], stride, its
+ * padding e2->pad_top / pad_left); out = pointwise(y) under e3 (p2's panels; e3's residual may be the block's
+ * input). x and y never reach memory whole: the kernel runs over bands of output rows, each band's rows of x
+ * and y in cache. e1 and e2 take no residual and set their output (init zero or bias). */
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_inverted_residual_ep(
+    etmlir_memref4d_f32* in, etmlir_memref3d_f32* p1, const etmlir_epilogue* e1, etmlir_memref3d_f32* dwf,
+    int64_t stride_h, int64_t stride_w, const etmlir_epilogue* e2, etmlir_memref3d_f32* p2, etmlir_memref4d_f32* out,
+    const etmlir_epilogue* e3);
 /* Max pooling (NCHW): out = max(out, the window), a NaN winning as in eager; window taps outside the
  * input (pad_top / pad_left before it, and past its end) are skipped, as a -inf padding would be. */
 ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_max_pool2d(etmlir_memref4d_f32* in, etmlir_memref4d_f32* out,

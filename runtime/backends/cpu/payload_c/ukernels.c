@@ -3027,6 +3027,239 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Inverted residual: expand (1x1), depthwise, project (1x1) over bands of output rows         */
+/* ------------------------------------------------------------------------------------------ */
+
+/* MobileNetV2's blocks at 112x112 and 56x56 expand 16 or 24 channels to 96 or 144: 1.8 to 4.8 MB that
+ * the depthwise convolution reads back and writes again for the projection, each pass from memory
+ * (the core's L2 is 1-2 MB). Over bands of a few output rows, the band's expanded rows and its depthwise
+ * output stay in L2 between the three steps; a band keeps the expanded rows the next one shares with it
+ * (the window's overlap), so nothing is computed twice except at the start of each task's run of
+ * bands. */
+enum {
+  /* Smaller expanded tensors stay in L2 anyway: the three steps run one after the other, each split
+   * over the threads itself (a band split gives a 14x14 block too few bands per thread). */
+  IR_MIN_BYTES = 1 << 20,
+  /* A band's expanded rows and depthwise output together, beside the expansion's packed B block. */
+  IR_BAND_BYTES = 512 << 10,
+  /* Runs of bands per thread (each a task claimed at run time; each run computes its first band's
+   * overlap rows again). */
+  IR_RUNS_PER_THREAD = 2,
+};
+
+typedef struct {
+  const float* in;
+  int64_t is[4];
+  const float *p1, *dwf, *p2; /* expansion and projection panels (native), depthwise filter [C, KH, KW] */
+  int64_t fs[3];
+  const etmlir_epilogue *e1, *e2, *e3;
+  float* out;
+  int64_t os[4];
+  int64_t Cin, Cx, Cout, H, W, OH, OW, KH, KW, sh, sw, pad_t, pad_l;
+  int64_t R;    /* output rows per band */
+  int64_t cap;  /* expanded rows a band holds: sh (R - 1) + KH */
+  int64_t runs; /* tasks per image, each a contiguous run of bands */
+  int edges_in_kernel;
+  int64_t e_floats, d_floats, pad_floats, slot_floats;
+  float* scratch;
+} ir_job;
+
+/* Expanded rows [r0, r1) of image n into dst ([Cx][cap][W], dst at the first of them). */
+static void ir_expand(const ir_job* j, int64_t n, int64_t r0, int64_t r1, float* dst, float* gemm_scratch) {
+  gemm_problem g;
+  memset(&g, 0, sizeof(g));
+  g.M = j->Cx;
+  g.N = (r1 - r0) * j->W;
+  g.K = j->Cin;
+  g.a = view2(j->p1, j->Cin, 1);
+  g.a_packed = j->p1;
+  g.b.m = view2(j->in + n * j->is[0] + r0 * j->is[2], j->is[1], 1);
+  g.c = dst;
+  g.rsc = j->cap * j->W;
+  g.csc = 1;
+  g.e = conv_row_epilogue(j->e1, n, 0);
+  blocking bl = choose_blocking(&g);
+  gemm_range(&g, &bl, 0, g.M, 0, g.N, gemm_scratch);
+}
+
+static void ir_body(void* arg, int64_t t, int slot) {
+  const ir_job* j = (const ir_job*)arg;
+  int64_t n = t / j->runs, b0, b1;
+  split_range(CEIL_DIV(j->OH, j->R), j->runs, 1, t % j->runs, &b0, &b1);
+  float* e = j->scratch + slot * j->slot_floats; /* expanded rows [held0, held1), channel c at c * cap * W */
+  float* d = e + j->e_floats;                    /* the band's depthwise output [Cx][R][OW] */
+  float* padded = d + j->d_floats;               /* a padded plane (depthwise kernels without edges) */
+  float* gemm_scratch = padded + j->pad_floats;
+  int64_t held0 = 0, held1 = 0, plane = j->cap * j->W;
+  for (int64_t b = b0; b < b1; b++) {
+    int64_t o0 = b * j->R, o1 = MIN(j->OH, o0 + j->R), top = o0 * j->sh - j->pad_t;
+    /* Input rows the band's windows read, inside the image (the rest is padding). */
+    int64_t i0 = MIN(j->H, MAX(0, top)), i1 = MIN(j->H, MAX(i0, (o1 - 1) * j->sh - j->pad_t + j->KH));
+    int64_t have = i0;
+    if (held1 > i0 && held0 <= i0) { /* rows the last band expanded: moved to the front */
+      if (i0 > held0)
+        for (int64_t c = 0; c < j->Cx; c++)
+          memmove(e + c * plane, e + c * plane + (i0 - held0) * j->W, sizeof(float) * (size_t)((held1 - i0) * j->W));
+      have = held1;
+    }
+    if (i1 > have) ir_expand(j, n, have, i1, e + (have - i0) * j->W, gemm_scratch);
+    held0 = i0;
+    held1 = i1;
+
+    dw_job dj;
+    memset(&dj, 0, sizeof(dj));
+    dj.in = e;
+    dj.filter = j->dwf;
+    dj.out = d;
+    dj.C = j->Cx;
+    dj.OH = o1 - o0;
+    dj.OW = j->OW;
+    dj.KH = j->KH;
+    dj.KW = j->KW;
+    dj.IW = j->W;
+    dj.is[1] = plane;
+    dj.is[2] = j->W;
+    dj.is[3] = 1;
+    for (int i = 0; i < 3; i++) dj.fs[i] = j->fs[i];
+    dj.os[1] = j->R * j->OW;
+    dj.os[2] = j->OW;
+    dj.os[3] = 1;
+    dj.sh = j->sh;
+    dj.sw = j->sw;
+    dj.dh = dj.dw = 1;
+    dj.tasks = 1;
+    dj.planes = j->Cx;
+    dj.ep = j->e2;
+    dj.IH = i1 - i0;
+    dj.in_w = j->W;
+    dj.pad_t = i0 - top;
+    dj.pad_l = j->pad_l;
+    dj.PH = (dj.OH - 1) * j->sh + j->KH;
+    dj.PW = (j->OW - 1) * j->sw + j->KW;
+    dj.edges_in_kernel = j->edges_in_kernel;
+    dj.scratch = j->edges_in_kernel ? NULL : padded;
+    dw_job_body(&dj, 0, 0);
+
+    gemm_problem g;
+    memset(&g, 0, sizeof(g));
+    g.M = j->Cout;
+    g.N = (o1 - o0) * j->OW;
+    g.K = j->Cx;
+    g.a = view2(j->p2, j->Cx, 1);
+    g.a_packed = j->p2;
+    g.b.m = view2(d, j->R * j->OW, 1);
+    g.c = j->out + n * j->os[0] + o0 * j->OW;
+    g.rsc = j->os[1];
+    g.csc = 1;
+    g.e = conv_row_epilogue(j->e3, n, o0);
+    blocking bl = choose_blocking(&g);
+    gemm_range(&g, &bl, 0, g.M, 0, g.N, gemm_scratch);
+  }
+}
+
+/* Panels et-cpu-pack-weights made for these kernels: [ceil(F / UK_MR), K, UK_MR], contiguous, aligned. */
+static int native_panels(const etmlir_memref3d_f32* p, int64_t K) {
+  return p->sizes[1] == K && p->sizes[2] == UK_MR && p->strides[2] == 1 && p->strides[1] == UK_MR &&
+         p->strides[0] == K * UK_MR && ((uintptr_t)(p->aligned + p->offset) & 63) == 0;
+}
+
+/* An epilogue for an intermediate the block owns: it sets the whole tensor (no residual, and an init
+ * that does not read the tensor's old value, which only the unfused path could give). */
+static int ir_sets_all(const etmlir_epilogue* ep) {
+  return ep && !(ep->mode & ETMLIR_EP_RESIDUAL) && (ep->mode & ETMLIR_EP_INIT_MASK) != ETMLIR_EP_INIT_OUTPUT;
+}
+
+ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_inverted_residual_ep(
+    etmlir_memref4d_f32* in, etmlir_memref3d_f32* p1, const etmlir_epilogue* e1, etmlir_memref3d_f32* dwf,
+    int64_t stride_h, int64_t stride_w, const etmlir_epilogue* e2, etmlir_memref3d_f32* p2, etmlir_memref4d_f32* out,
+    const etmlir_epilogue* e3) {
+  int64_t nb = out->sizes[0], Cin = in->sizes[1], H = in->sizes[2], W = in->sizes[3];
+  int64_t Cx = dwf->sizes[0], KH = dwf->sizes[1], KW = dwf->sizes[2], Cout = out->sizes[1];
+  int64_t OH = out->sizes[2], OW = out->sizes[3];
+  if (nb <= 0 || Cout <= 0 || OH <= 0 || OW <= 0) return;
+  const int64_t* rs = e3 ? e3->res_strides : NULL;
+  int fused = (double)Cx * (double)H * (double)W * sizeof(float) >= IR_MIN_BYTES && ir_sets_all(e1) &&
+              ir_sets_all(e2) && native_panels(p1, Cin) && native_panels(p2, Cx) && in->strides[3] == 1 &&
+              in->strides[2] == W && out->strides[3] == 1 && out->strides[2] == OW &&
+              (!e3 || !(e3->mode & ETMLIR_EP_RESIDUAL) || rs[2] == OW * rs[3]);
+  if (!fused) {
+    /* The three kernels in turn, over whole tensors of scratch. */
+    float* x = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(nb * Cx * H * W));
+    float* y = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(nb * Cx * OH * OW));
+    if (!ir_sets_all(e1)) memset(x, 0, sizeof(float) * (size_t)(nb * Cx * H * W));
+    if (!ir_sets_all(e2)) memset(y, 0, sizeof(float) * (size_t)(nb * Cx * OH * OW));
+    etmlir_memref4d_f32 xm = {x, x, 0, {nb, Cx, H, W}, {Cx * H * W, H * W, W, 1}};
+    etmlir_memref4d_f32 ym = {y, y, 0, {nb, Cx, OH, OW}, {Cx * OH * OW, OH * OW, OW, 1}};
+    _mlir_ciface_etmlir_uk_conv2d_packed_ep(in, p1, &xm, 1, 1, 1, 1, 1, 1, e1);
+    _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(&xm, dwf, &ym, stride_h, stride_w, 1, 1, e2);
+    _mlir_ciface_etmlir_uk_conv2d_packed_ep(&ym, p2, out, 1, 1, 1, 1, 1, 1, e3);
+    etmlir_cpu_scratch_free(y);
+    etmlir_cpu_scratch_free(x);
+    return;
+  }
+  ir_job j;
+  memset(&j, 0, sizeof(j));
+  j.in = in->aligned + in->offset;
+  j.p1 = p1->aligned + p1->offset;
+  j.dwf = dwf->aligned + dwf->offset;
+  j.p2 = p2->aligned + p2->offset;
+  j.out = out->aligned + out->offset;
+  for (int i = 0; i < 4; i++) j.is[i] = in->strides[i];
+  for (int i = 0; i < 4; i++) j.os[i] = out->strides[i];
+  for (int i = 0; i < 3; i++) j.fs[i] = dwf->strides[i];
+  j.e1 = e1;
+  j.e2 = e2;
+  j.e3 = e3;
+  j.Cin = Cin;
+  j.Cx = Cx;
+  j.Cout = Cout;
+  j.H = H;
+  j.W = W;
+  j.OH = OH;
+  j.OW = OW;
+  j.KH = KH;
+  j.KW = KW;
+  j.sh = stride_h;
+  j.sw = stride_w;
+  j.pad_t = e2->pad_top;
+  j.pad_l = e2->pad_left;
+  /* The most rows whose expanded input and depthwise output fit the band budget (at least one). */
+  int64_t row_floats = Cx * (stride_h * W + OW);
+  j.R = MAX(1, MIN(OH, ((int64_t)IR_BAND_BYTES / 4 - Cx * (KH - stride_h) * W) / MAX(1, row_floats)));
+  int nt = etmlir_cpu_num_threads();
+  int64_t bands = CEIL_DIV(OH, j.R);
+  j.runs = nt > 1 ? MIN(bands, (int64_t)IR_RUNS_PER_THREAD * nt) : 1;
+  j.cap = stride_h * (j.R - 1) + KH;
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+  j.edges_in_kernel = KH == 3 && KW == 3 && stride_h == stride_w && (stride_w == 1 || stride_w == 2);
+#endif
+  j.e_floats = CEIL_DIV(Cx * j.cap * W, 16) * 16;
+  j.d_floats = CEIL_DIV(Cx * j.R * OW, 16) * 16;
+  j.pad_floats = j.edges_in_kernel ? 0 : CEIL_DIV(j.cap * ((OW - 1) * stride_w + KW), 16) * 16;
+  /* GEMM scratch for the largest band of each product (the expansion's first band has the most rows). */
+  gemm_problem g;
+  memset(&g, 0, sizeof(g));
+  g.M = Cx;
+  g.N = j.cap * W;
+  g.K = Cin;
+  g.a_packed = j.p1;
+  g.b.m = view2(j.in, j.is[1], 1);
+  blocking b1 = choose_blocking(&g);
+  g.M = Cout;
+  g.N = j.R * OW;
+  g.K = Cx;
+  g.a_packed = j.p2;
+  g.b.m = view2(j.in, j.R * OW, 1);
+  blocking b2 = choose_blocking(&g);
+  j.slot_floats = j.e_floats + j.d_floats + j.pad_floats +
+                  CEIL_DIV(MAX(b1.a_floats + b1.b_floats, b2.a_floats + b2.b_floats), 16) * 16;
+  int64_t tasks = nb * j.runs;
+  j.scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(j.slot_floats * etmlir_cpu_task_slots(tasks)));
+  etmlir_cpu_parallel_tasks(tasks, ir_body, &j);
+  etmlir_cpu_scratch_free(j.scratch);
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Max pooling: one (image, channel) plane at a time                                          */
 /* ------------------------------------------------------------------------------------------ */
 

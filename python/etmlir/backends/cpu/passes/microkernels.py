@@ -51,7 +51,7 @@ from __future__ import annotations
 from torch_mlir import ir
 
 from etmlir.backends.cpu import epilogue
-from etmlir.backends.cpu.ir_util import declare_function
+from etmlir.backends.cpu.ir_util import block_ops, declare_function
 from etmlir.passes.registry import register_pass
 
 # linalg op -> (kernel, operand ranks, names of i64 attribute pairs passed after the operands)
@@ -162,23 +162,13 @@ def _erase_dead_buffer(buffer: ir.Value) -> None:
 
 def _move_uses_after(call: ir.Operation, old: ir.Value, new: ir.Value) -> None:
     """The ops after `call` use `new` where they used `old`; `old` is freed right after `call`."""
-    ops = _block_ops(call)
+    ops = block_ops(call)
     for later in ops[ops.index(call) + 1:]:
         for i, value in enumerate(list(later.operands)):
             if value == old:
                 later.operands[i] = new
     with call.location, ir.InsertionPoint.after(call):
         ir.Operation.create("memref.dealloc", operands=[old])
-
-
-def _block_ops(op: ir.Operation) -> list[ir.Operation]:
-    """The ops of the block holding `op`, in order."""
-    for region in op.parent.regions:
-        for block in region.blocks:
-            ops = [o.operation for o in block.operations]
-            if op in ops:
-                return ops
-    return [op]
 
 
 def use_microkernels(module: ir.Module | ir.Operation) -> dict[str, int]:
@@ -202,7 +192,7 @@ def use_microkernels(module: ir.Module | ir.Operation) -> dict[str, int]:
         i64, f32 = ir.IntegerType.get_signless(64), ir.F32Type.get()
         for op in targets:
             name = op.name
-            ops = _block_ops(op)
+            ops = block_ops(op)
             at = ops.index(op.operation)
             if name == POOLING:
                 declared[POOL_KERNEL] = _max_pool_call(op, ops, at)

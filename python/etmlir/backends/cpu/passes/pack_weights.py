@@ -64,7 +64,7 @@ import dataclasses
 import numpy as np
 from torch_mlir import ir
 
-from etmlir.backends.cpu.ir_util import declare_function, identity_layout, uncast
+from etmlir.backends.cpu.ir_util import constant_int, declare_function, identity_layout, uncast
 from etmlir.backends.cpu.passes.externalize_weights import global_bytes
 from etmlir.backends.cpu.passes.microkernels import cast_dynamic, constant, dynamic_memref, no_bias
 from etmlir.executable.serialize import resource_blobs, resource_key
@@ -186,12 +186,6 @@ def _static_shape(value: ir.Value) -> list[int | None]:
     return [t.shape[i] if not t.is_dynamic_dim(i) else None for i in range(t.rank)]
 
 
-def _constant_int(value: ir.Value) -> int | None:
-    if isinstance(value.owner, ir.Block) or value.owner.operation.name != "arith.constant":
-        return None
-    return ir.IntegerAttr(value.owner.operation.attributes["value"]).value
-
-
 def winograd_tile(call: ir.Operation, shape: list[int],
                   min_channels: tuple[int, int] = (WINOGRAD_MIN_CHANNELS, WINOGRAD_2_CHANNELS)) -> int:
     """The output tile m (4 or 2) a convolution call (filter `shape`) goes through Winograd F(m x m, 3x3)
@@ -211,7 +205,7 @@ def winograd_tile(call: ir.Operation, shape: list[int],
     AVX-512): 22.7 -> 21.8 ms at 1 thread, 12.5 -> 12.0 ms at 2, and a 78 MB `.pte` instead of 100. So
     F(2x2) needs WINOGRAD_2_MIN_TILES (25, a 9x9 output)."""
     f, c, kh, kw = shape
-    if (kh, kw) != (3, 3) or any(_constant_int(call.operands[i]) != 1 for i in range(3, 7)):
+    if (kh, kw) != (3, 3) or any(constant_int(call.operands[i]) != 1 for i in range(3, 7)):
         return 0
     out = _static_shape(call.operands[2])
     if out[2] is None or out[3] is None:
