@@ -2599,7 +2599,8 @@ UK_INLINE __mmask16 dw_cols_in(int64_t c, int64_t IW) {
 
 /* R rows of a 3x3, stride-1 plane (output row 0 of these is the plane's row oh): NV vectors at output
  * columns ow[0..NV), under mask m unless full (full: no lane of any load outside the input). */
-UK_INLINE void dw3x3s1_vec(const int R, const int NV, const int full, const float* in, int64_t ish, float* out,
+UK_INLINE void dw3x3s1_vec(const int R, const int NV, const int full, const int rows_in, const float* in, int64_t ish,
+                           float* out,
                            int64_t osh, const int64_t ow[2], __mmask16 m, const __m512 w[9], const tile_ep* te,
                            int64_t oh, const dw_edges* g) {
   __mmask16 lm[2][3];
@@ -2613,7 +2614,7 @@ UK_INLINE void dw3x3s1_vec(const int R, const int NV, const int full, const floa
     for (int v = 0; v < NV; v++) acc[r][v] = dw_acc_start(te, out + r * osh + ow[v], m, full);
 #pragma GCC unroll 6
   for (int i = 0; i < R + 2; i++) {
-    if (i < g->i_lo || i >= g->i_hi) continue;
+    if (!rows_in && (i < g->i_lo || i >= g->i_hi)) continue;
 #pragma GCC unroll 2
     for (int v = 0; v < NV; v++) {
       const float* row = in + i * ish + ow[v] - g->pad_l;
@@ -2646,7 +2647,8 @@ UK_INLINE void dw3x3s1_vec(const int R, const int NV, const int full, const floa
 /* R rows of a 3x3, stride-2 plane; NV vectors at output columns ow[0..NV), n valid columns each (16
  * when full). Even/odd input columns come from two-source permutes of two loads: output column
  * ow + t reads input columns 2(ow + t) + {0, 1, 2}. */
-UK_INLINE void dw3x3s2_vec(const int R, const int NV, const int full, const float* in, int64_t ish, float* out,
+UK_INLINE void dw3x3s2_vec(const int R, const int NV, const int full, const int rows_in, const float* in, int64_t ish,
+                           float* out,
                            int64_t osh, const int64_t ow[2], int64_t n, const __m512 w[9], const tile_ep* te,
                            int64_t oh, const dw_edges* g) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -2671,7 +2673,7 @@ UK_INLINE void dw3x3s2_vec(const int R, const int NV, const int full, const floa
     for (int v = 0; v < NV; v++) acc[r][v] = dw_acc_start(te, out + r * osh + ow[v], m, full);
 #pragma GCC unroll 9
   for (int i = 0; i < 2 * R + 1; i++) {
-    if (i < g->i_lo || i >= g->i_hi) continue;
+    if (!rows_in && (i < g->i_lo || i >= g->i_hi)) continue;
 #pragma GCC unroll 2
     for (int v = 0; v < NV; v++) {
       const float* row = in + i * ish + 2 * ow[v] - g->pad_l;
@@ -2708,14 +2710,14 @@ UK_INLINE void dw3x3s2_vec(const int R, const int NV, const int full, const floa
 /* R rows of a 3x3 plane at stride S (1 or 2): full 16-column vectors, the last one overlapping its
  * neighbour, or one masked vector when OW < 16. A vector whose loads reach past the input's left or
  * right edge loads under masks. */
-UK_INLINE void dw3x3_rows(const int S, const int R, const float* in, int64_t ish, float* out, int64_t osh,
+UK_INLINE void dw3x3_rows(const int S, const int R, const int rows_in, const float* in, int64_t ish, float* out, int64_t osh,
                           int64_t OW, const __m512 w[9], const tile_ep* te, int64_t oh, const dw_edges* g) {
 #define DW3X3_VEC(NV, FULL, N)                                                                                \
   do {                                                                                                        \
     if (S == 1)                                                                                               \
-      dw3x3s1_vec(R, NV, FULL, in, ish, out, osh, ow, (FULL) ? (__mmask16)0xFFFF : mask16(N), w, te, oh, g); \
+      dw3x3s1_vec(R, NV, FULL, rows_in, in, ish, out, osh, ow, (FULL) ? (__mmask16)0xFFFF : mask16(N), w, te, oh, g); \
     else                                                                                                      \
-      dw3x3s2_vec(R, NV, FULL, in, ish, out, osh, ow, N, w, te, oh, g);                                      \
+      dw3x3s2_vec(R, NV, FULL, rows_in, in, ish, out, osh, ow, N, w, te, oh, g);                                      \
   } while (0)
   /* Input columns a full vector at output column o reads: [S o - pad_l, S o - pad_l + span). */
   const int64_t span = S == 1 ? 18 : 34;
@@ -2749,23 +2751,43 @@ UK_INLINE void dw3x3_rows(const int S, const int R, const float* in, int64_t ish
 
 /* 3x3, stride S (1 or 2) in both dims, dilation 1, unit-stride rows. With j->edges_in_kernel, `in` is
  * the unpadded input plane and the padding is read as zeros (no padded copy). */
-static void dw_plane_3x3(const dw_job* j, const int S, const float* in, const float* f, float* out,
-                         const tile_ep* te) {
+UK_INLINE void dw_plane_3x3_at(const dw_job* j, const int S, const float* in, const float* f, float* out,
+                                const tile_ep* te) {
   __m512 w[9];
   for (int kh = 0; kh < 3; kh++)
     for (int kw = 0; kw < 3; kw++) w[kh * 3 + kw] = _mm512_set1_ps(f[kh * j->fs[1] + kw * j->fs[2]]);
   int64_t ish = j->is[2], osh = j->os[2], oh = 0;
   dw_edges g = dw_edges_of(j, INT64_MAX / 4);
-#define DW3X3_PASS(R) \
-  dw3x3_rows(S, R, in + dw_pass_rows(&g, S, R, oh) * ish, ish, out + oh * osh, osh, j->OW, w, te, oh, &g)
-  for (; oh + 4 <= j->OH; oh += 4) DW3X3_PASS(4);
-  switch (j->OH - oh) {
-    case 3: DW3X3_PASS(3); break;
-    case 2: DW3X3_PASS(2); break;
-    case 1: DW3X3_PASS(1); break;
-    default: break;
+#define DW3X3_PASS(R, IN) dw3x3_rows(S, R, IN, src, ish, out + oh * osh, osh, j->OW, w, te, oh, &g)
+  for (; oh + 4 <= j->OH; oh += 4) {
+    const float* src = in + dw_pass_rows(&g, S, 4, oh) * ish;
+    /* Passes clear of the top and bottom edges (all but about two a plane) read every row unchecked. */
+    if (g.i_lo == 0 && g.i_hi == 3 * S + 3) {
+      DW3X3_PASS(4, 1);
+    } else {
+      DW3X3_PASS(4, 0);
+    }
+  }
+  if (oh < j->OH) {
+    int R = (int)(j->OH - oh);
+    const float* src = in + dw_pass_rows(&g, S, R, oh) * ish;
+    switch (R) {
+      case 3: DW3X3_PASS(3, 0); break;
+      case 2: DW3X3_PASS(2, 0); break;
+      default: DW3X3_PASS(1, 0); break;
+    }
   }
 #undef DW3X3_PASS
+}
+
+/* One build of the plane kernel per stride. */
+static void dw_plane_3x3(const dw_job* j, const int S, const float* in, const float* f, float* out,
+                         const tile_ep* te) {
+  if (S == 1) {
+    dw_plane_3x3_at(j, 1, in, f, out, te);
+  } else {
+    dw_plane_3x3_at(j, 2, in, f, out, te);
+  }
 }
 #endif
 
@@ -2814,7 +2836,8 @@ UK_INLINE __m256 dw_load8(const float* row, int t, const int full, __m256i m) {
 /* R output rows of 8 columns at ow (input column c = s ow - pad_l). full: all 8 columns, and no load
  * leaves the input row; else the first lanes of sm are stored, and m[q] masks the q-th load of a row
  * (columns c + 0, 1, 2 at stride 1; c + 0, 8, 2, 10 at stride 2) to the row. */
-UK_INLINE void dw3x3_vec8(const int R, const int s, const int full, const float* in, int64_t ish, int64_t c,
+UK_INLINE void dw3x3_vec8(const int R, const int s, const int full, const int rows_in, const float* in, int64_t ish,
+                          int64_t c,
                           const __m256i m[4], __m256i sm, const dw_edges* g, float* out, int64_t osh, int64_t ow,
                           const __m256 w[9], const tile_ep* te, int64_t oh) {
   __m256 acc[4];
@@ -2822,7 +2845,7 @@ UK_INLINE void dw3x3_vec8(const int R, const int s, const int full, const float*
   for (int r = 0; r < R; r++) acc[r] = dw_acc_start8(te, out + r * osh + ow, full, sm);
 #pragma GCC unroll 9
   for (int i = 0; i < s * (R - 1) + 3; i++) {
-    if (i < g->i_lo || i >= g->i_hi) continue;
+    if (!rows_in && (i < g->i_lo || i >= g->i_hi)) continue;
     const float* row = in + i * ish + c;
     __m256 x0, x1, x2;
     if (s == 1) {
@@ -2858,7 +2881,7 @@ UK_INLINE void dw3x3_vec8(const int R, const int s, const int full, const float*
 /* R output rows from the plane's row oh, 8 columns a vector (the last one partial); te: the plane's
  * epilogue in registers (NULL: accumulate). A vector whose loads reach past an edge of the input row,
  * or with fewer than 8 columns, loads and stores under masks. */
-UK_INLINE void dw3x3_rows8(const int R, const int s, const float* in, int64_t ish, const dw_edges* g, float* out,
+UK_INLINE void dw3x3_rows8(const int R, const int s, const int rows_in, const float* in, int64_t ish, const dw_edges* g, float* out,
                            int64_t osh, int64_t OW, const float wf[9], const tile_ep* te, int64_t oh) {
   __m256 w[9];
   for (int i = 0; i < 9; i++) w[i] = _mm256_set1_ps(wf[i]);
@@ -2867,10 +2890,10 @@ UK_INLINE void dw3x3_rows8(const int R, const int s, const float* in, int64_t is
     __m256i m[4];
     if (n == 8 && c >= 0 && c + (s == 1 ? 10 : 18) <= g->IW) {
       for (int q = 0; q < 4; q++) m[q] = _mm256_set1_epi32(-1); /* unused: plain loads */
-      dw3x3_vec8(R, s, 1, in, ish, c, m, m[0], g, out, osh, ow, w, te, oh);
+      dw3x3_vec8(R, s, 1, rows_in, in, ish, c, m, m[0], g, out, osh, ow, w, te, oh);
     } else {
       for (int q = 0; q < 4; q++) m[q] = dw_cols_in8(c + (s == 1 ? q : (q & 1) * 8 + (q & 2)), g->IW);
-      dw3x3_vec8(R, s, 0, in, ish, c, m, ukv_first(n), g, out, osh, ow, w, te, oh);
+      dw3x3_vec8(R, s, 0, rows_in, in, ish, c, m, ukv_first(n), g, out, osh, ow, w, te, oh);
     }
   }
 }
@@ -2884,14 +2907,21 @@ static void dw_plane_3x3_avx2(const dw_job* j, int s, const float* in, const flo
     for (int kw = 0; kw < 3; kw++) wf[kh * 3 + kw] = f[kh * j->fs[1] + kw * j->fs[2]];
   int64_t ish = j->is[2], osh = j->os[2], oh = 0;
   dw_edges g = dw_edges_of(j, j->IW);
-#define DW3X3_PASS8(R) \
-  dw3x3_rows8(R, s, in + dw_pass_rows(&g, s, R, oh) * ish, ish, &g, out + oh * osh, osh, j->OW, wf, te, oh)
+  /* Passes clear of the top and bottom edges read every row unchecked; each stride is its own build. */
+#define DW3X3_PASS8(R, S)                                                                      \
+  do {                                                                                         \
+    const float* src = in + dw_pass_rows(&g, S, R, oh) * ish;                                  \
+    if (g.i_lo == 0 && g.i_hi == S * (R - 1) + 3)                                              \
+      dw3x3_rows8(R, S, 1, src, ish, &g, out + oh * osh, osh, j->OW, wf, te, oh);              \
+    else                                                                                       \
+      dw3x3_rows8(R, S, 0, src, ish, &g, out + oh * osh, osh, j->OW, wf, te, oh);              \
+  } while (0)
   if (s == 1) {
-    for (; oh + 4 <= j->OH; oh += 4) DW3X3_PASS8(4);
-    for (; oh < j->OH; oh++) DW3X3_PASS8(1);
+    for (; oh + 4 <= j->OH; oh += 4) DW3X3_PASS8(4, 1);
+    for (; oh < j->OH; oh++) DW3X3_PASS8(1, 1);
   } else {
-    for (; oh + 2 <= j->OH; oh += 2) DW3X3_PASS8(2);
-    for (; oh < j->OH; oh++) DW3X3_PASS8(1);
+    for (; oh + 2 <= j->OH; oh += 2) DW3X3_PASS8(2, 2);
+    for (; oh < j->OH; oh++) DW3X3_PASS8(1, 2);
   }
 #undef DW3X3_PASS8
 }
