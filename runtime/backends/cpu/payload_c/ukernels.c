@@ -3072,8 +3072,8 @@ enum {
   IR_MIN_BYTES = 1 << 20,
   /* A band's expanded rows and depthwise output together, beside the expansion's packed B block. */
   IR_BAND_BYTES = 512 << 10,
-  /* Runs of bands per thread (each a task claimed at run time; each run computes its first band's
-   * overlap rows again). */
+  /* Runs per thread: each an equal share of the output rows in bands, a task claimed at run time; each
+   * run expands the rows its first band shares with the run before once more. */
   IR_RUNS_PER_THREAD = 2,
 };
 
@@ -3114,15 +3114,16 @@ static void ir_expand(const ir_job* j, int64_t n, int64_t r0, int64_t r1, float*
 
 static void ir_body(void* arg, int64_t t, int slot) {
   const ir_job* j = (const ir_job*)arg;
-  int64_t n = t / j->runs, b0, b1;
-  split_range(CEIL_DIV(j->OH, j->R), j->runs, 1, t % j->runs, &b0, &b1);
+  int64_t n = t / j->runs, r0, r1; /* the run's output rows, in bands of at most R */
+  split_range(j->OH, j->runs, 1, t % j->runs, &r0, &r1);
   float* e = j->scratch + slot * j->slot_floats; /* expanded rows [held0, held1), channel c at c * cap * W */
   float* d = e + j->e_floats;                    /* the band's depthwise output [Cx][R][OW] */
   float* padded = d + j->d_floats;               /* a padded plane (depthwise kernels without edges) */
   float* gemm_scratch = padded + j->pad_floats;
   int64_t held0 = 0, held1 = 0, plane = j->cap * j->W;
-  for (int64_t b = b0; b < b1; b++) {
-    int64_t o0 = b * j->R, o1 = MIN(j->OH, o0 + j->R), top = o0 * j->sh - j->pad_t;
+  int64_t rows = r1 > r0 ? CEIL_DIV(r1 - r0, CEIL_DIV(r1 - r0, j->R)) : 1; /* bands of equal height */
+  for (int64_t o0 = r0; o0 < r1; o0 += rows) {
+    int64_t o1 = MIN(r1, o0 + rows), top = o0 * j->sh - j->pad_t;
     /* Input rows the band's windows read, inside the image (the rest is padding). */
     int64_t i0 = MIN(j->H, MAX(0, top)), i1 = MIN(j->H, MAX(i0, (o1 - 1) * j->sh - j->pad_t + j->KH));
     int64_t have = i0;
@@ -3257,8 +3258,7 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_inverted_residual_ep(
   int64_t row_floats = Cx * (stride_h * W + OW);
   j.R = MAX(1, MIN(OH, ((int64_t)IR_BAND_BYTES / 4 - Cx * (KH - stride_h) * W) / MAX(1, row_floats)));
   int nt = etmlir_cpu_num_threads();
-  int64_t bands = CEIL_DIV(OH, j.R);
-  j.runs = nt > 1 ? MIN(bands, (int64_t)IR_RUNS_PER_THREAD * nt) : 1;
+  j.runs = nt > 1 ? MIN(OH, (int64_t)IR_RUNS_PER_THREAD * nt) : 1; /* equal shares of the rows */
   j.cap = stride_h * (j.R - 1) + KH;
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
   j.edges_in_kernel = KH == 3 && KW == 3 && stride_h == stride_w && (stride_w == 1 || stride_w == 2);
