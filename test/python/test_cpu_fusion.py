@@ -57,6 +57,21 @@ def _randomize_norms(model: nn.Module) -> None:
             m.bias.data.normal_(0, 0.3)
 
 
+def _matches_eager_at_1_and_2_threads(pte: bytes, model: nn.Module, x: torch.Tensor, atol: float,
+                                      rtol: float | None = None) -> None:
+    """The program's first output against eager's, run on 1 thread and on 2 (work split between them)."""
+    with torch.no_grad():
+        want = model(x).numpy()
+    previous = rt.cpu_threads()
+    try:
+        for threads in (1, 2):
+            rt.set_cpu_threads(threads)
+            got = rt.load(pte).method("forward")(x.numpy())[0]
+            np.testing.assert_allclose(np.asarray(got), want, atol=atol, rtol=atol if rtol is None else rtol)
+    finally:
+        rt.set_cpu_threads(previous)
+
+
 class BasicBlock(nn.Module):
     """ResNet's block: conv-BN-ReLU, conv-BN, plus the input, ReLU (the residual add and the ReLU
     become the second convolution's epilogue)."""
@@ -195,16 +210,7 @@ def test_inverted_residual_over_row_bands(kernel_calls, stride, kernel):
     x = torch.randn(1, 16, 48, 60)
     pte = etmlir.to_edge(etmlir.export(model, (x,))).to_backend(backends.partitioner("cpu")).to_executorch().buffer
     assert kernel_calls["etmlir_uk_inverted_residual_ep"] == 1 and _convolutions(kernel_calls) == 0, kernel_calls
-    with torch.no_grad():
-        want = model(x).numpy()
-    previous = rt.cpu_threads()
-    try:
-        for threads in (1, 2):
-            rt.set_cpu_threads(threads)
-            got = rt.load(pte).method("forward")(x.numpy())[0]
-            np.testing.assert_allclose(np.asarray(got), want, atol=1e-4, rtol=1e-4)
-    finally:
-        rt.set_cpu_threads(previous)
+    _matches_eager_at_1_and_2_threads(pte, model, x, atol=1e-4)
 
 
 @pytest.mark.parametrize("activation", [nn.ReLU(), nn.ReLU6(), nn.Hardtanh(-0.5, 0.25), nn.Identity()])
@@ -276,16 +282,7 @@ def test_packed_filters_match_eager(kernel_calls):
     x = torch.randn(2, 3, 37, 33)
     program = etmlir.to_edge(etmlir.export(model, (x,))).to_backend(backends.partitioner("cpu"))
     assert kernel_calls["etmlir_uk_conv2d_packed_ep"] == 5 and kernel_calls["etmlir_uk_conv2d_nchw_fchw_ep"] == 0
-    pte = program.to_executorch().buffer
-    with torch.no_grad():
-        want = model(x).numpy()
-    previous = rt.cpu_threads()
-    try:
-        for threads in (1, 2):
-            rt.set_cpu_threads(threads)
-            np.testing.assert_allclose(rt.load(pte).method("forward")(x.numpy())[0], want, atol=1e-3, rtol=1e-4)
-    finally:
-        rt.set_cpu_threads(previous)
+    _matches_eager_at_1_and_2_threads(program.to_executorch().buffer, model, x, atol=1e-3, rtol=1e-4)
 
 
 class WideBlocks(nn.Module):
