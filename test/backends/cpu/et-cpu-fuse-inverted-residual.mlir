@@ -200,6 +200,44 @@ func.func @dilated(%arg0: memref<1x4x8x8xf32>, %p1: memref<2x4x14xf32>, %f: memr
 
 // -----
 
+// The projection writes the block's input in place: a band's output rows would overwrite input rows a later
+// band still reads. Left as it is.
+// CHECK-LABEL: func.func @in_place
+// CHECK-NOT: etmlir_uk_inverted_residual_ep
+!m4 = memref<?x?x?x?xf32, strided<[?, ?, ?, ?], offset: ?>>
+!m3 = memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>
+!m1 = memref<?xf32, strided<[?], offset: ?>>
+func.func private @etmlir_uk_conv2d_packed_ep(!m4, !m3, !m4, i64, i64, i64, i64, i64, i64, !m1, !m4, i64, f32, f32)
+func.func private @etmlir_uk_depthwise_conv2d_nchw_chw_ep(!m4, !m3, !m4, i64, i64, i64, i64, !m1, !m4, i64, f32, f32, i64, i64)
+func.func @in_place(%arg0: memref<1x4x8x8xf32>, %p1: memref<2x4x14xf32>, %f: memref<16x3x3xf32>, %p2: memref<1x16x14xf32>, %b1: memref<16xf32>, %b3: memref<4xf32>, %y: memref<1x4x8x8xf32>) {
+  %c1 = arith.constant 1 : i64
+  %cd = arith.constant 1 : i64
+  %m1 = arith.constant 146 : i64
+  %m2 = arith.constant 146 : i64
+  %m3 = arith.constant 10 : i64
+  %lo = arith.constant 0.0 : f32
+  %hi = arith.constant 6.0 : f32
+  %x = memref.cast %arg0 : memref<1x4x8x8xf32> to !m4
+  %pp1 = memref.cast %p1 : memref<2x4x14xf32> to !m3
+  %pp2 = memref.cast %p2 : memref<1x16x14xf32> to !m3
+  %ff = memref.cast %f : memref<16x3x3xf32> to !m3
+  %bb1 = memref.cast %b1 : memref<16xf32> to !m1
+  %bb3 = memref.cast %b3 : memref<4xf32> to !m1
+  %wide = memref.alloc() {alignment = 64 : i64} : memref<1x16x8x8xf32>
+  %e = memref.cast %wide : memref<1x16x8x8xf32> to !m4
+  call @etmlir_uk_conv2d_packed_ep(%x, %pp1, %e, %c1, %c1, %c1, %c1, %c1, %c1, %bb1, %e, %m1, %lo, %hi) : (!m4, !m3, !m4, i64, i64, i64, i64, i64, i64, !m1, !m4, i64, f32, f32) -> ()
+  %narrow = memref.alloc() {alignment = 64 : i64} : memref<1x16x8x8xf32>
+  %d = memref.cast %narrow : memref<1x16x8x8xf32> to !m4
+  call @etmlir_uk_depthwise_conv2d_nchw_chw_ep(%e, %ff, %d, %c1, %c1, %cd, %cd, %bb1, %d, %m2, %lo, %hi, %c1, %c1) : (!m4, !m3, !m4, i64, i64, i64, i64, !m1, !m4, i64, f32, f32, i64, i64) -> ()
+  memref.dealloc %wide : memref<1x16x8x8xf32>
+  %yy = memref.cast %arg0 : memref<1x4x8x8xf32> to !m4
+  call @etmlir_uk_conv2d_packed_ep(%d, %pp2, %yy, %c1, %c1, %c1, %c1, %c1, %c1, %bb3, %x, %m3, %lo, %hi) : (!m4, !m3, !m4, i64, i64, i64, i64, i64, i64, !m1, !m4, i64, f32, f32) -> ()
+  memref.dealloc %narrow : memref<1x16x8x8xf32>
+  return
+}
+
+// -----
+
 // The projection adds the depthwise output itself as its residual: left as it is.
 // CHECK-LABEL: func.func @residual_of_the_depthwise_output
 // CHECK-NOT: etmlir_uk_inverted_residual_ep

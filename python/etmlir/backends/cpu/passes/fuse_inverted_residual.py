@@ -158,8 +158,11 @@ def _chain(first: ir.Operation, ops: list[ir.Operation]) -> tuple[ir.Operation, 
     narrow = _chain_buffer(depthwise.operands[2], chain, ops)
     if wide is None or narrow is None or wide == narrow:
         return None
-    # The projection's own operands (output, residual) must be other buffers.
+    # The projection's own operands (output, residual) must be other buffers, and its output not the block's
+    # input: the fused call writes a band's output rows while later bands still read input rows above them.
     if any(uncast(project.operands[i]) in (wide, narrow) for i in (2, 10)):
+        return None
+    if epilogue.root(project.operands[2]) == epilogue.root(first.operands[0]):
         return None
     return chain
 
