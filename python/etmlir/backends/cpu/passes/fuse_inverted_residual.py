@@ -24,12 +24,16 @@ becomes
 
 The chain qualifies when both 1x1 convolutions have unit strides and
 dilations, the depthwise one is undilated with equal strides, the two wide
-buffers are allocations nothing else reads or writes, and their epilogues set
-them whole (an init of zero or the bias, no residual); between the first call
-and the last only bookkeeping ops (casts, constants, allocations, deallocs,
-globals) may stand, since the fused call runs where the last one was. The
-kernel decides at run time how to split it: below 1 MB of wide activations it
-runs the three kernels one after the other, as before.
+buffers are allocations whose contents only the chain reads (the
+bufferization may put an earlier or a later tensor there; the first later
+user must write the buffer whole), their epilogues set them whole (an init of
+zero or the bias, no residual), and the projection does not write the block's
+own input (a band's output rows would overwrite input rows the next band
+reads). Between the first call and the last only bookkeeping ops (casts,
+constants, allocations, deallocs, globals) may stand, since the fused call
+runs where the last one was. The kernel decides at run time how to split it:
+below 1 MiB of wide activations it runs the three kernels one after the
+other, as before.
 """
 
 from __future__ import annotations
