@@ -42,7 +42,7 @@ from torch_mlir import ir
 
 from etmlir.backends.cpu import epilogue
 from etmlir.backends.cpu.ir_util import block_ops, constant_int, declare_function, uncast
-from etmlir.backends.cpu.passes.microkernels import dynamic_memref
+from etmlir.backends.cpu.passes.microkernels import dynamic_memref, erase_dead_buffer
 from etmlir.passes.registry import register_pass
 
 PACKED = "etmlir_uk_conv2d_packed_ep"
@@ -93,22 +93,6 @@ def _writes_whole(op: ir.Operation, buffer: ir.Value) -> bool:
     mode = _MODE_OPERAND.get(_callee(op) or "")
     return (mode is not None and uncast(op.operands[2]) == buffer and _sets_whole(op.operands[mode])
             and all(uncast(v) != buffer for i, v in enumerate(op.operands) if i not in (2, mode - 1)))
-
-
-def _erase_if_unused(buffer: ir.Value) -> None:
-    """Erase `buffer`'s allocation with its casts and deallocs when nothing else uses it any more."""
-    if any(user.name != "memref.dealloc" for user in _users(buffer)):
-        return
-    ops: list[ir.Operation] = []
-    stack = [buffer]
-    while stack:
-        for use in stack.pop().uses:
-            ops.append(use.owner)
-            if use.owner.name == "memref.cast":
-                stack.append(use.owner.result)
-    for op in reversed(ops):
-        op.erase()
-    buffer.owner.erase()
 
 
 def _chain_buffer(value: ir.Value, chain: tuple[ir.Operation, ...], ops: list[ir.Operation]) -> ir.Value | None:
@@ -184,8 +168,8 @@ def _fuse(first: ir.Operation, depthwise: ir.Operation, project: ir.Operation) -
                             attributes={"callee": ir.FlatSymbolRefAttr.get(KERNEL)})
     for call in (project, depthwise, first):
         call.erase()
-    _erase_if_unused(wide)
-    _erase_if_unused(narrow)
+    erase_dead_buffer(wide)  # unless the bufferization put another tensor there too
+    erase_dead_buffer(narrow)
 
 
 def kernel_types() -> list[ir.Type]:

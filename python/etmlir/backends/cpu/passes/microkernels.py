@@ -141,7 +141,7 @@ def no_bias() -> ir.Value:
         "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 0])}).result, 1)
 
 
-def _erase_dead_buffer(buffer: ir.Value) -> None:
+def erase_dead_buffer(buffer: ir.Value) -> None:
     """An allocation left with only views, casts and deallocs of it (and of them): all of them go."""
     owner = buffer.owner
     if isinstance(owner, ir.Block) or owner.name != "memref.alloc":
@@ -241,11 +241,11 @@ def use_microkernels(module: ir.Module | ir.Operation) -> dict[str, int]:
                 fused.erase()
             op.erase()
             if fusion.dead_buffer is not None and (padding is None or fusion.dead_buffer != epilogue.root(padding.source)):
-                _erase_dead_buffer(fusion.dead_buffer)
+                erase_dead_buffer(fusion.dead_buffer)
             if padding is not None:
                 for fused in padding.erase:
                     fused.erase()
-                _erase_dead_buffer(padding.buffer)
+                erase_dead_buffer(padding.buffer)
             counts[kernel] = counts.get(kernel, 0) + 1
         for kernel, types in declared.items():
             declare_function(module, kernel, types)
@@ -270,9 +270,9 @@ def _max_pool_call(op: ir.Operation, ops: list[ir.Operation], at: int) -> list[i
         operands += [constant(i64, ir.IntegerAttr.get(i64, v)) for v in scalars]
         ir.Operation.create("func.call", operands=operands, attributes={"callee": ir.FlatSymbolRefAttr.get(POOL_KERNEL)})
     op.erase()
-    _erase_dead_buffer(window)
+    erase_dead_buffer(window)
     if padding is not None:
         for fused in padding.erase:
             fused.erase()
-        _erase_dead_buffer(padding.buffer)
+        erase_dead_buffer(padding.buffer)
     return [o.type for o in operands]
