@@ -1779,6 +1779,13 @@ enum {
   WINO_MAX_A = WINO_MAX_M + 2,
 };
 
+/* Panels et-cpu-pack-weights made for these kernels (packed filters, Winograd's U):
+ * [P, K, UK_MR], contiguous, aligned. */
+static int native_panels(const etmlir_memref3d_f32* p, int64_t K) {
+  return p->sizes[1] == K && p->sizes[2] == UK_MR && p->strides[2] == 1 && p->strides[1] == UK_MR &&
+         p->strides[0] == K * UK_MR && ((uintptr_t)(p->aligned + p->offset) & 63) == 0;
+}
+
 /* U packed: [E][ceil(F / UK_MR)][C][UK_MR], row f of U_e at (f / UK_MR, c, f % UK_MR), zero
  * padded past F. Floats per e: */
 static int64_t wino_u_floats(int64_t F, int64_t C) { return CEIL_DIV(F, UK_MR) * UK_MR * C; }
@@ -2306,7 +2313,7 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_winograd_ep(etmlir_memref4d
   const float* up = u->aligned + u->offset;
   const int64_t* us = u->strides;
   float* own_u = NULL;
-  if (!(H == UK_MR && us[2] == 1 && us[1] == H && us[0] == C * H && ((uintptr_t)up & 63) == 0)) {
+  if (!native_panels(u, C)) {
     /* Panels of another height, layout or alignment (the compiler does not make them): repacked. */
     int64_t ue = wino_u_floats(F, C);
     own_u = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(E * ue));
@@ -2457,8 +2464,7 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_conv2d_packed_ep(etmlir_memref4d_f
                                                                const etmlir_epilogue* ep) {
   int64_t F = out->sizes[1], K = panels->sizes[1], H = panels->sizes[2];
   conv_filter w = {panels->aligned + panels->offset, {0}, kh * kw > 0 ? K / (kh * kw) : 0, kh, kw, NULL};
-  if (H == UK_MR && panels->strides[2] == 1 && panels->strides[1] == H && panels->strides[0] == K * H &&
-      ((uintptr_t)w.p & 63) == 0) {
+  if (native_panels(panels, K)) {
     w.packed = w.p;
     conv2d(in, &w, out, stride_h, stride_w, dilation_h, dilation_w, ep);
     return;
@@ -2529,6 +2535,10 @@ UK_INLINE int64_t dw_pass_rows(dw_edges* g, int s, int R, int64_t oh) {
   g->i_hi = (int)MIN(s * (R - 1) + 3, g->IH - r0);
   return r0;
 }
+
+/* The pass dw_pass_rows last set up reads only rows inside the input (all but about two a plane): its
+ * kernels can skip the per-row check. */
+UK_INLINE int dw_pass_inside(const dw_edges* g, int s, int R) { return g->i_lo == 0 && g->i_hi == s * (R - 1) + 3; }
 
 /* The padded plane: zero outside the input, the input's rows (stride ish, ics) inside. */
 static void dw_pad_plane(const dw_job* j, const float* in, float* dst) {
@@ -2651,10 +2661,9 @@ static void dw_plane_flat(const dw_job* j, const float* in, const float* f, floa
 
 /* R rows of a 3x3, stride-1 plane (output row 0 of these is the plane's row oh): NV vectors at output
  * columns ow[0..NV), under mask m unless full (full: no lane of any load outside the input). */
-UK_INLINE void dw3x3s1_vec(const int R, const int NV, const int full, const int rows_in, const float* in, int64_t ish,
-                           float* out,
-                           int64_t osh, const int64_t ow[2], __mmask16 m, const __m512 w[9], const tile_ep* te,
-                           int64_t oh, const dw_edges* g) {
+UK_INLINE void dw3x3s1_vec(const int R, const int NV, const int full, const int rows_in, const float* in,
+                           int64_t ish, float* out, int64_t osh, const int64_t ow[2], __mmask16 m, const __m512 w[9],
+                           const tile_ep* te, int64_t oh, const dw_edges* g) {
   __mmask16 lm[2][3];
 #pragma GCC unroll 2
   for (int v = 0; v < NV; v++)
@@ -2699,10 +2708,9 @@ UK_INLINE void dw3x3s1_vec(const int R, const int NV, const int full, const int 
 /* R rows of a 3x3, stride-2 plane; NV vectors at output columns ow[0..NV), n valid columns each (16
  * when full). Even/odd input columns come from two-source permutes of two loads: output column
  * ow + t reads input columns 2(ow + t) + {0, 1, 2}. */
-UK_INLINE void dw3x3s2_vec(const int R, const int NV, const int full, const int rows_in, const float* in, int64_t ish,
-                           float* out,
-                           int64_t osh, const int64_t ow[2], int64_t n, const __m512 w[9], const tile_ep* te,
-                           int64_t oh, const dw_edges* g) {
+UK_INLINE void dw3x3s2_vec(const int R, const int NV, const int full, const int rows_in, const float* in,
+                           int64_t ish, float* out, int64_t osh, const int64_t ow[2], int64_t n, const __m512 w[9],
+                           const tile_ep* te, int64_t oh, const dw_edges* g) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   /* Loads at 2ow read relative columns < 2n; loads at 2ow + 2 read relative columns < 2n - 1. */
@@ -2762,14 +2770,16 @@ UK_INLINE void dw3x3s2_vec(const int R, const int NV, const int full, const int 
 /* R rows of a 3x3 plane at stride S (1 or 2): full 16-column vectors, the last one overlapping its
  * neighbour, or one masked vector when OW < 16. A vector whose loads reach past the input's left or
  * right edge loads under masks. */
-UK_INLINE void dw3x3_rows(const int S, const int R, const int rows_in, const float* in, int64_t ish, float* out, int64_t osh,
-                          int64_t OW, const __m512 w[9], const tile_ep* te, int64_t oh, const dw_edges* g) {
+UK_INLINE void dw3x3_rows(const int S, const int R, const int rows_in, const float* in, int64_t ish, float* out,
+                          int64_t osh, int64_t OW, const __m512 w[9], const tile_ep* te, int64_t oh,
+                          const dw_edges* g) {
 #define DW3X3_VEC(NV, FULL, N)                                                                                \
   do {                                                                                                        \
     if (S == 1)                                                                                               \
-      dw3x3s1_vec(R, NV, FULL, rows_in, in, ish, out, osh, ow, (FULL) ? (__mmask16)0xFFFF : mask16(N), w, te, oh, g); \
+      dw3x3s1_vec(R, NV, FULL, rows_in, in, ish, out, osh, ow, (FULL) ? (__mmask16)0xFFFF : mask16(N), w, te, \
+                  oh, g);                                                                                     \
     else                                                                                                      \
-      dw3x3s2_vec(R, NV, FULL, rows_in, in, ish, out, osh, ow, N, w, te, oh, g);                                      \
+      dw3x3s2_vec(R, NV, FULL, rows_in, in, ish, out, osh, ow, N, w, te, oh, g);                             \
   } while (0)
   /* Input columns a full vector at output column o reads: [S o - pad_l, S o - pad_l + span). */
   const int64_t span = S == 1 ? 18 : 34;
@@ -2813,8 +2823,7 @@ UK_INLINE void dw_plane_3x3_at(const dw_job* j, const int S, const float* in, co
 #define DW3X3_PASS(R, IN) dw3x3_rows(S, R, IN, src, ish, out + oh * osh, osh, j->OW, w, te, oh, &g)
   for (; oh + 4 <= j->OH; oh += 4) {
     const float* src = in + dw_pass_rows(&g, S, 4, oh) * ish;
-    /* Passes clear of the top and bottom edges (all but about two a plane) read every row unchecked. */
-    if (g.i_lo == 0 && g.i_hi == 3 * S + 3) {
+    if (dw_pass_inside(&g, S, 4)) {
       DW3X3_PASS(4, 1);
     } else {
       DW3X3_PASS(4, 0);
@@ -2888,10 +2897,9 @@ UK_INLINE __m256 dw_load8(const float* row, int t, const int full, __m256i m) {
 /* R output rows of 8 columns at ow (input column c = s ow - pad_l). full: all 8 columns, and no load
  * leaves the input row; else the first lanes of sm are stored, and m[q] masks the q-th load of a row
  * (columns c + 0, 1, 2 at stride 1; c + 0, 8, 2, 10 at stride 2) to the row. */
-UK_INLINE void dw3x3_vec8(const int R, const int s, const int full, const int rows_in, const float* in, int64_t ish,
-                          int64_t c,
-                          const __m256i m[4], __m256i sm, const dw_edges* g, float* out, int64_t osh, int64_t ow,
-                          const __m256 w[9], const tile_ep* te, int64_t oh) {
+UK_INLINE void dw3x3_vec8(const int R, const int s, const int full, const int rows_in, const float* in,
+                          int64_t ish, int64_t c, const __m256i m[4], __m256i sm, const dw_edges* g, float* out,
+                          int64_t osh, int64_t ow, const __m256 w[9], const tile_ep* te, int64_t oh) {
   __m256 acc[4];
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++) acc[r] = dw_acc_start8(te, out + r * osh + ow, full, sm);
@@ -2933,8 +2941,9 @@ UK_INLINE void dw3x3_vec8(const int R, const int s, const int full, const int ro
 /* R output rows from the plane's row oh, 8 columns a vector (the last one partial); te: the plane's
  * epilogue in registers (NULL: accumulate). A vector whose loads reach past an edge of the input row,
  * or with fewer than 8 columns, loads and stores under masks. */
-UK_INLINE void dw3x3_rows8(const int R, const int s, const int rows_in, const float* in, int64_t ish, const dw_edges* g, float* out,
-                           int64_t osh, int64_t OW, const float wf[9], const tile_ep* te, int64_t oh) {
+UK_INLINE void dw3x3_rows8(const int R, const int s, const int rows_in, const float* in, int64_t ish,
+                           const dw_edges* g, float* out, int64_t osh, int64_t OW, const float wf[9],
+                           const tile_ep* te, int64_t oh) {
   __m256 w[9];
   for (int i = 0; i < 9; i++) w[i] = _mm256_set1_ps(wf[i]);
   for (int64_t ow = 0; ow < OW; ow += 8) {
@@ -2959,11 +2968,11 @@ static void dw_plane_3x3_avx2(const dw_job* j, int s, const float* in, const flo
     for (int kw = 0; kw < 3; kw++) wf[kh * 3 + kw] = f[kh * j->fs[1] + kw * j->fs[2]];
   int64_t ish = j->is[2], osh = j->os[2], oh = 0;
   dw_edges g = dw_edges_of(j, j->IW);
-  /* Passes clear of the top and bottom edges read every row unchecked; each stride is its own build. */
+  /* Each stride is its own build, and so is a pass clear of the top and bottom edges. */
 #define DW3X3_PASS8(R, S)                                                                      \
   do {                                                                                         \
     const float* src = in + dw_pass_rows(&g, S, R, oh) * ish;                                  \
-    if (g.i_lo == 0 && g.i_hi == S * (R - 1) + 3)                                              \
+    if (dw_pass_inside(&g, S, R))                                                              \
       dw3x3_rows8(R, S, 1, src, ish, &g, out + oh * osh, osh, j->OW, wf, te, oh);              \
     else                                                                                       \
       dw3x3_rows8(R, S, 0, src, ish, &g, out + oh * osh, osh, j->OW, wf, te, oh);              \
@@ -3159,22 +3168,24 @@ typedef struct {
   float* scratch;
 } ir_job;
 
-/* Expanded rows [r0, r1) of image n into dst ([Cx][cap][W], dst at the first of them). */
-static void ir_expand(const ir_job* j, int64_t n, int64_t r0, int64_t r1, float* dst, float* gemm_scratch) {
+/* One of the block's 1x1 convolutions on one thread: c[M, N] (row stride rsc) = panels [M, K] times b[K, N]
+ * (row stride b_rs), under the epilogue e. */
+static void ir_pointwise(const float* panels, int64_t M, int64_t K, const float* b, int64_t b_rs, int64_t N,
+                         float* c, int64_t rsc, ep_view e, float* gemm_scratch) {
   gemm_problem g;
   memset(&g, 0, sizeof(g));
-  g.M = j->Cx;
-  g.N = (r1 - r0) * j->W;
-  g.K = j->Cin;
-  g.a = view2(j->p1, j->Cin, 1);
-  g.a_packed = j->p1;
-  g.b.m = view2(j->in + n * j->is[0] + r0 * j->is[2], j->is[1], 1);
-  g.c = dst;
-  g.rsc = j->cap * j->W;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.a = view2(panels, K, 1);
+  g.a_packed = panels;
+  g.b.m = view2(b, b_rs, 1);
+  g.c = c;
+  g.rsc = rsc;
   g.csc = 1;
-  g.e = conv_row_epilogue(j->e1, n, 0);
+  g.e = e;
   blocking bl = choose_blocking(&g);
-  gemm_range(&g, &bl, 0, g.M, 0, g.N, gemm_scratch);
+  gemm_range(&g, &bl, 0, M, 0, N, gemm_scratch);
 }
 
 static void ir_body(void* arg, int64_t t, int slot) {
@@ -3198,7 +3209,9 @@ static void ir_body(void* arg, int64_t t, int slot) {
           memmove(e + c * plane, e + c * plane + (i0 - held0) * j->W, sizeof(float) * (size_t)((held1 - i0) * j->W));
       have = held1;
     }
-    if (i1 > have) ir_expand(j, n, have, i1, e + (have - i0) * j->W, gemm_scratch);
+    if (i1 > have) /* expanded rows [have, i1) */
+      ir_pointwise(j->p1, j->Cx, j->Cin, j->in + n * j->is[0] + have * j->is[2], j->is[1], (i1 - have) * j->W,
+                   e + (have - i0) * j->W, plane, conv_row_epilogue(j->e1, n, 0), gemm_scratch);
     held0 = i0;
     held1 = i1;
 
@@ -3236,27 +3249,9 @@ static void ir_body(void* arg, int64_t t, int slot) {
     dj.scratch = j->edges_in_kernel ? NULL : padded;
     dw_job_body(&dj, 0, 0);
 
-    gemm_problem g;
-    memset(&g, 0, sizeof(g));
-    g.M = j->Cout;
-    g.N = (o1 - o0) * j->OW;
-    g.K = j->Cx;
-    g.a = view2(j->p2, j->Cx, 1);
-    g.a_packed = j->p2;
-    g.b.m = view2(d, j->R * j->OW, 1);
-    g.c = j->out + n * j->os[0] + o0 * j->OW;
-    g.rsc = j->os[1];
-    g.csc = 1;
-    g.e = conv_row_epilogue(j->e3, n, o0);
-    blocking bl = choose_blocking(&g);
-    gemm_range(&g, &bl, 0, g.M, 0, g.N, gemm_scratch);
+    ir_pointwise(j->p2, j->Cout, j->Cx, d, j->R * j->OW, (o1 - o0) * j->OW, j->out + n * j->os[0] + o0 * j->OW,
+                 j->os[1], conv_row_epilogue(j->e3, n, o0), gemm_scratch);
   }
-}
-
-/* Panels et-cpu-pack-weights made for these kernels: [ceil(F / UK_MR), K, UK_MR], contiguous, aligned. */
-static int native_panels(const etmlir_memref3d_f32* p, int64_t K) {
-  return p->sizes[1] == K && p->sizes[2] == UK_MR && p->strides[2] == 1 && p->strides[1] == UK_MR &&
-         p->strides[0] == K * UK_MR && ((uintptr_t)(p->aligned + p->offset) & 63) == 0;
 }
 
 /* An epilogue for an intermediate the block owns: it sets the whole tensor (no residual, and an init
