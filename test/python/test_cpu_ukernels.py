@@ -1025,9 +1025,9 @@ def test_depthwise_epilogue_matches_reference(lib, case, mode, lo, hi):
 # (n, c, h, w, k, stride, pad): an unpadded input the kernel pads itself (MobileNetV2's 3x3 stride 1
 # and 2, an odd plane, a 5x5 kernel with padding 2, a plane narrower than a vector); pad is all four sides
 # or (top, bottom, left, right): TF "same" padding pads only the bottom and right at stride 1. The AVX-512
-# 3x3 kernels read the padding as zeros (no padded copy): planes of several vectors a row, inner ones
-# clear of both edges, the last overlapping its neighbour (56, 112 and 37 wide; 17: two vectors, both at
-# an edge). Planes of rows up to 8 wide and up to 256 outputs (7x7, 8x5, 33x6) run as flat arrays, 16 outputs
+# 3x3 kernels read the padding as zeros (no padded copy), every load under its mask: planes of several
+# vectors a row, inner ones clear of both edges, the last partial (56, 112 and 37 wide; 17: two vectors,
+# both at an edge). Planes of rows up to 8 wide and up to 256 outputs (7x7, 8x5, 33x6) run as flat arrays, 16 outputs
 # a vector across rows; 50x7 is past that.
 @pytest.mark.parametrize("case", [(1, 32, 16, 16, 3, 1, 1), (2, 5, 33, 34, 3, 2, 1), (1, 4, 11, 13, 5, 1, 2),
                                   (1, 3, 7, 5, 3, 2, 1), (1, 8, 9, 9, 3, 1, 0), (1, 8, 9, 9, 3, 1, (0, 1, 0, 1)),
@@ -1038,10 +1038,36 @@ def test_depthwise_epilogue_matches_reference(lib, case, mode, lo, hi):
                                   (1, 2, 50, 7, 3, 1, 1)])
 @pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES[:3])
 def test_depthwise_absorbs_padding(lib, case, mode, lo, hi):
+    _check_padded_depthwise(lib, case, mode, lo, hi)
+
+
+# The AVX-512 3x3 kernels build their 4-row passes once per epilogue kind: none (the sums added to the
+# output), bounds only after an init (each bound keeping NaN or turning it into the bound; none, or one
+# side only), and the general one. NaNs in the input land in the sums, so each bound's NaN rule shows.
+# Planes: 9 and 11 rows (the last rows by a 4-row pass that overlaps the one before), 3 rows (fewer than
+# a pass), rows of 1,100 and 750 outputs (column blocks of 32 vectors), and rows of 4,200 (wider than the
+# zero row: a padded copy).
+BOUND_KINDS = [(0, 0.0, 0.0), (INIT_BIAS, 0.0, 0.0), (INIT_ZERO | (KEEP_NAN << 4), 0.0, 0.0),
+               (INIT_BIAS | (NAN_TO_BOUND << 4) | (KEEP_NAN << 6), 0.0, 6.0),
+               (INIT_BIAS | (KEEP_NAN << 4) | (NAN_TO_BOUND << 6), -0.5, 0.5),
+               (INIT_ZERO | (NAN_TO_BOUND << 4) | (NAN_TO_BOUND << 6), -1.0, 1.0),
+               (INIT_OUTPUT | (NAN_TO_BOUND << 4), 0.0, 0.0)]
+
+
+@pytest.mark.parametrize("case", [(1, 8, 9, 9, 3, 1, 1), (1, 2, 21, 37, 3, 2, 1), (1, 2, 6, 35, 3, 2, (1, 0, 1, 0)),
+                                  (1, 2, 6, 1100, 3, 1, 1), (1, 2, 7, 1500, 3, 2, 1), (1, 1, 3, 4200, 3, 1, 1)])
+@pytest.mark.parametrize("mode,lo,hi", BOUND_KINDS)
+def test_depthwise_epilogue_kinds(lib, case, mode, lo, hi):
+    _check_padded_depthwise(lib, case, mode, lo, hi, nans=True)
+
+
+def _check_padded_depthwise(lib, case, mode, lo, hi, nans=False):
     n, c, h, w, k, s, pad = case
     top, bottom, left, right = (pad,) * 4 if isinstance(pad, int) else pad
     rng = np.random.default_rng(h + w + k + c + mode)
     x, x_base = strided((n, c, h, w), "c", rng)
+    if nans:
+        x[..., rng.integers(0, h, 3), rng.integers(0, w, 3)] = np.nan
     wt, w_base = strided((c, k, k), "c", rng)
     oh, ow = conv_out_size(h + top + bottom, k, s, 1), conv_out_size(w + left + right, k, s, 1)
     out, out_base = strided((n, c, oh, ow), "c", rng)

@@ -2507,6 +2507,12 @@ typedef struct {
   const uint16_t* flat;
 } dw_job;
 
+/* The 3x3 kernels (AVX-512) read each pass's input rows through pointers, and a row above or below the
+ * input points here instead: a padded row costs no check in the loop. Never written; planes whose rows
+ * are wider than this take the padded copy. */
+enum { DW_ZERO_FLOATS = 4096 };
+static float dw_zero_row[DW_ZERO_FLOATS] __attribute__((unused));
+
 /* Where the 3x3 kernels' input rows and columns are: a pass's `in` is the input's row S oh - pad_t,
  * column 0 (rows and columns outside [0, IH) x [0, IW) are zeros, never read); an input without
  * padding has pads 0. Input rows [i_lo, i_hi) of the current pass lie inside. */
@@ -2583,24 +2589,70 @@ static void dw_plane_generic(const dw_job* j, const float* restrict in, const fl
 }
 
 #if defined(__AVX512F__)
-/* The 3x3 fast paths compute R output rows per pass so that each loaded input row feeds up to three
- * of them. A row of OW >= 16 columns is covered by full vectors only: the last one starts at OW - 16
- * and overlaps its neighbour, and the two are loaded before either is stored, so the overlapping
- * columns get the same value twice instead of being added twice. Rows narrower than 16 use masks. */
+/* A depthwise plane's epilogue, held in registers by the AVX-512 kernels: te (tile_ep_make over the plane:
+ * one bias value, a residual plane of unit column stride) copied, so that stores through `out` cannot make
+ * the compiler reload it, and its constants as vectors. te NULL: accumulate into the output.
+ *
+ * `kind` names the common epilogues, which the row passes build separately: the general one, with its
+ * choices made per vector, made the 3x3 kernel 20% slower on MobileNetV2's planes (bias and ReLU6). */
+enum {
+  DW_EP_SUMS,   /* the sums added to the output (no epilogue, or one that neither inits nor finishes) */
+  DW_EP_BOUNDS, /* from zero or the bias, then the bounds, a missing one infinite; + 1: the lower bound turns
+                 * NaN into the bound (else NaN is kept), + 2: the upper one (DW_EP_BOUNDS to + 3) */
+  DW_EP_ANY = DW_EP_BOUNDS + 4 /* anything else tile_ep holds: bias after, residual */
+};
 
-/* A depthwise plane's epilogue in registers (te: tile_ep_make over the plane, whose bias is one value,
- * whose residual plane has unit column stride; NULL: accumulate into the output). The accumulator of
- * output row r, columns [col, col + 16): its start, and its value before the store. */
-UK_INLINE __m512 dw_acc_start(const tile_ep* te, const float* out, __mmask16 m, int full) {
-  if (te && te->init) return te->init == ETMLIR_EP_INIT_ZERO ? _mm512_setzero_ps() : _mm512_set1_ps(te->bias[0]);
-  return full ? _mm512_loadu_ps(out) : _mm512_maskz_loadu_ps(m, out);
+typedef struct {
+  tile_ep t;
+  int kind;
+  __m512 start, bias, lo, hi; /* start: the sums' first value (init zero or bias) */
+} dw_ep;
+
+UK_INLINE dw_ep dw_ep_of(const tile_ep* te) {
+  dw_ep e;
+  memset(&e, 0, sizeof(e));
+  if (!te || (!te->init && !te->finish)) return e; /* DW_EP_SUMS */
+  e.t = *te;
+  e.bias = te->bias ? _mm512_set1_ps(te->bias[0]) : _mm512_setzero_ps(); /* NULL: no init or add uses it */
+  e.start = te->init == ETMLIR_EP_INIT_BIAS ? e.bias : _mm512_setzero_ps();
+  int lo = te->finish ? te->lo_mode : 0, hi = te->finish ? te->hi_mode : 0;
+  e.lo = _mm512_set1_ps(lo ? te->lo : -__builtin_inff());
+  e.hi = _mm512_set1_ps(hi ? te->hi : __builtin_inff());
+  int plain = te->init && (!te->finish || (!te->bias_after && !te->res));
+  e.kind = plain ? DW_EP_BOUNDS + (lo == ETMLIR_EP_BOUND_NAN_TO_BOUND) + 2 * (hi == ETMLIR_EP_BOUND_NAN_TO_BOUND)
+                 : DW_EP_ANY;
+  return e;
 }
 
-UK_INLINE __m512 dw_acc_finish(const tile_ep* te, __m512 v, int64_t row, int64_t col, __mmask16 m) {
-  if (!te || !te->finish) return v;
-  if (te->bias_after) v = _mm512_add_ps(v, _mm512_set1_ps(te->bias[0]));
-  if (te->res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, te->res + row * te->res_ld + col));
-  return ep_bounds(te, v, _mm512_set1_ps(te->lo), _mm512_set1_ps(te->hi));
+/* e for another plane of the same job: its bias value and residual plane (te: that plane's). */
+UK_INLINE void dw_ep_rebase(dw_ep* e, const tile_ep* te) {
+  if (e->kind == DW_EP_SUMS) return;
+  e->t.bias = te->bias;
+  e->t.res = te->res;
+  if (te->bias) {
+    e->bias = _mm512_set1_ps(te->bias[0]);
+    if (te->init == ETMLIR_EP_INIT_BIAS) e->start = e->bias;
+  }
+}
+
+/* The sums' first value for output row `row`, columns [col, col + 16) at out (lanes m). */
+UK_INLINE __m512 dw_start(const int kind, const dw_ep* e, const float* out, __mmask16 m) {
+  if (kind == DW_EP_SUMS || (kind == DW_EP_ANY && !e->t.init)) return _mm512_maskz_loadu_ps(m, out);
+  return e->start;
+}
+
+/* The sums of output row `row`, columns [col, col + 16) (lanes m), finished: bias, residual, bounds. */
+UK_INLINE __m512 dw_finish(const int kind, const dw_ep* e, __m512 v, int64_t row, int64_t col, __mmask16 m) {
+  if (kind == DW_EP_SUMS) return v;
+  if (kind < DW_EP_ANY) { /* MAXPS/MINPS return their second operand when either is NaN */
+    int to_bound = kind - DW_EP_BOUNDS;
+    v = to_bound & 1 ? _mm512_max_ps(v, e->lo) : _mm512_max_ps(e->lo, v);
+    return to_bound & 2 ? _mm512_min_ps(v, e->hi) : _mm512_min_ps(e->hi, v);
+  }
+  if (!e->t.finish) return v;
+  if (e->t.bias_after) v = _mm512_add_ps(v, e->bias);
+  if (e->t.res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, e->t.res + row * e->t.res_ld + col));
+  return ep_bounds(&e->t, v, e->lo, e->hi);
 }
 
 /* The lanes of a 16-float load at column c (of a row IW wide) that lie inside the row. */
@@ -2638,7 +2690,7 @@ static void dw_flat_masks(const dw_job* j, uint16_t* masks) {
   }
 }
 
-static void dw_plane_flat(const dw_job* j, const float* in, const float* f, float* out, const tile_ep* te) {
+static void dw_plane_flat(const dw_job* j, const float* in, const float* f, float* out, const dw_ep* e) {
   int64_t n = j->OH * j->OW, W = j->OW;
   __m512 w[9];
   for (int t = 0; t < 9; t++) w[t] = _mm512_set1_ps(f[(t / 3) * j->fs[1] + (t % 3) * j->fs[2]]);
@@ -2647,207 +2699,164 @@ static void dw_plane_flat(const dw_job* j, const float* in, const float* f, floa
     const uint16_t* tm = j->flat + p / 16 * 9;
     const float* src = in + p - j->pad_t * W - j->pad_l;
     /* One partial sum per filter row: three chains of three FMAs instead of one of nine. */
-    __m512 acc = dw_acc_start(te, out + p, m, 0), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps();
+    __m512 acc = dw_start(DW_EP_ANY, e, out + p, m), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps();
 #pragma GCC unroll 3
     for (int kw = 0; kw < 3; kw++) {
       acc = _mm512_fmadd_ps(w[kw], _mm512_maskz_loadu_ps(tm[kw], src + kw), acc);
       a1 = _mm512_fmadd_ps(w[3 + kw], _mm512_maskz_loadu_ps(tm[3 + kw], src + W + kw), a1);
       a2 = _mm512_fmadd_ps(w[6 + kw], _mm512_maskz_loadu_ps(tm[6 + kw], src + 2 * W + kw), a2);
     }
-    acc = dw_acc_finish(te, _mm512_add_ps(acc, _mm512_add_ps(a1, a2)), 0, p, m);
+    acc = dw_finish(DW_EP_ANY, e, _mm512_add_ps(acc, _mm512_add_ps(a1, a2)), 0, p, m);
     _mm512_mask_storeu_ps(out + p, m, acc);
   }
 }
 
-/* R rows of a 3x3, stride-1 plane (output row 0 of these is the plane's row oh): NV vectors at output
- * columns ow[0..NV), under mask m unless full (full: no lane of any load outside the input). */
-UK_INLINE void dw3x3s1_vec(const int R, const int NV, const int full, const int rows_in, const float* in,
-                           int64_t ish, float* out, int64_t osh, const int64_t ow[2], __mmask16 m, const __m512 w[9],
-                           const tile_ep* te, int64_t oh, const dw_edges* g) {
-  __mmask16 lm[2][3];
-#pragma GCC unroll 2
-  for (int v = 0; v < NV; v++)
-    for (int t = 0; t < 3; t++) lm[v][t] = full ? (__mmask16)0xFFFF : m & dw_cols_in(ow[v] - g->pad_l + t, g->IW);
-  __m512 acc[4][2];
-#pragma GCC unroll 4
-  for (int r = 0; r < R; r++)
-#pragma GCC unroll 2
-    for (int v = 0; v < NV; v++) acc[r][v] = dw_acc_start(te, out + r * osh + ow[v], m, full);
-#pragma GCC unroll 6
-  for (int i = 0; i < R + 2; i++) {
-    if (!rows_in && (i < g->i_lo || i >= g->i_hi)) continue;
-#pragma GCC unroll 2
-    for (int v = 0; v < NV; v++) {
-      const float* row = in + i * ish + ow[v] - g->pad_l;
-      __m512 x0 = full ? _mm512_loadu_ps(row) : _mm512_maskz_loadu_ps(lm[v][0], row);
-      __m512 x1 = full ? _mm512_loadu_ps(row + 1) : _mm512_maskz_loadu_ps(lm[v][1], row + 1);
-      __m512 x2 = full ? _mm512_loadu_ps(row + 2) : _mm512_maskz_loadu_ps(lm[v][2], row + 2);
-#pragma GCC unroll 4
-      for (int r = 0; r < R; r++) {
-        int kh = i - r;
-        if (kh < 0 || kh > 2) continue;
-        acc[r][v] = _mm512_fmadd_ps(w[3 * kh], x0, acc[r][v]);
-        acc[r][v] = _mm512_fmadd_ps(w[3 * kh + 1], x1, acc[r][v]);
-        acc[r][v] = _mm512_fmadd_ps(w[3 * kh + 2], x2, acc[r][v]);
-      }
-    }
+/* The 3x3 kernels compute R output rows per pass, so that each loaded input row feeds up to three of
+ * them, one vector of 16 output columns at a time. Every load and store is under a mask, computed once
+ * per plane for each vector (dw_col_masks): the lanes of a load that lie inside the input row, and of a
+ * store inside the output row. Masked loads cost what plain ones do, so the edges and a last partial
+ * vector run the same code as the interior; before this (separate builds for edge vectors, passes near
+ * the top and bottom and an overlapping last vector), the kernel was 125 KB of code that spilled, at half
+ * the speed of this one. */
+enum { DW_BLOCK_VECS = 32 }; /* vectors of a row whose masks are kept: wider planes go in column blocks */
+
+typedef struct {
+  __mmask16 ld[4]; /* stride 1: taps at columns c, c + 1, c + 2; stride 2: loads at c, c + 16, c + 2, c + 18 */
+  __mmask16 st;
+} dw_col_masks;
+
+/* The masks of the vector at output column ow (n columns of it inside the row), stride S, whose first tap
+ * reads input column c of a row IW wide. At stride 2, output column ow + t reads input columns
+ * c + 2t + {0, 1, 2}: the loads at c and c + 16 serve taps 0 and 1 (2n columns), those at c + 2 and
+ * c + 18 tap 2 (2n - 1 columns, deinterleaved). */
+UK_INLINE dw_col_masks dw_col_masks_of(const int S, int64_t c, int64_t n, int64_t IW) {
+  dw_col_masks k;
+  k.st = mask16(n);
+  if (S == 1) {
+    for (int t = 0; t < 3; t++) k.ld[t] = k.st & dw_cols_in(c + t, IW);
+    k.ld[3] = 0;
+  } else {
+    uint32_t lo_bits = (uint32_t)((1ull << (2 * n)) - 1), hi_bits = (uint32_t)((1ull << (2 * n - 1)) - 1);
+    k.ld[0] = (__mmask16)lo_bits & dw_cols_in(c, IW);
+    k.ld[1] = (__mmask16)(lo_bits >> 16) & dw_cols_in(c + 16, IW);
+    k.ld[2] = (__mmask16)hi_bits & dw_cols_in(c + 2, IW);
+    k.ld[3] = (__mmask16)(hi_bits >> 16) & dw_cols_in(c + 18, IW);
   }
-#pragma GCC unroll 4
-  for (int r = 0; r < R; r++)
-#pragma GCC unroll 2
-    for (int v = 0; v < NV; v++) {
-      __m512 x = dw_acc_finish(te, acc[r][v], oh + r, ow[v], m);
-      if (full) {
-        _mm512_storeu_ps(out + r * osh + ow[v], x);
-      } else {
-        _mm512_mask_storeu_ps(out + r * osh + ow[v], m, x);
-      }
-    }
+  return k;
 }
 
-/* R rows of a 3x3, stride-2 plane; NV vectors at output columns ow[0..NV), n valid columns each (16
- * when full). Even/odd input columns come from two-source permutes of two loads: output column
- * ow + t reads input columns 2(ow + t) + {0, 1, 2}. */
-UK_INLINE void dw3x3s2_vec(const int R, const int NV, const int full, const int rows_in, const float* in,
-                           int64_t ish, float* out, int64_t osh, const int64_t ow[2], int64_t n, const __m512 w[9],
-                           const tile_ep* te, int64_t oh, const dw_edges* g) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  /* Loads at 2ow read relative columns < 2n; loads at 2ow + 2 read relative columns < 2n - 1. */
-  uint32_t lo_bits = full ? 0xFFFFFFFFu : (uint32_t)((1ull << (2 * n)) - 1);
-  uint32_t hi_bits = (uint32_t)((1ull << (2 * n - 1)) - 1);
-  __mmask16 m = full ? (__mmask16)0xFFFF : mask16(n);
-  __mmask16 lm[2][4];
-#pragma GCC unroll 2
-  for (int v = 0; v < NV; v++) {
-    int64_t c = 2 * ow[v] - g->pad_l;
-    lm[v][0] = (__mmask16)lo_bits & (full ? (__mmask16)0xFFFF : dw_cols_in(c, g->IW));
-    lm[v][1] = (__mmask16)(lo_bits >> 16) & (full ? (__mmask16)0xFFFF : dw_cols_in(c + 16, g->IW));
-    lm[v][2] = (__mmask16)hi_bits & (full ? (__mmask16)0xFFFF : dw_cols_in(c + 2, g->IW));
-    lm[v][3] = (__mmask16)(hi_bits >> 16) & (full ? (__mmask16)0xFFFF : dw_cols_in(c + 18, g->IW));
-  }
-  __m512 acc[4][2];
+/* R output rows (from the plane's row oh) at one vector: rows[i] is the pass's input row i (zeros outside
+ * the input), c the input column of the first tap, out the output at (oh, ow). */
+UK_INLINE void dw3x3_vec(const int S, const int R, const int kind, const float* const* rows, int64_t c, const dw_col_masks* k,
+                         float* out, int64_t osh, int64_t oh, int64_t ow, const __m512 w[9], const dw_ep* e) {
+#define DW_LOAD(q, ptr) _mm512_maskz_loadu_ps(k->ld[q], ptr)
+  __m512 acc[4];
 #pragma GCC unroll 4
-  for (int r = 0; r < R; r++)
-#pragma GCC unroll 2
-    for (int v = 0; v < NV; v++) acc[r][v] = dw_acc_start(te, out + r * osh + ow[v], m, full);
+  for (int r = 0; r < R; r++) acc[r] = dw_start(kind, e, out + r * osh, k->st);
 #pragma GCC unroll 9
-  for (int i = 0; i < 2 * R + 1; i++) {
-    if (!rows_in && (i < g->i_lo || i >= g->i_hi)) continue;
-#pragma GCC unroll 2
-    for (int v = 0; v < NV; v++) {
-      const float* row = in + i * ish + 2 * ow[v] - g->pad_l;
-      __m512 v0 = full ? _mm512_loadu_ps(row) : _mm512_maskz_loadu_ps(lm[v][0], row);
-      __m512 v1 = full ? _mm512_loadu_ps(row + 16) : _mm512_maskz_loadu_ps(lm[v][1], row + 16);
-      __m512 v2 = full ? _mm512_loadu_ps(row + 2) : _mm512_maskz_loadu_ps(lm[v][2], row + 2);
-      __m512 v3 = _mm512_maskz_loadu_ps(lm[v][3], row + 18);
-      __m512 x0 = _mm512_permutex2var_ps(v0, even, v1);
-      __m512 x1 = _mm512_permutex2var_ps(v0, odd, v1);
-      __m512 x2 = _mm512_permutex2var_ps(v2, even, v3);
+  for (int i = 0; i < S * (R - 1) + 3; i++) {
+    const float* p = rows[i] + c;
+    __m512 x0, x1, x2;
+    if (S == 1) {
+      x0 = DW_LOAD(0, p);
+      x1 = DW_LOAD(1, p + 1);
+      x2 = DW_LOAD(2, p + 2);
+    } else {
+      const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+      const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+      __m512 v0 = DW_LOAD(0, p), v1 = DW_LOAD(1, p + 16), v2 = DW_LOAD(2, p + 2);
+      __m512 v3 = DW_LOAD(3, p + 18);
+      x0 = _mm512_permutex2var_ps(v0, even, v1);
+      x1 = _mm512_permutex2var_ps(v0, odd, v1);
+      x2 = _mm512_permutex2var_ps(v2, even, v3);
+    }
 #pragma GCC unroll 4
-      for (int r = 0; r < R; r++) {
-        int kh = i - 2 * r;
-        if (kh < 0 || kh > 2) continue;
-        acc[r][v] = _mm512_fmadd_ps(w[3 * kh], x0, acc[r][v]);
-        acc[r][v] = _mm512_fmadd_ps(w[3 * kh + 1], x1, acc[r][v]);
-        acc[r][v] = _mm512_fmadd_ps(w[3 * kh + 2], x2, acc[r][v]);
-      }
+    for (int r = 0; r < R; r++) {
+      int kh = i - S * r;
+      if (kh < 0 || kh > 2) continue;
+      acc[r] = _mm512_fmadd_ps(w[3 * kh], x0, acc[r]);
+      acc[r] = _mm512_fmadd_ps(w[3 * kh + 1], x1, acc[r]);
+      acc[r] = _mm512_fmadd_ps(w[3 * kh + 2], x2, acc[r]);
     }
   }
 #pragma GCC unroll 4
-  for (int r = 0; r < R; r++)
-#pragma GCC unroll 2
-    for (int v = 0; v < NV; v++) {
-      __m512 x = dw_acc_finish(te, acc[r][v], oh + r, ow[v], m);
-      if (full) {
-        _mm512_storeu_ps(out + r * osh + ow[v], x);
-      } else {
-        _mm512_mask_storeu_ps(out + r * osh + ow[v], m, x);
-      }
-    }
+  for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(out + r * osh, k->st, dw_finish(kind, e, acc[r], oh + r, ow, k->st));
+#undef DW_LOAD
 }
 
-/* R rows of a 3x3 plane at stride S (1 or 2): full 16-column vectors, the last one overlapping its
- * neighbour, or one masked vector when OW < 16. A vector whose loads reach past the input's left or
- * right edge loads under masks. */
-UK_INLINE void dw3x3_rows(const int S, const int R, const int rows_in, const float* in, int64_t ish, float* out,
-                          int64_t osh, int64_t OW, const __m512 w[9], const tile_ep* te, int64_t oh,
-                          const dw_edges* g) {
-#define DW3X3_VEC(NV, FULL, N)                                                                                \
-  do {                                                                                                        \
-    if (S == 1)                                                                                               \
-      dw3x3s1_vec(R, NV, FULL, rows_in, in, ish, out, osh, ow, (FULL) ? (__mmask16)0xFFFF : mask16(N), w, te, \
-                  oh, g);                                                                                     \
-    else                                                                                                      \
-      dw3x3s2_vec(R, NV, FULL, rows_in, in, ish, out, osh, ow, N, w, te, oh, g);                             \
-  } while (0)
-  /* Input columns a full vector at output column o reads: [S o - pad_l, S o - pad_l + span). */
-  const int64_t span = S == 1 ? 18 : 34;
-#define DW3X3_INSIDE(o) (S * (o)-g->pad_l >= 0 && S * (o)-g->pad_l + span <= g->IW)
-  int64_t ow[2] = {0, 0};
-  if (OW < 16) {
-    DW3X3_VEC(1, 0, OW);
-    return;
+/* One pass: R output rows from row oh, every vector of the column block [ow0, ow0 + 16 nv). */
+UK_INLINE void dw3x3_pass(const int S, const int R, const int kind, const float* in, int64_t ish, const dw_edges* g, int64_t oh,
+                          int64_t ow0, int nv, const dw_col_masks* k, float* out, int64_t osh, const __m512 w[9],
+                          const dw_ep* e) {
+  const float* rows[9];
+  int64_t r0 = S * oh - g->pad_t;
+#pragma GCC unroll 9
+  for (int i = 0; i < S * (R - 1) + 3; i++) rows[i] = r0 + i >= 0 && r0 + i < g->IH ? in + (r0 + i) * ish : dw_zero_row;
+  for (int v = 0; v < nv; v++) {
+    int64_t ow = ow0 + 16 * v;
+    dw3x3_vec(S, R, kind, rows, S * ow - g->pad_l, &k[v], out + oh * osh + ow, osh, oh, ow, w, e);
   }
-  int64_t nfull = OW / 16, single = OW % 16 ? nfull - 1 : nfull;
-  for (int64_t v = 0; v < single; v++) {
-    ow[0] = v * 16;
-    if (DW3X3_INSIDE(ow[0])) {
-      DW3X3_VEC(1, 1, 16);
-    } else {
-      DW3X3_VEC(1, 0, 16);
-    }
+}
+
+/* The masks of the vectors [ow0, ow0 + 16 nv) of j's rows at stride S. */
+static void dw_row_masks(const dw_job* j, int S, int64_t ow0, int nv, dw_col_masks* k) {
+  const dw_edges g = dw_edges_of(j, INT64_MAX / 4);
+  for (int v = 0; v < nv; v++) {
+    int64_t ow = ow0 + 16 * v;
+    k[v] = S == 1 ? dw_col_masks_of(1, ow - g.pad_l, MIN(16, j->OW - ow), g.IW)
+                  : dw_col_masks_of(2, 2 * ow - g.pad_l, MIN(16, j->OW - ow), g.IW);
   }
-  if (single < nfull) {
-    ow[0] = single * 16;
-    ow[1] = OW - 16;
-    if (DW3X3_INSIDE(ow[0]) && DW3X3_INSIDE(ow[1])) {
-      DW3X3_VEC(2, 1, 16);
-    } else {
-      DW3X3_VEC(2, 0, 16);
-    }
-  }
-#undef DW3X3_INSIDE
-#undef DW3X3_VEC
 }
 
 /* 3x3, stride S (1 or 2) in both dims, dilation 1, unit-stride rows. With j->edges_in_kernel, `in` is
- * the unpadded input plane and the padding is read as zeros (no padded copy). */
+ * the unpadded input plane and the padding is read as zeros (no padded copy). row_k: the masks of every
+ * vector of a row, when the row is one block (NULL: made here). */
 UK_INLINE void dw_plane_3x3_at(const dw_job* j, const int S, const float* in, const float* f, float* out,
-                                const tile_ep* te) {
+                                const dw_ep* e, const dw_col_masks* row_k) {
   __m512 w[9];
   for (int kh = 0; kh < 3; kh++)
     for (int kw = 0; kw < 3; kw++) w[kh * 3 + kw] = _mm512_set1_ps(f[kh * j->fs[1] + kw * j->fs[2]]);
-  int64_t ish = j->is[2], osh = j->os[2], oh = 0;
-  dw_edges g = dw_edges_of(j, INT64_MAX / 4);
-#define DW3X3_PASS(R, IN) dw3x3_rows(S, R, IN, src, ish, out + oh * osh, osh, j->OW, w, te, oh, &g)
-  for (; oh + 4 <= j->OH; oh += 4) {
-    const float* src = in + dw_pass_rows(&g, S, 4, oh) * ish;
-    if (dw_pass_inside(&g, S, 4)) {
-      DW3X3_PASS(4, 1);
-    } else {
-      DW3X3_PASS(4, 0);
+  const dw_edges g = dw_edges_of(j, INT64_MAX / 4);
+  int64_t ish = j->is[2], osh = j->os[2];
+  dw_col_masks block_k[DW_BLOCK_VECS];
+  for (int64_t ow0 = 0; ow0 < j->OW; ow0 += 16 * DW_BLOCK_VECS) {
+    int nv = (int)MIN(DW_BLOCK_VECS, CEIL_DIV(j->OW - ow0, 16));
+    const dw_col_masks* k = row_k && j->OW <= 16 * DW_BLOCK_VECS ? row_k : block_k;
+    if (k == block_k) dw_row_masks(j, S, ow0, nv, block_k);
+    /* The 4-row passes are built per epilogue kind. The last few rows (OH % 4): with a kind that neither
+     * reads the output nor a residual, a 4-row pass ending at the last row (writing some rows twice, with
+     * the same values), else passes of fewer rows with the general build. */
+#define DW3X3_PASS(R, KIND) dw3x3_pass(S, R, KIND, in, ish, &g, oh, ow0, nv, k, out, osh, w, e)
+    int64_t oh = 0, end = j->OH;
+    if (j->OH % 4 && j->OH > 4 && e->kind >= DW_EP_BOUNDS && e->kind < DW_EP_ANY) end = j->OH + 4 - j->OH % 4;
+    for (; oh + 4 <= end; oh += 4) {
+      oh = MIN(oh, j->OH - 4);
+      switch (e->kind) {
+        case DW_EP_SUMS: DW3X3_PASS(4, DW_EP_SUMS); break;
+        case DW_EP_BOUNDS: DW3X3_PASS(4, DW_EP_BOUNDS); break;
+        case DW_EP_BOUNDS + 1: DW3X3_PASS(4, DW_EP_BOUNDS + 1); break;
+        case DW_EP_BOUNDS + 2: DW3X3_PASS(4, DW_EP_BOUNDS + 2); break;
+        case DW_EP_BOUNDS + 3: DW3X3_PASS(4, DW_EP_BOUNDS + 3); break;
+        default: DW3X3_PASS(4, DW_EP_ANY); break;
+      }
     }
-  }
-  if (oh < j->OH) {
-    int R = (int)(j->OH - oh);
-    const float* src = in + dw_pass_rows(&g, S, R, oh) * ish;
-    switch (R) {
-      case 3: DW3X3_PASS(3, 0); break;
-      case 2: DW3X3_PASS(2, 0); break;
-      default: DW3X3_PASS(1, 0); break;
+    switch (MAX(0, j->OH - oh)) {
+      case 3: DW3X3_PASS(3, DW_EP_ANY); break;
+      case 2: DW3X3_PASS(2, DW_EP_ANY); break;
+      case 1: DW3X3_PASS(1, DW_EP_ANY); break;
+      default: break;
     }
-  }
 #undef DW3X3_PASS
+  }
 }
 
 /* One build of the plane kernel per stride. */
-static void dw_plane_3x3(const dw_job* j, const int S, const float* in, const float* f, float* out,
-                         const tile_ep* te) {
+static void dw_plane_3x3(const dw_job* j, const int S, const float* in, const float* f, float* out, const dw_ep* e,
+                         const dw_col_masks* row_k) {
   if (S == 1) {
-    dw_plane_3x3_at(j, 1, in, f, out, te);
+    dw_plane_3x3_at(j, 1, in, f, out, e, row_k);
   } else {
-    dw_plane_3x3_at(j, 2, in, f, out, te);
+    dw_plane_3x3_at(j, 2, in, f, out, e, row_k);
   }
 }
 #endif
@@ -2988,35 +2997,89 @@ static void dw_plane_3x3_avx2(const dw_job* j, int s, const float* in, const flo
 }
 #endif
 
+/* Plane p = (image n, channel c) of the job: its input, filter and output, and the epilogue over it
+ * [oh][ow]: one bias value, the residual's plane. */
+static void dw_plane_of(const dw_job* j, int64_t p, const float** in, const float** f, float** out, ep_view* e) {
+  int64_t n = p / j->C, c = p % j->C;
+  *in = j->in + n * j->is[0] + c * j->is[1];
+  *f = j->filter + c * j->fs[0];
+  *out = j->out + n * j->os[0] + c * j->os[1];
+  memset(e, 0, sizeof(*e));
+  if (j->ep) {
+    const int64_t* rs = j->ep->res_strides;
+    e->ep = j->ep;
+    e->bias = j->ep->bias + c * j->ep->bias_stride;
+    if (j->ep->mode & ETMLIR_EP_RESIDUAL) {
+      e->res = j->ep->res + n * rs[0] + c * rs[1];
+      e->res_rs = rs[2];
+      e->res_cs = rs[3];
+    }
+  }
+}
+
+/* The epilogue of plane e in a kernel's registers (te) where it fits: NULL when there is none, or it does
+ * not fit (*fits 0: it runs in passes over the plane before and after the kernel). */
+static const tile_ep* dw_tile_ep(const ep_view* e, tile_ep* te, int* fits) {
+  int init = ep_inits(e), finish = ep_finishes(e);
+  *fits = !(init || finish) || tile_ep_make(e, 0, 0, init, finish, te);
+  return (init || finish) && *fits ? te : NULL;
+}
+
+#if defined(__AVX512F__)
+/* Planes [p0, p1) of a job the AVX-512 kernels (flat or 3x3) take with their epilogue in registers: the
+ * epilogue's kind and the vectors' masks are made once for all of them, not per plane (at 14x14 and 7x7,
+ * that work took longer than a plane's sums). Returns 0, having done nothing, for the other jobs. */
+static int dw_planes_avx512(const dw_job* j, int64_t p0, int64_t p1) {
+  int fast = j->KH == 3 && j->KW == 3 && j->dh == 1 && j->dw == 1 && j->is[3] == 1 && j->os[3] == 1 &&
+             j->sh == j->sw && (j->sw == 1 || j->sw == 2);
+  if (p0 >= p1 || j->scratch || !(fast || j->flat)) return 0;
+  const float *in, *f;
+  float* out;
+  ep_view e;
+  tile_ep te;
+  int fits;
+  dw_plane_of(j, p0, &in, &f, &out, &e);
+  const tile_ep* tp = dw_tile_ep(&e, &te, &fits);
+  if (!fits || (j->flat && tp && tp->res && tp->res_ld != j->OW)) return 0;
+  dw_ep d = dw_ep_of(tp);
+  dw_col_masks k[DW_BLOCK_VECS];
+  int S = (int)j->sw, one_block = j->OW <= 16 * DW_BLOCK_VECS;
+  if (!j->flat && one_block) dw_row_masks(j, S, 0, (int)CEIL_DIV(j->OW, 16), k);
+  for (int64_t p = p0; p < p1; p++) {
+    if (p > p0) {
+      dw_plane_of(j, p, &in, &f, &out, &e);
+      if (tp) {
+        dw_tile_ep(&e, &te, &fits);
+        dw_ep_rebase(&d, &te);
+      }
+    }
+    if (j->flat) {
+      dw_plane_flat(j, in, f, out, &d);
+    } else {
+      dw_plane_3x3(j, S, in, f, out, &d, one_block ? k : NULL);
+    }
+  }
+  return 1;
+}
+#endif
+
 static int dw_plane(const dw_job* j, const float* in, const float* f, float* out, const tile_ep* te);
 
 static void dw_job_body(void* arg, int64_t t, int slot) {
   const dw_job* j = (const dw_job*)arg;
   int64_t p0, p1;
   split_range(j->planes, j->tasks, 1, t, &p0, &p1);
+#if defined(__AVX512F__)
+  if (dw_planes_avx512(j, p0, p1)) return;
+#endif
   for (int64_t p = p0; p < p1; p++) {
-    int64_t n = p / j->C, c = p % j->C;
-    const float* in = j->in + n * j->is[0] + c * j->is[1];
-    const float* f = j->filter + c * j->fs[0];
-    float* out = j->out + n * j->os[0] + c * j->os[1];
-    /* The epilogue over the plane [oh][ow]: one bias value, the residual's plane. */
+    const float *in, *f;
+    float* out;
     ep_view e;
-    memset(&e, 0, sizeof(e));
-    if (j->ep) {
-      const int64_t* rs = j->ep->res_strides;
-      e.ep = j->ep;
-      e.bias = j->ep->bias + c * j->ep->bias_stride;
-      if (j->ep->mode & ETMLIR_EP_RESIDUAL) {
-        e.res = j->ep->res + n * rs[0] + c * rs[1];
-        e.res_rs = rs[2];
-        e.res_cs = rs[3];
-      }
-    }
-    /* The epilogue in the kernel's registers where it fits (the AVX-512 3x3 kernels), else in passes
-     * over the plane before and after it. */
     tile_ep te;
-    int init = ep_inits(&e), finish = ep_finishes(&e);
-    const tile_ep* fused = (init || finish) && tile_ep_make(&e, 0, 0, init, finish, &te) ? &te : NULL;
+    int fits;
+    dw_plane_of(j, p, &in, &f, &out, &e);
+    const tile_ep* fused = dw_tile_ep(&e, &te, &fits);
     dw_job pj = *j;
     if (j->scratch) {
       float* padded = j->scratch + slot * j->slot;
@@ -3037,8 +3100,9 @@ static void dw_job_body(void* arg, int64_t t, int slot) {
  * plane's epilogue in registers), only a kernel that applies it runs: returns 0 when none did. */
 static int dw_plane(const dw_job* j, const float* in, const float* f, float* out, const tile_ep* te) {
 #if defined(__AVX512F__)
+  const dw_ep e = dw_ep_of(te);
   if (j->flat && (!te || !te->res || te->res_ld == j->OW)) {
-    dw_plane_flat(j, in, f, out, te);
+    dw_plane_flat(j, in, f, out, &e);
     return 1;
   }
 #endif
@@ -3046,7 +3110,7 @@ static int dw_plane(const dw_job* j, const float* in, const float* f, float* out
   int fast = j->KH == 3 && j->KW == 3 && j->dh == 1 && j->dw == 1 && j->is[3] == 1 && j->os[3] == 1;
   if (fast && j->sh == j->sw && (j->sw == 1 || j->sw == 2)) {
 #if defined(__AVX512F__)
-    dw_plane_3x3(j, (int)j->sw, in, f, out, te);
+    dw_plane_3x3(j, (int)j->sw, in, f, out, &e, NULL);
 #else
     dw_plane_3x3_avx2(j, (int)j->sw, in, f, out, te);
 #endif
@@ -3114,7 +3178,7 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(
      * in the kernel made it 6-9% faster at 1 thread, 11-12% at 2 (AVX-512), 16-18% and 15-17% with
      * the AVX2 kernels (whose last OW % 8 columns, all of a 7x7 plane's, were scalar before). */
     j.edges_in_kernel = j.KH == 3 && j.KW == 3 && j.dh == 1 && j.dw == 1 && j.is[3] == 1 && j.os[3] == 1 &&
-                        j.sh == j.sw && (j.sw == 1 || j.sw == 2);
+                        j.sh == j.sw && (j.sw == 1 || j.sw == 2) && j.in_w <= DW_ZERO_FLOATS;
 #endif
     if (!j.edges_in_kernel)
       j.scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(j.slot * etmlir_cpu_task_slots(j.tasks)));
@@ -3321,7 +3385,8 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_inverted_residual_ep(
   j.runs = nt > 1 ? MIN(OH, (int64_t)IR_RUNS_PER_THREAD * nt) : 1; /* equal shares of the rows */
   j.cap = stride_h * (j.R - 1) + KH;
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-  j.edges_in_kernel = KH == 3 && KW == 3 && stride_h == stride_w && (stride_w == 1 || stride_w == 2);
+  j.edges_in_kernel =
+      KH == 3 && KW == 3 && stride_h == stride_w && (stride_w == 1 || stride_w == 2) && W <= DW_ZERO_FLOATS;
 #endif
   j.e_floats = CEIL_DIV(Cx * j.cap * W, 16) * 16;
   j.d_floats = CEIL_DIV(Cx * j.R * OW, 16) * 16;
