@@ -2502,12 +2502,12 @@ typedef struct {
    * scratch (in L2, unlike a padded copy of the whole tensor), and the kernel reads that. */
   int64_t IH, in_w, PH, PW, pad_t, pad_l, slot;
   float* scratch;
-  int edges_in_kernel; /* instead: the AVX-512 3x3 kernels read the input itself, zero outside it */
+  int edges_in_kernel; /* instead: the 3x3 kernels (AVX-512, AVX2) read the input itself, zero outside it */
   /* Not NULL: small stride-1 3x3 planes as flat arrays (dw_plane_flat), these lane masks per vector and tap. */
   const uint16_t* flat;
 } dw_job;
 
-/* The 3x3 kernels (AVX-512) read each pass's input rows through pointers, and a row above or below the
+/* The 3x3 kernels (AVX-512 and AVX2) read each pass's input rows through pointers, and a row above or below the
  * input points here instead: a padded row costs no check in the loop. Never written; planes whose rows
  * are wider than this take the padded copy. */
 enum { DW_ZERO_FLOATS = 4096 };
@@ -2515,10 +2515,9 @@ static float dw_zero_row[DW_ZERO_FLOATS] __attribute__((unused));
 
 /* Where the 3x3 kernels' input rows and columns are: a pass's `in` is the input's row S oh - pad_t,
  * column 0 (rows and columns outside [0, IH) x [0, IW) are zeros, never read); an input without
- * padding has pads 0. Input rows [i_lo, i_hi) of the current pass lie inside. */
+ * padding has pads 0. */
 typedef struct {
   int64_t pad_t, pad_l, IH, IW;
-  int i_lo, i_hi;
 } dw_edges;
 
 /* The edges of j's input: its padding when the kernel reads the unpadded input, else none, rows
@@ -2532,19 +2531,6 @@ UK_INLINE dw_edges dw_edges_of(const dw_job* j, int64_t plain_iw) {
   g.IW = j->edges_in_kernel ? j->in_w : plain_iw;
   return g;
 }
-
-/* The R-row pass at output row oh, stride s: its rows inside the input (g->i_lo, g->i_hi; it reads
- * s (R - 1) + 3 rows); returns its first input row, s oh - pad_t. */
-UK_INLINE int64_t dw_pass_rows(dw_edges* g, int s, int R, int64_t oh) {
-  int64_t r0 = s * oh - g->pad_t;
-  g->i_lo = (int)MAX(0, -r0);
-  g->i_hi = (int)MIN(s * (R - 1) + 3, g->IH - r0);
-  return r0;
-}
-
-/* The pass dw_pass_rows last set up reads only rows inside the input (all but about two a plane): its
- * kernels can skip the per-row check. */
-UK_INLINE int dw_pass_inside(const dw_edges* g, int s, int R) { return g->i_lo == 0 && g->i_hi == s * (R - 1) + 3; }
 
 /* The padded plane: zero outside the input, the input's rows (stride ish, ics) inside. */
 static void dw_pad_plane(const dw_job* j, const float* in, float* dst) {
@@ -2588,13 +2574,14 @@ static void dw_plane_generic(const dw_job* j, const float* restrict in, const fl
   }
 }
 
-#if defined(__AVX512F__)
-/* A depthwise plane's epilogue, held in registers by the AVX-512 kernels: te (tile_ep_make over the plane:
- * one bias value, a residual plane of unit column stride) copied, so that stores through `out` cannot make
- * the compiler reload it, and its constants as vectors. te NULL: accumulate into the output.
+#if defined(UK_VEC)
+/* A depthwise plane's epilogue, held in registers by the AVX-512 and AVX2 3x3 kernels: te (tile_ep_make over
+ * the plane: one bias value, a residual plane of unit column stride) copied, so that stores through `out`
+ * cannot make the compiler reload it, and its constants as vectors. te NULL: accumulate into the output.
  *
  * `kind` names the common epilogues, which the row passes build separately: the general one, with its
- * choices made per vector, made the 3x3 kernel 20% slower on MobileNetV2's planes (bias and ReLU6). */
+ * choices made per vector, made the AVX-512 3x3 kernel 20% slower on MobileNetV2's planes (bias and
+ * ReLU6). */
 enum {
   DW_EP_SUMS,   /* the sums added to the output (no epilogue, or one that neither inits nor finishes) */
   DW_EP_BOUNDS, /* from zero or the bias, then the bounds, a missing one infinite; + 1: the lower bound turns
@@ -2605,7 +2592,7 @@ enum {
 typedef struct {
   tile_ep t;
   int kind;
-  __m512 start, bias, lo, hi; /* start: the sums' first value (init zero or bias) */
+  ukv start, bias, lo, hi; /* start: the sums' first value (init zero or bias) */
 } dw_ep;
 
 UK_INLINE dw_ep dw_ep_of(const tile_ep* te) {
@@ -2613,11 +2600,11 @@ UK_INLINE dw_ep dw_ep_of(const tile_ep* te) {
   memset(&e, 0, sizeof(e));
   if (!te || (!te->init && !te->finish)) return e; /* DW_EP_SUMS */
   e.t = *te;
-  e.bias = te->bias ? _mm512_set1_ps(te->bias[0]) : _mm512_setzero_ps(); /* NULL: no init or add uses it */
-  e.start = te->init == ETMLIR_EP_INIT_BIAS ? e.bias : _mm512_setzero_ps();
+  e.bias = te->bias ? ukv_set1(te->bias[0]) : ukv_zero(); /* NULL: no init or add uses it */
+  e.start = te->init == ETMLIR_EP_INIT_BIAS ? e.bias : ukv_zero();
   int lo = te->finish ? te->lo_mode : 0, hi = te->finish ? te->hi_mode : 0;
-  e.lo = _mm512_set1_ps(lo ? te->lo : -__builtin_inff());
-  e.hi = _mm512_set1_ps(hi ? te->hi : __builtin_inff());
+  e.lo = ukv_set1(lo ? te->lo : -__builtin_inff());
+  e.hi = ukv_set1(hi ? te->hi : __builtin_inff());
   int plain = te->init && (!te->finish || (!te->bias_after && !te->res));
   e.kind = plain ? DW_EP_BOUNDS + (lo == ETMLIR_EP_BOUND_NAN_TO_BOUND) + 2 * (hi == ETMLIR_EP_BOUND_NAN_TO_BOUND)
                  : DW_EP_ANY;
@@ -2630,11 +2617,20 @@ UK_INLINE void dw_ep_rebase(dw_ep* e, const tile_ep* te) {
   e->t.bias = te->bias;
   e->t.res = te->res;
   if (te->bias) {
-    e->bias = _mm512_set1_ps(te->bias[0]);
+    e->bias = ukv_set1(te->bias[0]);
     if (te->init == ETMLIR_EP_INIT_BIAS) e->start = e->bias;
   }
 }
 
+/* The bounds of a DW_EP_BOUNDS kind. MAXPS/MINPS return their second operand when either is NaN. */
+UK_INLINE ukv dw_ep_bounds(const int kind, const dw_ep* e, ukv v) {
+  int to_bound = kind - DW_EP_BOUNDS;
+  v = to_bound & 1 ? ukv_max(v, e->lo) : ukv_max(e->lo, v);
+  return to_bound & 2 ? ukv_min(v, e->hi) : ukv_min(e->hi, v);
+}
+#endif
+
+#if defined(__AVX512F__)
 /* The sums' first value for output row `row`, columns [col, col + 16) at out (lanes m). */
 UK_INLINE __m512 dw_start(const int kind, const dw_ep* e, const float* out, __mmask16 m) {
   if (kind == DW_EP_SUMS || (kind == DW_EP_ANY && !e->t.init)) return _mm512_maskz_loadu_ps(m, out);
@@ -2644,11 +2640,7 @@ UK_INLINE __m512 dw_start(const int kind, const dw_ep* e, const float* out, __mm
 /* The sums of output row `row`, columns [col, col + 16) (lanes m), finished: bias, residual, bounds. */
 UK_INLINE __m512 dw_finish(const int kind, const dw_ep* e, __m512 v, int64_t row, int64_t col, __mmask16 m) {
   if (kind == DW_EP_SUMS) return v;
-  if (kind < DW_EP_ANY) { /* MAXPS/MINPS return their second operand when either is NaN */
-    int to_bound = kind - DW_EP_BOUNDS;
-    v = to_bound & 1 ? _mm512_max_ps(v, e->lo) : _mm512_max_ps(e->lo, v);
-    return to_bound & 2 ? _mm512_min_ps(v, e->hi) : _mm512_min_ps(e->hi, v);
-  }
+  if (kind < DW_EP_ANY) return dw_ep_bounds(kind, e, v);
   if (!e->t.finish) return v;
   if (e->t.bias_after) v = _mm512_add_ps(v, e->bias);
   if (e->t.res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, e->t.res + row * e->t.res_ld + col));
@@ -2862,8 +2854,10 @@ static void dw_plane_3x3(const dw_job* j, const int S, const float* in, const fl
 #endif
 
 #if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
-/* AVX2: 8 columns per vector, R output rows per pass; columns whose loads would leave the input row
- * (the last few) are done in scalar code. */
+/* AVX2: 8 columns per vector, R output rows per pass (4 at stride 1, 2 at stride 2), rows through pointers
+ * (dw_zero_row outside the input) as in the AVX-512 kernels. AVX2's masked loads and stores cost more than
+ * plain ones, so a vector clear of both edges of the input row, all 8 columns inside the output row, runs
+ * a build without masks; the others load and store under the masks dw_col_masks8 made once per job. */
 UK_INLINE __m256 even8(__m256 a, __m256 b) {
   __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
   return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), 0xD8));
@@ -2874,28 +2868,37 @@ UK_INLINE __m256 odd8(__m256 a, __m256 b) {
   return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), 0xD8));
 }
 
-/* The plane's epilogue in registers (as dw_acc_start / dw_acc_finish of the AVX-512 kernels), on the
- * first lanes of sm unless full (a constant). */
-UK_INLINE __m256 dw_acc_start8(const tile_ep* te, const float* out, const int full, __m256i sm) {
-  if (te && te->init) return te->init == ETMLIR_EP_INIT_ZERO ? _mm256_setzero_ps() : _mm256_set1_ps(te->bias[0]);
-  return full ? _mm256_loadu_ps(out) : _mm256_maskload_ps(out, sm);
-}
-
-UK_INLINE __m256 dw_acc_finish8(const tile_ep* te, __m256 v, int64_t row, int64_t col, const int full, __m256i sm) {
-  if (!te || !te->finish) return v;
-  if (te->bias_after) v = _mm256_add_ps(v, _mm256_set1_ps(te->bias[0]));
-  if (te->res) {
-    const float* r = te->res + row * te->res_ld + col;
-    v = _mm256_add_ps(v, full ? _mm256_loadu_ps(r) : _mm256_maskload_ps(r, sm));
-  }
-  return ep_bounds(te, v, _mm256_set1_ps(te->lo), _mm256_set1_ps(te->hi));
-}
-
 /* The lanes of an 8-float load at column c (of a row IW wide) that lie inside the row: all ones. */
 UK_INLINE __m256i dw_cols_in8(int64_t c, int64_t IW) {
   __m256i col = _mm256_add_epi32(_mm256_set1_epi32((int)c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), col),
-                             _mm256_cmpgt_epi32(_mm256_set1_epi32((int)IW), col));
+                             _mm256_cmpgt_epi32(_mm256_set1_epi32((int)MIN(IW, INT32_MAX)), col));
+}
+
+enum { DW_BLOCK_VECS8 = 32 }; /* vectors of a row whose masks are kept: wider planes go in column blocks */
+
+typedef struct {
+  __m256i ld[4]; /* stride 1: columns c, c + 1, c + 2; stride 2: loads at c, c + 8, c + 2, c + 10 */
+  __m256i st;    /* the vector's columns inside the output row */
+  int full;      /* 8 columns, every load inside the input row: plain loads and stores */
+} dw_col_masks8;
+
+/* The masks of the vector at output column ow (n of its columns inside the row), stride s, whose first tap
+ * reads input column c of a row IW wide. */
+UK_INLINE dw_col_masks8 dw_col_masks8_of(int s, int64_t c, int64_t n, int64_t IW) {
+  dw_col_masks8 k;
+  k.st = ukv_first(n);
+  k.full = n == 8 && c >= 0 && c + (s == 1 ? 10 : 18) <= IW;
+  for (int q = 0; q < 4; q++) k.ld[q] = dw_cols_in8(c + (s == 1 ? q : (q & 1) * 8 + (q & 2)), IW);
+  return k;
+}
+
+static void dw_row_masks8(const dw_job* j, int s, int64_t ow0, int nv, dw_col_masks8* k) {
+  const dw_edges g = dw_edges_of(j, j->IW);
+  for (int v = 0; v < nv; v++) {
+    int64_t ow = ow0 + 8 * v;
+    k[v] = dw_col_masks8_of(s, s * ow - g.pad_l, MIN(8, j->OW - ow), g.IW);
+  }
 }
 
 /* 8 floats at row + t; under the lane mask m unless `full` (a constant: two copies of the loop). */
@@ -2903,29 +2906,29 @@ UK_INLINE __m256 dw_load8(const float* row, int t, const int full, __m256i m) {
   return full ? _mm256_loadu_ps(row + t) : _mm256_maskload_ps(row + t, m);
 }
 
-/* R output rows of 8 columns at ow (input column c = s ow - pad_l). full: all 8 columns, and no load
- * leaves the input row; else the first lanes of sm are stored, and m[q] masks the q-th load of a row
- * (columns c + 0, 1, 2 at stride 1; c + 0, 8, 2, 10 at stride 2) to the row. */
-UK_INLINE void dw3x3_vec8(const int R, const int s, const int full, const int rows_in, const float* in,
-                          int64_t ish, int64_t c, const __m256i m[4], __m256i sm, const dw_edges* g, float* out,
-                          int64_t osh, int64_t ow, const __m256 w[9], const tile_ep* te, int64_t oh) {
+/* R output rows (from the plane's row oh) at one vector of output column ow: rows[i] is the pass's input
+ * row i (zeros outside the input), c the input column of the first tap, out the output at (oh, ow). */
+UK_INLINE void dw3x3_vec8(const int s, const int R, const int kind, const int full, const float* const* rows,
+                          int64_t c, const dw_col_masks8* k, float* out, int64_t osh, int64_t oh, int64_t ow,
+                          const __m256 w[9], const dw_ep* e) {
   __m256 acc[4];
 #pragma GCC unroll 4
-  for (int r = 0; r < R; r++) acc[r] = dw_acc_start8(te, out + r * osh + ow, full, sm);
+  for (int r = 0; r < R; r++)
+    acc[r] = kind == DW_EP_SUMS || (kind == DW_EP_ANY && !e->t.init) ? dw_load8(out + r * osh, 0, full, k->st)
+                                                                     : e->start;
 #pragma GCC unroll 9
   for (int i = 0; i < s * (R - 1) + 3; i++) {
-    if (!rows_in && (i < g->i_lo || i >= g->i_hi)) continue;
-    const float* row = in + i * ish + c;
+    const float* row = rows[i] + c;
     __m256 x0, x1, x2;
     if (s == 1) {
-      x0 = dw_load8(row, 0, full, m[0]);
-      x1 = dw_load8(row, 1, full, m[1]);
-      x2 = dw_load8(row, 2, full, m[2]);
+      x0 = dw_load8(row, 0, full, k->ld[0]);
+      x1 = dw_load8(row, 1, full, k->ld[1]);
+      x2 = dw_load8(row, 2, full, k->ld[2]);
     } else {
-      __m256 v0 = dw_load8(row, 0, full, m[0]), v1 = dw_load8(row, 8, full, m[1]);
+      __m256 v0 = dw_load8(row, 0, full, k->ld[0]), v1 = dw_load8(row, 8, full, k->ld[1]);
       x0 = even8(v0, v1);
       x1 = odd8(v0, v1);
-      x2 = even8(dw_load8(row, 2, full, m[2]), dw_load8(row, 10, full, m[3]));
+      x2 = even8(dw_load8(row, 2, full, k->ld[2]), dw_load8(row, 10, full, k->ld[3]));
     }
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
@@ -2938,62 +2941,86 @@ UK_INLINE void dw3x3_vec8(const int R, const int s, const int full, const int ro
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++) {
-    __m256 v = dw_acc_finish8(te, acc[r], oh + r, ow, full, sm);
+    __m256 v = acc[r];
+    if (kind > DW_EP_SUMS && kind < DW_EP_ANY) {
+      v = dw_ep_bounds(kind, e, v);
+    } else if (kind == DW_EP_ANY && e->t.finish) {
+      if (e->t.bias_after) v = _mm256_add_ps(v, e->bias);
+      if (e->t.res) v = _mm256_add_ps(v, dw_load8(e->t.res + (oh + r) * e->t.res_ld + ow, 0, full, k->st));
+      v = ep_bounds(&e->t, v, e->lo, e->hi);
+    }
     if (full) {
-      _mm256_storeu_ps(out + r * osh + ow, v);
+      _mm256_storeu_ps(out + r * osh, v);
     } else {
-      _mm256_maskstore_ps(out + r * osh + ow, sm, v);
+      _mm256_maskstore_ps(out + r * osh, k->st, v);
     }
   }
 }
 
-/* R output rows from the plane's row oh, 8 columns a vector (the last one partial); te: the plane's
- * epilogue in registers (NULL: accumulate). A vector whose loads reach past an edge of the input row,
- * or with fewer than 8 columns, loads and stores under masks. */
-UK_INLINE void dw3x3_rows8(const int R, const int s, const int rows_in, const float* in, int64_t ish,
-                           const dw_edges* g, float* out, int64_t osh, int64_t OW, const float wf[9],
-                           const tile_ep* te, int64_t oh) {
+/* One pass: R output rows from row oh, every vector of the column block [ow0, ow0 + 8 nv). */
+UK_INLINE void dw3x3_pass8(const int s, const int R, const int kind, const float* in, int64_t ish,
+                           const dw_edges* g, int64_t oh, int64_t ow0, int nv, const dw_col_masks8* k, float* out,
+                           int64_t osh, const __m256 w[9], const dw_ep* e) {
+  const float* rows[6];
+  int64_t r0 = s * oh - g->pad_t;
+#pragma GCC unroll 6
+  for (int i = 0; i < s * (R - 1) + 3; i++) rows[i] = r0 + i >= 0 && r0 + i < g->IH ? in + (r0 + i) * ish : dw_zero_row;
+  for (int v = 0; v < nv; v++) {
+    int64_t ow = ow0 + 8 * v;
+    float* o = out + oh * osh + ow;
+    if (k[v].full) {
+      dw3x3_vec8(s, R, kind, 1, rows, s * ow - g->pad_l, &k[v], o, osh, oh, ow, w, e);
+    } else {
+      dw3x3_vec8(s, R, kind, 0, rows, s * ow - g->pad_l, &k[v], o, osh, oh, ow, w, e);
+    }
+  }
+}
+
+/* 3x3, stride s (1 or 2) in both dims, dilation 1, unit-stride rows. With j->edges_in_kernel, `in` is the
+ * unpadded input plane and the padding is read as zeros (no padded copy). row_k: the masks of every vector
+ * of a row, when the row is one block (NULL: made here). */
+UK_INLINE void dw_plane_3x3_avx2_at(const dw_job* j, const int s, const float* in, const float* f, float* out,
+                                    const dw_ep* e, const dw_col_masks8* row_k) {
   __m256 w[9];
-  for (int i = 0; i < 9; i++) w[i] = _mm256_set1_ps(wf[i]);
-  for (int64_t ow = 0; ow < OW; ow += 8) {
-    int64_t c = s * ow - g->pad_l, n = MIN(8, OW - ow);
-    __m256i m[4];
-    if (n == 8 && c >= 0 && c + (s == 1 ? 10 : 18) <= g->IW) {
-      for (int q = 0; q < 4; q++) m[q] = _mm256_set1_epi32(-1); /* unused: plain loads */
-      dw3x3_vec8(R, s, 1, rows_in, in, ish, c, m, m[0], g, out, osh, ow, w, te, oh);
-    } else {
-      for (int q = 0; q < 4; q++) m[q] = dw_cols_in8(c + (s == 1 ? q : (q & 1) * 8 + (q & 2)), g->IW);
-      dw3x3_vec8(R, s, 0, rows_in, in, ish, c, m, ukv_first(n), g, out, osh, ow, w, te, oh);
+  for (int kh = 0; kh < 3; kh++)
+    for (int kw = 0; kw < 3; kw++) w[kh * 3 + kw] = _mm256_set1_ps(f[kh * j->fs[1] + kw * j->fs[2]]);
+  const dw_edges g = dw_edges_of(j, j->IW);
+  int64_t ish = j->is[2], osh = j->os[2];
+  const int R = s == 1 ? 4 : 2;
+  dw_col_masks8 block_k[DW_BLOCK_VECS8];
+  for (int64_t ow0 = 0; ow0 < j->OW; ow0 += 8 * DW_BLOCK_VECS8) {
+    int nv = (int)MIN(DW_BLOCK_VECS8, CEIL_DIV(j->OW - ow0, 8));
+    const dw_col_masks8* k = row_k && j->OW <= 8 * DW_BLOCK_VECS8 ? row_k : block_k;
+    if (k == block_k) dw_row_masks8(j, s, ow0, nv, block_k);
+    /* As the AVX-512 kernels: R-row passes per epilogue kind; the last OH % R rows by an R-row pass
+     * overlapping the one before (bounds only), else by 1-row passes of the general build. */
+#define DW3X3_PASS8(RR, KIND) dw3x3_pass8(s, RR, KIND, in, ish, &g, oh, ow0, nv, k, out, osh, w, e)
+    int64_t oh = 0, end = j->OH;
+    if (j->OH % R && j->OH > R && e->kind > DW_EP_SUMS && e->kind < DW_EP_ANY) end = j->OH + R - j->OH % R;
+    for (; oh + R <= end; oh += R) {
+      oh = MIN(oh, j->OH - R);
+      switch (e->kind) {
+        case DW_EP_SUMS: DW3X3_PASS8(R, DW_EP_SUMS); break;
+        case DW_EP_BOUNDS: DW3X3_PASS8(R, DW_EP_BOUNDS); break;
+        case DW_EP_BOUNDS + 1: DW3X3_PASS8(R, DW_EP_BOUNDS + 1); break;
+        case DW_EP_BOUNDS + 2: DW3X3_PASS8(R, DW_EP_BOUNDS + 2); break;
+        case DW_EP_BOUNDS + 3: DW3X3_PASS8(R, DW_EP_BOUNDS + 3); break;
+        default: DW3X3_PASS8(R, DW_EP_ANY); break;
+      }
     }
+    for (; oh < j->OH; oh++) DW3X3_PASS8(1, DW_EP_ANY);
+#undef DW3X3_PASS8
   }
 }
 
-/* 3x3, stride 1 or 2, dilation 1, unit-stride rows. With j->edges_in_kernel, `in` is the unpadded
- * input plane and the padding is read as zeros (no padded copy). */
-static void dw_plane_3x3_avx2(const dw_job* j, int s, const float* in, const float* f, float* out,
-                              const tile_ep* te) {
-  float wf[9];
-  for (int kh = 0; kh < 3; kh++)
-    for (int kw = 0; kw < 3; kw++) wf[kh * 3 + kw] = f[kh * j->fs[1] + kw * j->fs[2]];
-  int64_t ish = j->is[2], osh = j->os[2], oh = 0;
-  dw_edges g = dw_edges_of(j, j->IW);
-  /* Each stride is its own build, and so is a pass clear of the top and bottom edges. */
-#define DW3X3_PASS8(R, S)                                                                      \
-  do {                                                                                         \
-    const float* src = in + dw_pass_rows(&g, S, R, oh) * ish;                                  \
-    if (dw_pass_inside(&g, S, R))                                                              \
-      dw3x3_rows8(R, S, 1, src, ish, &g, out + oh * osh, osh, j->OW, wf, te, oh);              \
-    else                                                                                       \
-      dw3x3_rows8(R, S, 0, src, ish, &g, out + oh * osh, osh, j->OW, wf, te, oh);              \
-  } while (0)
+/* One build of the plane kernel per stride (R is 4 at stride 1, 2 at stride 2: constants in each). */
+static void dw_plane_3x3_avx2(const dw_job* j, int s, const float* in, const float* f, float* out, const dw_ep* e,
+                              const dw_col_masks8* row_k) {
   if (s == 1) {
-    for (; oh + 4 <= j->OH; oh += 4) DW3X3_PASS8(4, 1);
-    for (; oh < j->OH; oh++) DW3X3_PASS8(1, 1);
+    dw_plane_3x3_avx2_at(j, 1, in, f, out, e, row_k);
   } else {
-    for (; oh + 2 <= j->OH; oh += 2) DW3X3_PASS8(2, 2);
-    for (; oh < j->OH; oh++) DW3X3_PASS8(1, 2);
+    dw_plane_3x3_avx2_at(j, 2, in, f, out, e, row_k);
   }
-#undef DW3X3_PASS8
 }
 #endif
 
@@ -3025,11 +3052,12 @@ static const tile_ep* dw_tile_ep(const ep_view* e, tile_ep* te, int* fits) {
   return (init || finish) && *fits ? te : NULL;
 }
 
-#if defined(__AVX512F__)
-/* Planes [p0, p1) of a job the AVX-512 kernels (flat or 3x3) take with their epilogue in registers: the
- * epilogue's kind and the vectors' masks are made once for all of them, not per plane (at 14x14 and 7x7,
- * that work took longer than a plane's sums). Returns 0, having done nothing, for the other jobs. */
-static int dw_planes_avx512(const dw_job* j, int64_t p0, int64_t p1) {
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+/* Planes [p0, p1) of a job the vector kernels (3x3, or AVX-512's flat ones) take with their epilogue in
+ * registers: the epilogue's kind and the vectors' masks are made once for all of them, not per plane (at
+ * 14x14 and 7x7, that work took longer than a plane's sums). Returns 0, having done nothing, for the
+ * other jobs. */
+static int dw_planes_fast(const dw_job* j, int64_t p0, int64_t p1) {
   int fast = j->KH == 3 && j->KW == 3 && j->dh == 1 && j->dw == 1 && j->is[3] == 1 && j->os[3] == 1 &&
              j->sh == j->sw && (j->sw == 1 || j->sw == 2);
   if (p0 >= p1 || j->scratch || !(fast || j->flat)) return 0;
@@ -3042,9 +3070,16 @@ static int dw_planes_avx512(const dw_job* j, int64_t p0, int64_t p1) {
   const tile_ep* tp = dw_tile_ep(&e, &te, &fits);
   if (!fits || (j->flat && tp && tp->res && tp->res_ld != j->OW)) return 0;
   dw_ep d = dw_ep_of(tp);
+  int S = (int)j->sw;
+#if defined(__AVX512F__)
   dw_col_masks k[DW_BLOCK_VECS];
-  int S = (int)j->sw, one_block = j->OW <= 16 * DW_BLOCK_VECS;
+  int one_block = j->OW <= 16 * DW_BLOCK_VECS;
   if (!j->flat && one_block) dw_row_masks(j, S, 0, (int)CEIL_DIV(j->OW, 16), k);
+#else
+  dw_col_masks8 k[DW_BLOCK_VECS8];
+  int one_block = j->OW <= 8 * DW_BLOCK_VECS8;
+  if (one_block) dw_row_masks8(j, S, 0, (int)CEIL_DIV(j->OW, 8), k);
+#endif
   for (int64_t p = p0; p < p1; p++) {
     if (p > p0) {
       dw_plane_of(j, p, &in, &f, &out, &e);
@@ -3053,11 +3088,15 @@ static int dw_planes_avx512(const dw_job* j, int64_t p0, int64_t p1) {
         dw_ep_rebase(&d, &te);
       }
     }
+#if defined(__AVX512F__)
     if (j->flat) {
       dw_plane_flat(j, in, f, out, &d);
     } else {
       dw_plane_3x3(j, S, in, f, out, &d, one_block ? k : NULL);
     }
+#else
+    dw_plane_3x3_avx2(j, S, in, f, out, &d, one_block ? k : NULL);
+#endif
   }
   return 1;
 }
@@ -3069,8 +3108,8 @@ static void dw_job_body(void* arg, int64_t t, int slot) {
   const dw_job* j = (const dw_job*)arg;
   int64_t p0, p1;
   split_range(j->planes, j->tasks, 1, t, &p0, &p1);
-#if defined(__AVX512F__)
-  if (dw_planes_avx512(j, p0, p1)) return;
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+  if (dw_planes_fast(j, p0, p1)) return;
 #endif
   for (int64_t p = p0; p < p1; p++) {
     const float *in, *f;
@@ -3099,8 +3138,10 @@ static void dw_job_body(void* arg, int64_t t, int slot) {
 /* One (image, channel) plane: the 3x3 fast paths where they apply, else the generic loop. With te (the
  * plane's epilogue in registers), only a kernel that applies it runs: returns 0 when none did. */
 static int dw_plane(const dw_job* j, const float* in, const float* f, float* out, const tile_ep* te) {
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
   const dw_ep e = dw_ep_of(te);
+#endif
+#if defined(__AVX512F__)
   if (j->flat && (!te || !te->res || te->res_ld == j->OW)) {
     dw_plane_flat(j, in, f, out, &e);
     return 1;
@@ -3112,7 +3153,7 @@ static int dw_plane(const dw_job* j, const float* in, const float* f, float* out
 #if defined(__AVX512F__)
     dw_plane_3x3(j, (int)j->sw, in, f, out, &e, NULL);
 #else
-    dw_plane_3x3_avx2(j, (int)j->sw, in, f, out, te);
+    dw_plane_3x3_avx2(j, (int)j->sw, in, f, out, &e, NULL);
 #endif
     return 1;
   }
