@@ -1164,3 +1164,23 @@ def test_inverted_residual_split_over_threads(lib, threads, chunks):
     for case in INVERTED_RESIDUAL[:2]:
         _check_inverted_residual(lib, case, IR_MODES[0])
     assert calls and min(calls) >= 2
+
+
+# Blocks below 1 MiB with threads: each task expands whole panels of the wide channels, runs their
+# depthwise planes and a partial projection over them; the partials are added and finished after. A
+# batch of two at stride 2, the block's input as residual (both epilogue sets: MobileNetV2's, and a
+# projection that accumulates into the output), two panels (fewer tasks than threads at 3 and 4), and
+# a block of one panel (no split).
+SMALL_BLOCKS = [(2, 5, 72, 7, 13, 11, 3, 2, (1, 1, 1, 1)), (1, 6, 40, 6, 9, 11, 3, 1, (1, 1, 1, 1)),
+                (1, 4, 20, 5, 8, 8, 3, 1, (1, 1, 1, 1)), (1, 3, 5, 3, 6, 6, 3, 1, (1, 1, 1, 1))]
+
+
+@pytest.mark.parametrize("threads,chunks", [(2, 2), (3, 3), (4, 2)])
+@pytest.mark.parametrize("modes", IR_MODES)
+def test_small_inverted_residual_split_over_channels(lib, threads, chunks, modes):
+    calls: list[int] = []
+    pool = reversed_pool(chunks, calls)
+    lib.etmlir_cpu_set_parallel(ctypes.cast(pool, ctypes.c_void_p), None, threads)
+    for case in SMALL_BLOCKS:
+        _check_inverted_residual(lib, case, modes)
+    assert calls and min(calls) >= 2

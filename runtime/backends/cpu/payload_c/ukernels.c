@@ -244,6 +244,8 @@ typedef struct {
   /* Not NULL: A was packed at compile time (et-cpu-pack-weights) into UK_MR-row panels over all of
    * K, zero padded past M: row m, column k at a_packed[(m / UK_MR) * K * UK_MR + k * UK_MR + m % UK_MR]. */
   const float* a_packed;
+  int64_t a_ld; /* gemm_range only: floats from one packed A panel to the next; 0: K * UK_MR. Set, the
+                 * problem's K columns are a slice of wider panels (a projection split over its K). */
 } gemm_problem;
 
 /* The epilogue of one microkernel tile, applied in registers: the accumulators start at zero or the
@@ -948,7 +950,8 @@ static void gemm_range(const gemm_problem* g, const blocking* bl, int64_t m0, in
             int h = g->a_packed ? (int)MIN(UK_MR, mc - ip * UK_MR) : (int)(hbase + (ip < hextra));
             int64_t row = ic + (g->a_packed ? ip * UK_MR : ip * hbase + MIN(ip, hextra));
             const float* a_panel =
-                g->a_packed ? g->a_packed + (ic / UK_MR + ip) * UK_MR * g->K + k0 * UK_MR : ap + ip * UK_MR * kc;
+                g->a_packed ? g->a_packed + (ic / UK_MR + ip) * (g->a_ld ? g->a_ld : UK_MR * g->K) + k0 * UK_MR
+                            : ap + ip * UK_MR * kc;
             int nr = (int)MIN(UK_NR, nc - jr);
             /* The epilogue runs on each tile in registers: its init instead of loading C in the first
              * K block, the rest before the store in the last (element by element where it must). */
@@ -2511,6 +2514,7 @@ typedef struct {
  * input points here instead: a padded row costs no check in the loop. Never written; planes whose rows
  * are wider than this take the padded copy. */
 enum { DW_ZERO_FLOATS = 4096 };
+enum { DW_FLAT_MAX_VECS = 16 }; /* AVX-512's flat planes (dw_plane_flat): up to 16 vectors of outputs */
 static float dw_zero_row[DW_ZERO_FLOATS] __attribute__((unused));
 
 /* Where the 3x3 kernels' input rows and columns are: a pass's `in` is the input's row S oh - pad_t,
@@ -2660,8 +2664,6 @@ UK_INLINE __mmask16 dw_cols_in(int64_t c, int64_t IW) {
  * MobileNetV2's 960-channel 7x7 layer alone, best of 3, 46.5 against 62.0 us. Not at 14x14 (576 channels:
  * 73.7 against 61.0 us), where the row passes load each input row once for three output rows instead of
  * each tap once per output vector. */
-enum { DW_FLAT_MAX_VECS = 16 };
-
 static int dw_flat_fits(const dw_job* j) {
   return j->edges_in_kernel && j->KH == 3 && j->KW == 3 && j->sh == 1 && j->sw == 1 && j->OW <= 8 &&
          j->OH * j->OW <= 16 * DW_FLAT_MAX_VECS && j->in_w == j->OW && j->is[2] == j->OW && j->os[2] == j->OW;
@@ -3104,10 +3106,8 @@ static int dw_planes_fast(const dw_job* j, int64_t p0, int64_t p1) {
 
 static int dw_plane(const dw_job* j, const float* in, const float* f, float* out, const tile_ep* te);
 
-static void dw_job_body(void* arg, int64_t t, int slot) {
-  const dw_job* j = (const dw_job*)arg;
-  int64_t p0, p1;
-  split_range(j->planes, j->tasks, 1, t, &p0, &p1);
+/* Planes [p0, p1) of the job, in scratch slot `slot` (its padded copies). */
+static void dw_planes(const dw_job* j, int64_t p0, int64_t p1, int slot) {
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
   if (dw_planes_fast(j, p0, p1)) return;
 #endif
@@ -3133,6 +3133,13 @@ static void dw_job_body(void* arg, int64_t t, int slot) {
     dw_plane(&pj, in, f, out, NULL);
     ep_finish(&e, out, j->os[2], j->os[3], 0, j->OH, 0, j->OW);
   }
+}
+
+static void dw_job_body(void* arg, int64_t t, int slot) {
+  const dw_job* j = (const dw_job*)arg;
+  int64_t p0, p1;
+  split_range(j->planes, j->tasks, 1, t, &p0, &p1);
+  dw_planes(j, p0, p1, slot);
 }
 
 /* One (image, channel) plane: the 3x3 fast paths where they apply, else the generic loop. With te (the
@@ -3172,65 +3179,85 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw(etmlir_m
                                                       NULL);
 }
 
+/* The job of a depthwise convolution, but for its tasks and the scratch of its padded copies (with
+ * j->scratch NULL, a caller that needs them, j->PH > 0 and !j->edges_in_kernel, allocates j->slot floats
+ * per task slot). flat: room for DW_FLAT_MAX_VECS * 9 lane masks, which j may point at. Returns 0 when
+ * there is nothing to compute. */
+static int dw_job_make(dw_job* j, const etmlir_memref4d_f32* in, const etmlir_memref3d_f32* filter,
+                       const etmlir_memref4d_f32* out, int64_t stride_h, int64_t stride_w, int64_t dilation_h,
+                       int64_t dilation_w, const etmlir_epilogue* ep, uint16_t* flat) {
+  memset(j, 0, sizeof(*j));
+  j->in = in->aligned + in->offset;
+  j->filter = filter->aligned + filter->offset;
+  j->out = out->aligned + out->offset;
+  j->C = out->sizes[1];
+  j->OH = out->sizes[2];
+  j->OW = out->sizes[3];
+  j->KH = filter->sizes[1];
+  j->KW = filter->sizes[2];
+  j->IW = in->sizes[3];
+  for (int i = 0; i < 4; i++) j->is[i] = in->strides[i];
+  for (int i = 0; i < 3; i++) j->fs[i] = filter->strides[i];
+  for (int i = 0; i < 4; i++) j->os[i] = out->strides[i];
+  j->sh = stride_h;
+  j->sw = stride_w;
+  j->dh = dilation_h;
+  j->dw = dilation_w;
+  j->ep = ep;
+  j->planes = out->sizes[0] * j->C;
+  j->tasks = 1;
+  if (j->planes <= 0 || j->OH <= 0 || j->OW <= 0) return 0;
+  /* The rows and columns the windows read; more than the input's (after the top and left padding) means
+   * padding at the bottom or right, which needs the padded copy even when top and left are 0 (TF "same"
+   * padding at stride 1 pads only there). */
+  int64_t reach_h = (j->OH - 1) * j->sh + (j->KH - 1) * j->dh + 1,
+          reach_w = (j->OW - 1) * j->sw + (j->KW - 1) * j->dw + 1;
+  if (ep && (ep->pad_top || ep->pad_left || reach_h > ep->pad_top + in->sizes[2] ||
+             reach_w > ep->pad_left + in->sizes[3])) {
+    j->IH = in->sizes[2];
+    j->in_w = in->sizes[3];
+    j->pad_t = ep->pad_top;
+    j->pad_l = ep->pad_left;
+    j->PH = reach_h;
+    j->PW = reach_w;
+    j->slot = CEIL_DIV(j->PH * j->PW, 16) * 16;
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+    /* MobileNetV2 spent 5% of its time copying planes into padded ones for these; reading the input
+     * in the kernel made it 6-9% faster at 1 thread, 11-12% at 2 (AVX-512), 16-18% and 15-17% with
+     * the AVX2 kernels (whose last OW % 8 columns, all of a 7x7 plane's, were scalar before). */
+    j->edges_in_kernel = j->KH == 3 && j->KW == 3 && j->dh == 1 && j->dw == 1 && j->is[3] == 1 && j->os[3] == 1 &&
+                         j->sh == j->sw && (j->sw == 1 || j->sw == 2) && j->in_w <= DW_ZERO_FLOATS;
+#endif
+  }
+#if defined(__AVX512F__)
+  if (dw_flat_fits(j)) {
+    dw_flat_masks(j, flat);
+    j->flat = flat;
+  }
+#else
+  (void)flat;
+#endif
+  return 1;
+}
+
+/* Scratch for j's padded copies, `tasks` tasks (none when its kernels read the input's edges). */
+static void dw_job_scratch(dw_job* j) {
+  if (j->PH && !j->edges_in_kernel)
+    j->scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(j->slot * etmlir_cpu_task_slots(j->tasks)));
+}
+
 ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(
     etmlir_memref4d_f32* in, etmlir_memref3d_f32* filter, etmlir_memref4d_f32* out, int64_t stride_h,
     int64_t stride_w, int64_t dilation_h, int64_t dilation_w, const etmlir_epilogue* ep) {
   dw_job j;
-  memset(&j, 0, sizeof(j));
-  j.in = in->aligned + in->offset;
-  j.filter = filter->aligned + filter->offset;
-  j.out = out->aligned + out->offset;
-  j.C = out->sizes[1];
-  j.OH = out->sizes[2];
-  j.OW = out->sizes[3];
-  j.KH = filter->sizes[1];
-  j.KW = filter->sizes[2];
-  j.IW = in->sizes[3];
-  for (int i = 0; i < 4; i++) j.is[i] = in->strides[i];
-  for (int i = 0; i < 3; i++) j.fs[i] = filter->strides[i];
-  for (int i = 0; i < 4; i++) j.os[i] = out->strides[i];
-  j.sh = stride_h;
-  j.sw = stride_w;
-  j.dh = dilation_h;
-  j.dw = dilation_w;
-  j.ep = ep;
-  j.planes = out->sizes[0] * j.C;
-  if (j.planes <= 0 || j.OH <= 0 || j.OW <= 0) return;
+  uint16_t flat[DW_FLAT_MAX_VECS * 9];
+  if (!dw_job_make(&j, in, filter, out, stride_h, stride_w, dilation_h, dilation_w, ep, flat)) return;
   int nt = etmlir_cpu_num_threads();
   double taps = (double)j.planes * (double)(j.OH * j.OW * j.KH * j.KW);
   j.tasks = nt > 1 && taps >= PAR_MIN_TAPS
                 ? MIN(j.planes, MAX(nt, MIN(TASKS_PER_THREAD * nt, (int64_t)(taps / TASK_MIN_TAPS))))
                 : 1;
-  /* The rows and columns the windows read; more than the input's (after the top and left padding) means
-   * padding at the bottom or right, which needs the padded copy even when top and left are 0 (TF "same"
-   * padding at stride 1 pads only there). */
-  int64_t reach_h = (j.OH - 1) * j.sh + (j.KH - 1) * j.dh + 1, reach_w = (j.OW - 1) * j.sw + (j.KW - 1) * j.dw + 1;
-  if (ep && (ep->pad_top || ep->pad_left || reach_h > ep->pad_top + in->sizes[2] ||
-             reach_w > ep->pad_left + in->sizes[3])) {
-    j.IH = in->sizes[2];
-    j.in_w = in->sizes[3];
-    j.pad_t = ep->pad_top;
-    j.pad_l = ep->pad_left;
-    j.PH = reach_h;
-    j.PW = reach_w;
-    j.slot = CEIL_DIV(j.PH * j.PW, 16) * 16;
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-    /* MobileNetV2 spent 5% of its time copying planes into padded ones for these; reading the input
-     * in the kernel made it 6-9% faster at 1 thread, 11-12% at 2 (AVX-512), 16-18% and 15-17% with
-     * the AVX2 kernels (whose last OW % 8 columns, all of a 7x7 plane's, were scalar before). */
-    j.edges_in_kernel = j.KH == 3 && j.KW == 3 && j.dh == 1 && j.dw == 1 && j.is[3] == 1 && j.os[3] == 1 &&
-                        j.sh == j.sw && (j.sw == 1 || j.sw == 2) && j.in_w <= DW_ZERO_FLOATS;
-#endif
-    if (!j.edges_in_kernel)
-      j.scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(j.slot * etmlir_cpu_task_slots(j.tasks)));
-  }
-#if defined(__AVX512F__)
-  uint16_t flat[DW_FLAT_MAX_VECS * 9];
-  if (dw_flat_fits(&j)) {
-    dw_flat_masks(&j, flat);
-    j.flat = flat;
-  }
-#endif
+  dw_job_scratch(&j);
   etmlir_cpu_parallel_tasks(j.tasks, dw_job_body, &j);
   if (j.scratch) etmlir_cpu_scratch_free(j.scratch);
 }
@@ -3275,8 +3302,10 @@ typedef struct {
 
 /* One of the block's 1x1 convolutions on one thread: c[M, N] (row stride rsc) = panels [M, K] times b[K, N]
  * (row stride b_rs), under the epilogue e. */
-static void ir_pointwise(const float* panels, int64_t M, int64_t K, const float* b, int64_t b_rs, int64_t N,
-                         float* c, int64_t rsc, ep_view e, float* gemm_scratch) {
+/* Rows [m0, m1) of C = A B (+ epilogue e), A in native panels of lda floats each (0: K * UK_MR). */
+static void ir_pointwise_rows(const float* panels, int64_t M, int64_t K, int64_t lda, int64_t m0, int64_t m1,
+                              const float* b, int64_t b_rs, int64_t N, float* c, int64_t rsc, ep_view e,
+                              float* gemm_scratch) {
   gemm_problem g;
   memset(&g, 0, sizeof(g));
   g.M = M;
@@ -3284,13 +3313,19 @@ static void ir_pointwise(const float* panels, int64_t M, int64_t K, const float*
   g.K = K;
   g.a = view2(panels, K, 1);
   g.a_packed = panels;
+  g.a_ld = lda;
   g.b.m = view2(b, b_rs, 1);
   g.c = c;
   g.rsc = rsc;
   g.csc = 1;
   g.e = e;
   blocking bl = choose_blocking(&g);
-  gemm_range(&g, &bl, 0, M, 0, N, gemm_scratch);
+  gemm_range(&g, &bl, m0, m1, 0, N, gemm_scratch);
+}
+
+static void ir_pointwise(const float* panels, int64_t M, int64_t K, const float* b, int64_t b_rs, int64_t N,
+                         float* c, int64_t rsc, ep_view e, float* gemm_scratch) {
+  ir_pointwise_rows(panels, M, K, 0, 0, M, b, b_rs, N, c, rsc, e, gemm_scratch);
 }
 
 static void ir_body(void* arg, int64_t t, int slot) {
@@ -3365,6 +3400,155 @@ static int ir_sets_all(const etmlir_epilogue* ep) {
   return ep && !(ep->mode & ETMLIR_EP_RESIDUAL) && (ep->mode & ETMLIR_EP_INIT_MASK) != ETMLIR_EP_INIT_OUTPUT;
 }
 
+/* Small blocks (wide activations below IR_MIN_BYTES: MobileNetV2's 28x28 to 7x7 ones) with threads. The
+ * three kernels in turn each split their work among the threads their own way, so the wide tensors cross
+ * between the cores' caches twice per block: MobileNetV2's 14x14 and 28x28 blocks ran 1.45 to 1.7 times
+ * faster at 2 threads than at 1. Here task t takes whole UK_MR panels [c0, c1) of the wide channels: it
+ * expands them, runs their depthwise planes and multiplies them into a partial projection over those
+ * channels, its share of the projection's K. Task 0's partial is the output (with the projection's init),
+ * the others' go to scratch; a second job adds those in and finishes the output. What crosses the cores
+ * is the partials (Cout x OH x OW floats a task), not the wide tensors. */
+typedef struct {
+  const float* in;
+  int64_t is[4];
+  const float *p1, *p2;
+  const etmlir_epilogue* e1;
+  etmlir_epilogue init3, zero, finish3; /* the projection's init alone, zero, its finish alone */
+  dw_job dj;                            /* the depthwise convolution of x into y */
+  float *x, *y, *out, *part;            /* part: the partials of tasks 1.., each nb x Cout x OHW */
+  int64_t os[4];
+  int64_t nb, Cin, Cx, Cout, HW, OHW, tasks, slot_floats;
+  float* scratch; /* GEMM scratch per slot */
+} ir_split_job;
+
+static void ir_split_body(void* arg, int64_t t, int slot) {
+  const ir_split_job* j = (const ir_split_job*)arg;
+  int64_t pa, pb;
+  split_range(CEIL_DIV(j->Cx, UK_MR), j->tasks, 1, t, &pa, &pb);
+  int64_t c0 = pa * UK_MR, c1 = MIN(j->Cx, pb * UK_MR);
+  float* gs = j->scratch + slot * j->slot_floats;
+  for (int64_t n = 0; n < j->nb; n++) {
+    float* x = j->x + n * j->Cx * j->HW;
+    float* y = j->y + n * j->Cx * j->OHW;
+    ir_pointwise_rows(j->p1, j->Cx, j->Cin, 0, c0, c1, j->in + n * j->is[0], j->is[1], j->HW, x, j->HW,
+                      conv_row_epilogue(j->e1, n, 0), gs);
+    dw_planes(&j->dj, n * j->Cx + c0, n * j->Cx + c1, slot);
+    float* c = t == 0 ? j->out + n * j->os[0] : j->part + ((t - 1) * j->nb + n) * j->Cout * j->OHW;
+    ir_pointwise_rows(j->p2 + c0 * UK_MR, j->Cout, c1 - c0, UK_MR * j->Cx, 0, j->Cout, y + c0 * j->OHW, j->OHW,
+                      j->OHW, c, t == 0 ? j->os[1] : j->OHW, conv_row_epilogue(t == 0 ? &j->init3 : &j->zero, n, 0),
+                      gs);
+  }
+}
+
+/* Output rows (image, channel) of task t's share: the partials added, then the projection's finish. */
+static void ir_split_reduce(void* arg, int64_t t, int slot) {
+  const ir_split_job* j = (const ir_split_job*)arg;
+  int64_t r0, r1;
+  (void)slot;
+  split_range(j->nb * j->Cout, j->tasks, 1, t, &r0, &r1);
+  for (int64_t r = r0; r < r1; r++) {
+    int64_t n = r / j->Cout, f = r % j->Cout;
+    float* restrict o = j->out + n * j->os[0] + f * j->os[1];
+    for (int64_t s = 1; s < j->tasks; s++) {
+      const float* restrict q = j->part + ((s - 1) * j->nb + n) * j->Cout * j->OHW + f * j->OHW;
+      for (int64_t i = 0; i < j->OHW; i++) o[i] += q[i];
+    }
+    ep_view e = conv_row_epilogue(&j->finish3, n, 0);
+    if (ep_finishes(&e)) ep_finish(&e, j->out + n * j->os[0], j->os[1], 1, f, 1, 0, j->OHW);
+  }
+}
+
+/* The floats [p, p + extent) of a dense tensor view overlap [q, q + extent_q). */
+static int ir_overlaps(const float* p, int64_t extent, const float* q, int64_t extent_q) {
+  return p < q + extent_q && q < p + extent;
+}
+
+/* The split above, when it applies (threads, native panels, dense rows, a panel or more per thread, and
+ * an output that neither the input nor the residual shares): returns 0, having done nothing, otherwise. */
+static int ir_split(etmlir_memref4d_f32* in, etmlir_memref3d_f32* p1, const etmlir_epilogue* e1,
+                    etmlir_memref3d_f32* dwf, int64_t stride_h, int64_t stride_w, const etmlir_epilogue* e2,
+                    etmlir_memref3d_f32* p2, etmlir_memref4d_f32* out, const etmlir_epilogue* e3) {
+  int nt = etmlir_cpu_num_threads();
+  int64_t nb = out->sizes[0], Cin = in->sizes[1], H = in->sizes[2], W = in->sizes[3];
+  int64_t Cx = dwf->sizes[0], Cout = out->sizes[1], OH = out->sizes[2], OW = out->sizes[3];
+  const int64_t* rs = e3 ? e3->res_strides : NULL;
+  int residual = e3 && (e3->mode & ETMLIR_EP_RESIDUAL);
+  /* Tasks: one per thread, at most one per panel. (The arena is measured at more threads than a run has:
+   * with fewer threads this path takes less scratch, never more; it runs whenever there are two.) */
+  int64_t tasks = MIN(nt, CEIL_DIV(Cx, UK_MR));
+  if (tasks < 2 || !native_panels(p1, Cin) || !native_panels(p2, Cx) ||
+      in->strides[3] != 1 || in->strides[2] != W || out->strides[3] != 1 || out->strides[2] != OW ||
+      (residual && rs[2] != OW * rs[3]))
+    return 0;
+  const float* ip = in->aligned + in->offset;
+  float* op = out->aligned + out->offset;
+  int64_t in_extent = (nb - 1) * in->strides[0] + (Cin - 1) * in->strides[1] + H * W;
+  int64_t out_extent = (nb - 1) * out->strides[0] + (Cout - 1) * out->strides[1] + OH * OW;
+  int64_t res_extent = residual ? (nb - 1) * rs[0] + (Cout - 1) * rs[1] + (OH - 1) * rs[2] + (OW - 1) * rs[3] + 1 : 0;
+  if (ir_overlaps(ip, in_extent, op, out_extent) || (residual && ir_overlaps(e3->res, res_extent, op, out_extent)))
+    return 0;
+  ir_split_job j;
+  memset(&j, 0, sizeof(j));
+  j.in = ip;
+  for (int i = 0; i < 4; i++) j.is[i] = in->strides[i];
+  for (int i = 0; i < 4; i++) j.os[i] = out->strides[i];
+  j.p1 = p1->aligned + p1->offset;
+  j.p2 = p2->aligned + p2->offset;
+  j.e1 = e1;
+  if (e3) {
+    j.init3 = *e3;
+    j.finish3 = *e3;
+  }
+  j.init3.mode &= ETMLIR_EP_INIT_MASK;
+  j.finish3.mode &= ~(int64_t)ETMLIR_EP_INIT_MASK;
+  j.zero.mode = ETMLIR_EP_INIT_ZERO;
+  j.out = op;
+  j.nb = nb;
+  j.Cin = Cin;
+  j.Cx = Cx;
+  j.Cout = Cout;
+  j.HW = H * W;
+  j.OHW = OH * OW;
+  j.tasks = tasks;
+  j.x = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(nb * Cx * H * W));
+  j.y = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(nb * Cx * OH * OW));
+  j.part = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)((tasks - 1) * nb * Cout * OH * OW));
+  if (!ir_sets_all(e1)) memset(j.x, 0, sizeof(float) * (size_t)(nb * Cx * H * W));
+  if (!ir_sets_all(e2)) memset(j.y, 0, sizeof(float) * (size_t)(nb * Cx * OH * OW));
+  etmlir_memref4d_f32 xm = {j.x, j.x, 0, {nb, Cx, H, W}, {Cx * H * W, H * W, W, 1}};
+  etmlir_memref4d_f32 ym = {j.y, j.y, 0, {nb, Cx, OH, OW}, {Cx * OH * OW, OH * OW, OW, 1}};
+  uint16_t flat[DW_FLAT_MAX_VECS * 9];
+  dw_job_make(&j.dj, &xm, dwf, &ym, stride_h, stride_w, 1, 1, e2, flat);
+  j.dj.tasks = tasks;
+  dw_job_scratch(&j.dj);
+  /* GEMM scratch for the larger of the two products' blocks. */
+  gemm_problem g;
+  memset(&g, 0, sizeof(g));
+  g.M = Cx;
+  g.N = H * W;
+  g.K = Cin;
+  g.a_packed = j.p1;
+  g.b.m = view2(j.in, j.is[1], 1);
+  blocking b1 = choose_blocking(&g);
+  g.M = Cout;
+  g.N = OH * OW;
+  g.K = CEIL_DIV(CEIL_DIV(Cx, UK_MR), tasks) * UK_MR;
+  g.a_packed = j.p2;
+  g.b.m = view2(j.y, OH * OW, 1);
+  blocking b2 = choose_blocking(&g);
+  j.slot_floats = CEIL_DIV(MAX(b1.a_floats + b1.b_floats, b2.a_floats + b2.b_floats), 16) * 16;
+  j.scratch =
+      (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)MAX(1, j.slot_floats * etmlir_cpu_task_slots(tasks)));
+  etmlir_cpu_parallel_tasks(tasks, ir_split_body, &j);
+  etmlir_cpu_parallel_tasks(tasks, ir_split_reduce, &j);
+  etmlir_cpu_scratch_free(j.scratch);
+  if (j.dj.scratch) etmlir_cpu_scratch_free(j.dj.scratch);
+  etmlir_cpu_scratch_free(j.part);
+  etmlir_cpu_scratch_free(j.y);
+  etmlir_cpu_scratch_free(j.x);
+  return 1;
+}
+
 ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_inverted_residual_ep(
     etmlir_memref4d_f32* in, etmlir_memref3d_f32* p1, const etmlir_epilogue* e1, etmlir_memref3d_f32* dwf,
     int64_t stride_h, int64_t stride_w, const etmlir_epilogue* e2, etmlir_memref3d_f32* p2, etmlir_memref4d_f32* out,
@@ -3378,6 +3562,7 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_inverted_residual_ep(
               ir_sets_all(e2) && native_panels(p1, Cin) && native_panels(p2, Cx) && in->strides[3] == 1 &&
               in->strides[2] == W && out->strides[3] == 1 && out->strides[2] == OW &&
               (!e3 || !(e3->mode & ETMLIR_EP_RESIDUAL) || rs[2] == OW * rs[3]);
+  if (!fused && ir_split(in, p1, e1, dwf, stride_h, stride_w, e2, p2, out, e3)) return;
   if (!fused) {
     /* The three kernels in turn, over whole tensors of scratch. */
     float* x = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(nb * Cx * H * W));
