@@ -2510,9 +2510,9 @@ typedef struct {
   const uint16_t* flat;
 } dw_job;
 
-/* The 3x3 kernels (AVX-512 and AVX2) read each pass's input rows through pointers, and a row above or below the
- * input points here instead: a padded row costs no check in the loop. Never written; planes whose rows
- * are wider than this take the padded copy. */
+/* The 3x3 kernels (AVX-512 and AVX2) read each pass's input rows through pointers, and a row above or
+ * below the input points here instead: a padded row costs no check in the loop. Never written; planes
+ * whose rows are wider than this take the padded copy. */
 enum { DW_ZERO_FLOATS = 4096 };
 enum { DW_FLAT_MAX_VECS = 16 }; /* AVX-512's flat planes (dw_plane_flat): up to 16 vectors of outputs */
 static float dw_zero_row[DW_ZERO_FLOATS] __attribute__((unused));
@@ -2706,9 +2706,9 @@ static void dw_plane_flat(const dw_job* j, const float* in, const float* f, floa
 }
 
 /* The 3x3 kernels compute R output rows per pass, so that each loaded input row feeds up to three of
- * them, one vector of 16 output columns at a time. Every load and store is under a mask, computed once
- * per plane for each vector (dw_col_masks): the lanes of a load that lie inside the input row, and of a
- * store inside the output row. Masked loads cost what plain ones do, so the edges and a last partial
+ * them, one vector of 16 output columns at a time. Every load and store is under a mask, made once per
+ * job for each vector of a row (dw_row_masks): the lanes of a load that lie inside the input row, and of
+ * a store inside the output row. Masked loads cost what plain ones do, so the edges and a last partial
  * vector run the same code as the interior; before this (separate builds for edge vectors, passes near
  * the top and bottom and an overlapping last vector), the kernel was 125 KB of code that spilled, at half
  * the speed of this one. */
@@ -2741,8 +2741,9 @@ UK_INLINE dw_col_masks dw_col_masks_of(const int S, int64_t c, int64_t n, int64_
 
 /* R output rows (from the plane's row oh) at one vector: rows[i] is the pass's input row i (zeros outside
  * the input), c the input column of the first tap, out the output at (oh, ow). */
-UK_INLINE void dw3x3_vec(const int S, const int R, const int kind, const float* const* rows, int64_t c, const dw_col_masks* k,
-                         float* out, int64_t osh, int64_t oh, int64_t ow, const __m512 w[9], const dw_ep* e) {
+UK_INLINE void dw3x3_vec(const int S, const int R, const int kind, const float* const* rows, int64_t c,
+                         const dw_col_masks* k, float* out, int64_t osh, int64_t oh, int64_t ow, const __m512 w[9],
+                         const dw_ep* e) {
 #define DW_LOAD(q, ptr) _mm512_maskz_loadu_ps(k->ld[q], ptr)
   __m512 acc[4];
 #pragma GCC unroll 4
@@ -2774,14 +2775,15 @@ UK_INLINE void dw3x3_vec(const int S, const int R, const int kind, const float* 
     }
   }
 #pragma GCC unroll 4
-  for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(out + r * osh, k->st, dw_finish(kind, e, acc[r], oh + r, ow, k->st));
+  for (int r = 0; r < R; r++)
+    _mm512_mask_storeu_ps(out + r * osh, k->st, dw_finish(kind, e, acc[r], oh + r, ow, k->st));
 #undef DW_LOAD
 }
 
 /* One pass: R output rows from row oh, every vector of the column block [ow0, ow0 + 16 nv). */
-UK_INLINE void dw3x3_pass(const int S, const int R, const int kind, const float* in, int64_t ish, const dw_edges* g, int64_t oh,
-                          int64_t ow0, int nv, const dw_col_masks* k, float* out, int64_t osh, const __m512 w[9],
-                          const dw_ep* e) {
+UK_INLINE void dw3x3_pass(const int S, const int R, const int kind, const float* in, int64_t ish, const dw_edges* g,
+                          int64_t oh, int64_t ow0, int nv, const dw_col_masks* k, float* out, int64_t osh,
+                          const __m512 w[9], const dw_ep* e) {
   const float* rows[9];
   int64_t r0 = S * oh - g->pad_t;
 #pragma GCC unroll 9
