@@ -2626,6 +2626,14 @@ UK_INLINE void dw_ep_rebase(dw_ep* e, const tile_ep* te) {
   }
 }
 
+/* Where a plane's R-row passes end: at OH, or, when OH % R rows are left over and the epilogue kind reads
+ * neither the output nor a residual, at a last pass that ends at the plane's last row (each pass starts
+ * at MIN(oh, OH - R): it overlaps the one before, writing some rows twice, with the same values). Else
+ * the rows left over take passes of fewer rows with the general build. */
+static inline int64_t dw_passes_end(int64_t OH, int R, int kind) {
+  return OH % R && OH > R && kind > DW_EP_SUMS && kind < DW_EP_ANY ? OH + R - OH % R : OH;
+}
+
 /* The bounds of a DW_EP_BOUNDS kind. MAXPS/MINPS return their second operand when either is NaN. */
 UK_INLINE ukv dw_ep_bounds(const int kind, const dw_ep* e, ukv v) {
   int to_bound = kind - DW_EP_BOUNDS;
@@ -2819,12 +2827,9 @@ UK_INLINE void dw_plane_3x3_at(const dw_job* j, const int S, const float* in, co
     int nv = (int)MIN(DW_BLOCK_VECS, CEIL_DIV(j->OW - ow0, 16));
     const dw_col_masks* k = row_k && j->OW <= 16 * DW_BLOCK_VECS ? row_k : block_k;
     if (k == block_k) dw_row_masks(j, S, ow0, nv, block_k);
-    /* The 4-row passes are built per epilogue kind. The last few rows (OH % 4): with a kind that neither
-     * reads the output nor a residual, a 4-row pass ending at the last row (writing some rows twice, with
-     * the same values), else passes of fewer rows with the general build. */
+    /* The 4-row passes are built per epilogue kind; the rows left over as dw_passes_end says. */
 #define DW3X3_PASS(R, KIND) dw3x3_pass(S, R, KIND, in, ish, &g, oh, ow0, nv, k, out, osh, w, e)
-    int64_t oh = 0, end = j->OH;
-    if (j->OH % 4 && j->OH > 4 && e->kind >= DW_EP_BOUNDS && e->kind < DW_EP_ANY) end = j->OH + 4 - j->OH % 4;
+    int64_t oh = 0, end = dw_passes_end(j->OH, 4, e->kind);
     for (; oh + 4 <= end; oh += 4) {
       oh = MIN(oh, j->OH - 4);
       switch (e->kind) {
@@ -2996,11 +3001,10 @@ UK_INLINE void dw_plane_3x3_avx2_at(const dw_job* j, const int s, const float* i
     int nv = (int)MIN(DW_BLOCK_VECS8, CEIL_DIV(j->OW - ow0, 8));
     const dw_col_masks8* k = row_k && j->OW <= 8 * DW_BLOCK_VECS8 ? row_k : block_k;
     if (k == block_k) dw_row_masks8(j, s, ow0, nv, block_k);
-    /* As the AVX-512 kernels: R-row passes per epilogue kind; the last OH % R rows by an R-row pass
-     * overlapping the one before (bounds only), else by 1-row passes of the general build. */
+    /* As the AVX-512 kernels: R-row passes per epilogue kind, the rows left over as dw_passes_end says
+     * (1-row passes here). */
 #define DW3X3_PASS8(RR, KIND) dw3x3_pass8(s, RR, KIND, in, ish, &g, oh, ow0, nv, k, out, osh, w, e)
-    int64_t oh = 0, end = j->OH;
-    if (j->OH % R && j->OH > R && e->kind > DW_EP_SUMS && e->kind < DW_EP_ANY) end = j->OH + R - j->OH % R;
+    int64_t oh = 0, end = dw_passes_end(j->OH, R, e->kind);
     for (; oh + R <= end; oh += R) {
       oh = MIN(oh, j->OH - R);
       switch (e->kind) {
