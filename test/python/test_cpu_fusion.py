@@ -213,6 +213,21 @@ def test_inverted_residual_over_row_bands(kernel_calls, stride, kernel):
     _matches_eager_at_1_and_2_threads(pte, model, x, atol=1e-4)
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+def test_small_inverted_residual_over_threads(kernel_calls, stride):
+    """A block below 1 MiB (8 -> 48 channels at 15x13, a batch of two; the block's input as residual at
+    stride 1): at 2 threads each task expands whole panels of the wide channels and computes its share of
+    the projection's sum, added after. The heap is not touched at either thread count."""
+    model = InvertedResidual(8, 6, stride).eval()
+    _randomize_norms(model)
+    x = torch.randn(2, 8, 15, 13)
+    pte = etmlir.to_edge(etmlir.export(model, (x,))).to_backend(backends.partitioner("cpu")).to_executorch().buffer
+    assert kernel_calls["etmlir_uk_inverted_residual_ep"] == 1 and _convolutions(kernel_calls) == 0, kernel_calls
+    fallbacks = rt.cpu_heap_fallbacks()
+    _matches_eager_at_1_and_2_threads(pte, model, x, atol=1e-4)
+    assert rt.cpu_heap_fallbacks() == fallbacks
+
+
 @pytest.mark.parametrize("activation", [nn.ReLU(), nn.ReLU6(), nn.Hardtanh(-0.5, 0.25), nn.Identity()])
 def test_linear_with_activation(kernel_calls, activation):
     # 64 columns are whole panels at either width (16, 32): packed; 7 would be mostly padding: not.
