@@ -2536,6 +2536,19 @@ UK_INLINE dw_edges dw_edges_of(const dw_job* j, int64_t plain_iw) {
   return g;
 }
 
+/* The vector 3x3 kernels (AVX-512, AVX2) take j: a 3x3 window, undilated, equal strides of 1 or 2, rows of
+ * unit stride. */
+UK_INLINE int dw_is_3x3(const dw_job* j) {
+  return j->KH == 3 && j->KW == 3 && j->dh == 1 && j->dw == 1 && j->is[3] == 1 && j->os[3] == 1 && j->sh == j->sw &&
+         (j->sw == 1 || j->sw == 2);
+}
+
+/* AVX-512's flat planes (j->flat set) take the plane's epilogue te in registers: its residual, if any, is a
+ * flat plane too. */
+UK_INLINE int dw_flat_takes(const dw_job* j, const tile_ep* te) {
+  return j->flat && (!te || !te->res || te->res_ld == j->OW);
+}
+
 /* The padded plane: zero outside the input, the input's rows (stride ish, ics) inside. */
 static void dw_pad_plane(const dw_job* j, const float* in, float* dst) {
   for (int64_t r = 0; r < j->PH; r++) {
@@ -3066,9 +3079,7 @@ static const tile_ep* dw_tile_ep(const ep_view* e, tile_ep* te, int* fits) {
  * 14x14 and 7x7, that work took longer than a plane's sums). Returns 0, having done nothing, for the
  * other jobs. */
 static int dw_planes_fast(const dw_job* j, int64_t p0, int64_t p1) {
-  int fast = j->KH == 3 && j->KW == 3 && j->dh == 1 && j->dw == 1 && j->is[3] == 1 && j->os[3] == 1 &&
-             j->sh == j->sw && (j->sw == 1 || j->sw == 2);
-  if (p0 >= p1 || j->scratch || !(fast || j->flat)) return 0;
+  if (p0 >= p1 || j->scratch || !(dw_is_3x3(j) || j->flat)) return 0;
   const float *in, *f;
   float* out;
   ep_view e;
@@ -3076,7 +3087,7 @@ static int dw_planes_fast(const dw_job* j, int64_t p0, int64_t p1) {
   int fits;
   dw_plane_of(j, p0, &in, &f, &out, &e);
   const tile_ep* tp = dw_tile_ep(&e, &te, &fits);
-  if (!fits || (j->flat && tp && tp->res && tp->res_ld != j->OW)) return 0;
+  if (!fits || (j->flat && !dw_flat_takes(j, tp))) return 0;
   dw_ep d = dw_ep_of(tp);
   int S = (int)j->sw;
 #if defined(__AVX512F__)
@@ -3155,14 +3166,13 @@ static int dw_plane(const dw_job* j, const float* in, const float* f, float* out
   const dw_ep e = dw_ep_of(te);
 #endif
 #if defined(__AVX512F__)
-  if (j->flat && (!te || !te->res || te->res_ld == j->OW)) {
+  if (dw_flat_takes(j, te)) {
     dw_plane_flat(j, in, f, out, &e);
     return 1;
   }
 #endif
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-  int fast = j->KH == 3 && j->KW == 3 && j->dh == 1 && j->dw == 1 && j->is[3] == 1 && j->os[3] == 1;
-  if (fast && j->sh == j->sw && (j->sw == 1 || j->sw == 2)) {
+  if (dw_is_3x3(j)) {
 #if defined(__AVX512F__)
     dw_plane_3x3(j, (int)j->sw, in, f, out, &e, NULL);
 #else
@@ -3231,8 +3241,7 @@ static int dw_job_make(dw_job* j, const etmlir_memref4d_f32* in, const etmlir_me
     /* MobileNetV2 spent 5% of its time copying planes into padded ones for these; reading the input
      * in the kernel made it 6-9% faster at 1 thread, 11-12% at 2 (AVX-512), 16-18% and 15-17% with
      * the AVX2 kernels (whose last OW % 8 columns, all of a 7x7 plane's, were scalar before). */
-    j->edges_in_kernel = j->KH == 3 && j->KW == 3 && j->dh == 1 && j->dw == 1 && j->is[3] == 1 && j->os[3] == 1 &&
-                         j->sh == j->sw && (j->sw == 1 || j->sw == 2) && j->in_w <= DW_ZERO_FLOATS;
+    j->edges_in_kernel = dw_is_3x3(j) && j->in_w <= DW_ZERO_FLOATS;
 #endif
   }
 #if defined(__AVX512F__)
@@ -3306,9 +3315,9 @@ typedef struct {
   float* scratch;
 } ir_job;
 
-/* One of the block's 1x1 convolutions on one thread: c[M, N] (row stride rsc) = panels [M, K] times b[K, N]
- * (row stride b_rs), under the epilogue e. */
-/* Rows [m0, m1) of C = A B (+ epilogue e), A in native panels of lda floats each (0: K * UK_MR). */
+/* One of the block's 1x1 convolutions on one thread: rows [m0, m1) of c[M, N] (row stride rsc) = panels
+ * [M, K] (lda floats from one panel to the next; 0: K * UK_MR) times b[K, N] (row stride b_rs), under the
+ * epilogue e. */
 static void ir_pointwise_rows(const float* panels, int64_t M, int64_t K, int64_t lda, int64_t m0, int64_t m1,
                               const float* b, int64_t b_rs, int64_t N, float* c, int64_t rsc, ep_view e,
                               float* gemm_scratch) {
@@ -3332,6 +3341,20 @@ static void ir_pointwise_rows(const float* panels, int64_t M, int64_t K, int64_t
 static void ir_pointwise(const float* panels, int64_t M, int64_t K, const float* b, int64_t b_rs, int64_t N,
                          float* c, int64_t rsc, ep_view e, float* gemm_scratch) {
   ir_pointwise_rows(panels, M, K, 0, 0, M, b, b_rs, N, c, rsc, e, gemm_scratch);
+}
+
+/* The GEMM scratch, in floats, one task's ir_pointwise_rows over an [M, N] product with K terms (B rows b_rs
+ * apart) packs into. */
+static int64_t ir_pointwise_floats(const float* panels, int64_t M, int64_t N, int64_t K, int64_t b_rs) {
+  gemm_problem g;
+  memset(&g, 0, sizeof(g));
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.a_packed = panels;
+  g.b.m = view2(panels, b_rs, 1);
+  blocking bl = choose_blocking(&g);
+  return bl.a_floats + bl.b_floats;
 }
 
 static void ir_body(void* arg, int64_t t, int slot) {
@@ -3398,6 +3421,17 @@ static void ir_body(void* arg, int64_t t, int slot) {
     ir_pointwise(j->p2, j->Cout, j->Cx, d, j->R * j->OW, (o1 - o0) * j->OW, j->out + n * j->os[0] + o0 * j->OW,
                  j->os[1], conv_row_epilogue(j->e3, n, o0), gemm_scratch);
   }
+}
+
+/* Operands the banded kernel and the channel split read directly: the panels et-cpu-pack-weights made, and
+ * input, output and residual whose rows are dense (each plane one run of H x W floats). */
+static int ir_dense(const etmlir_memref4d_f32* in, const etmlir_memref3d_f32* p1, int64_t Cx,
+                    const etmlir_memref3d_f32* p2, const etmlir_memref4d_f32* out, const etmlir_epilogue* e3) {
+  const int64_t* rs = e3 ? e3->res_strides : NULL;
+  int64_t W = in->sizes[3], OW = out->sizes[3];
+  return native_panels(p1, in->sizes[1]) && native_panels(p2, Cx) && in->strides[3] == 1 && in->strides[2] == W &&
+         out->strides[3] == 1 && out->strides[2] == OW &&
+         (!e3 || !(e3->mode & ETMLIR_EP_RESIDUAL) || rs[2] == OW * rs[3]);
 }
 
 /* An epilogue for an intermediate the block owns: it sets the whole tensor (no residual, and an init
@@ -3469,11 +3503,13 @@ static int ir_overlaps(const float* p, int64_t extent, const float* q, int64_t e
   return p < q + extent_q && q < p + extent;
 }
 
-/* The split above, when it applies (threads, native panels, dense rows, a panel or more per thread, and
- * an output that neither the input nor the residual shares): returns 0, having done nothing, otherwise. */
+/* The split above, for a block ir_dense takes, x and y its wide tensors (dense scratch, zeroed where their
+ * epilogues do not set them), when it applies: threads, a panel or more per task, and an output that
+ * neither the input nor the residual shares. Returns 0, having done nothing, otherwise. */
 static int ir_split(etmlir_memref4d_f32* in, etmlir_memref3d_f32* p1, const etmlir_epilogue* e1,
-                    etmlir_memref3d_f32* dwf, int64_t stride_h, int64_t stride_w, const etmlir_epilogue* e2,
-                    etmlir_memref3d_f32* p2, etmlir_memref4d_f32* out, const etmlir_epilogue* e3) {
+                    etmlir_memref4d_f32* x, etmlir_memref3d_f32* dwf, int64_t stride_h, int64_t stride_w,
+                    const etmlir_epilogue* e2, etmlir_memref4d_f32* y, etmlir_memref3d_f32* p2,
+                    etmlir_memref4d_f32* out, const etmlir_epilogue* e3) {
   int nt = etmlir_cpu_num_threads();
   int64_t nb = out->sizes[0], Cin = in->sizes[1], H = in->sizes[2], W = in->sizes[3];
   int64_t Cx = dwf->sizes[0], Cout = out->sizes[1], OH = out->sizes[2], OW = out->sizes[3];
@@ -3482,10 +3518,7 @@ static int ir_split(etmlir_memref4d_f32* in, etmlir_memref3d_f32* p1, const etml
   /* Tasks: one per thread, at most one per panel. (The arena is measured at more threads than a run has:
    * with fewer threads this path takes less scratch, never more; it runs whenever there are two.) */
   int64_t tasks = MIN(nt, CEIL_DIV(Cx, UK_MR));
-  if (tasks < 2 || !native_panels(p1, Cin) || !native_panels(p2, Cx) ||
-      in->strides[3] != 1 || in->strides[2] != W || out->strides[3] != 1 || out->strides[2] != OW ||
-      (residual && rs[2] != OW * rs[3]))
-    return 0;
+  if (tasks < 2) return 0;
   const float* ip = in->aligned + in->offset;
   float* op = out->aligned + out->offset;
   int64_t in_extent = (nb - 1) * in->strides[0] + (Cin - 1) * in->strides[1] + H * W;
@@ -3516,33 +3549,18 @@ static int ir_split(etmlir_memref4d_f32* in, etmlir_memref3d_f32* p1, const etml
   j.HW = H * W;
   j.OHW = OH * OW;
   j.tasks = tasks;
-  j.x = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(nb * Cx * H * W));
-  j.y = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(nb * Cx * OH * OW));
+  j.x = x->aligned;
+  j.y = y->aligned;
   j.part = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)((tasks - 1) * nb * Cout * OH * OW));
-  if (!ir_sets_all(e1)) memset(j.x, 0, sizeof(float) * (size_t)(nb * Cx * H * W));
-  if (!ir_sets_all(e2)) memset(j.y, 0, sizeof(float) * (size_t)(nb * Cx * OH * OW));
-  etmlir_memref4d_f32 xm = {j.x, j.x, 0, {nb, Cx, H, W}, {Cx * H * W, H * W, W, 1}};
-  etmlir_memref4d_f32 ym = {j.y, j.y, 0, {nb, Cx, OH, OW}, {Cx * OH * OW, OH * OW, OW, 1}};
   uint16_t flat[DW_FLAT_MAX_VECS * 9];
-  dw_job_make(&j.dj, &xm, dwf, &ym, stride_h, stride_w, 1, 1, e2, flat);
+  dw_job_make(&j.dj, x, dwf, y, stride_h, stride_w, 1, 1, e2, flat);
   j.dj.tasks = tasks;
   dw_job_scratch(&j.dj);
-  /* GEMM scratch for the larger of the two products' blocks. */
-  gemm_problem g;
-  memset(&g, 0, sizeof(g));
-  g.M = Cx;
-  g.N = H * W;
-  g.K = Cin;
-  g.a_packed = j.p1;
-  g.b.m = view2(j.in, j.is[1], 1);
-  blocking b1 = choose_blocking(&g);
-  g.M = Cout;
-  g.N = OH * OW;
-  g.K = CEIL_DIV(CEIL_DIV(Cx, UK_MR), tasks) * UK_MR;
-  g.a_packed = j.p2;
-  g.b.m = view2(j.y, OH * OW, 1);
-  blocking b2 = choose_blocking(&g);
-  j.slot_floats = CEIL_DIV(MAX(b1.a_floats + b1.b_floats, b2.a_floats + b2.b_floats), 16) * 16;
+  /* GEMM scratch for the larger of the two products (the projection over one task's share of K). */
+  j.slot_floats = CEIL_DIV(MAX(ir_pointwise_floats(j.p1, Cx, H * W, Cin, j.is[1]),
+                               ir_pointwise_floats(j.p2, Cout, OH * OW, CEIL_DIV(CEIL_DIV(Cx, UK_MR), tasks) * UK_MR,
+                                                   OH * OW)),
+                           16) * 16;
   j.scratch =
       (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)MAX(1, j.slot_floats * etmlir_cpu_task_slots(tasks)));
   etmlir_cpu_parallel_tasks(tasks, ir_split_body, &j);
@@ -3550,8 +3568,6 @@ static int ir_split(etmlir_memref4d_f32* in, etmlir_memref3d_f32* p1, const etml
   etmlir_cpu_scratch_free(j.scratch);
   if (j.dj.scratch) etmlir_cpu_scratch_free(j.dj.scratch);
   etmlir_cpu_scratch_free(j.part);
-  etmlir_cpu_scratch_free(j.y);
-  etmlir_cpu_scratch_free(j.x);
   return 1;
 }
 
@@ -3563,23 +3579,22 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_inverted_residual_ep(
   int64_t Cx = dwf->sizes[0], KH = dwf->sizes[1], KW = dwf->sizes[2], Cout = out->sizes[1];
   int64_t OH = out->sizes[2], OW = out->sizes[3];
   if (nb <= 0 || Cout <= 0 || OH <= 0 || OW <= 0) return;
-  const int64_t* rs = e3 ? e3->res_strides : NULL;
+  int dense = ir_dense(in, p1, Cx, p2, out, e3);
   int fused = (double)Cx * (double)H * (double)W * sizeof(float) >= IR_MIN_BYTES && ir_sets_all(e1) &&
-              ir_sets_all(e2) && native_panels(p1, Cin) && native_panels(p2, Cx) && in->strides[3] == 1 &&
-              in->strides[2] == W && out->strides[3] == 1 && out->strides[2] == OW &&
-              (!e3 || !(e3->mode & ETMLIR_EP_RESIDUAL) || rs[2] == OW * rs[3]);
-  if (!fused && ir_split(in, p1, e1, dwf, stride_h, stride_w, e2, p2, out, e3)) return;
+              ir_sets_all(e2) && dense;
   if (!fused) {
-    /* The three kernels in turn, over whole tensors of scratch. */
+    /* Whole tensors of scratch: split over the wide channels, or the three kernels in turn. */
     float* x = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(nb * Cx * H * W));
     float* y = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(nb * Cx * OH * OW));
     if (!ir_sets_all(e1)) memset(x, 0, sizeof(float) * (size_t)(nb * Cx * H * W));
     if (!ir_sets_all(e2)) memset(y, 0, sizeof(float) * (size_t)(nb * Cx * OH * OW));
     etmlir_memref4d_f32 xm = {x, x, 0, {nb, Cx, H, W}, {Cx * H * W, H * W, W, 1}};
     etmlir_memref4d_f32 ym = {y, y, 0, {nb, Cx, OH, OW}, {Cx * OH * OW, OH * OW, OW, 1}};
-    _mlir_ciface_etmlir_uk_conv2d_packed_ep(in, p1, &xm, 1, 1, 1, 1, 1, 1, e1);
-    _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(&xm, dwf, &ym, stride_h, stride_w, 1, 1, e2);
-    _mlir_ciface_etmlir_uk_conv2d_packed_ep(&ym, p2, out, 1, 1, 1, 1, 1, 1, e3);
+    if (!dense || !ir_split(in, p1, e1, &xm, dwf, stride_h, stride_w, e2, &ym, p2, out, e3)) {
+      _mlir_ciface_etmlir_uk_conv2d_packed_ep(in, p1, &xm, 1, 1, 1, 1, 1, 1, e1);
+      _mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(&xm, dwf, &ym, stride_h, stride_w, 1, 1, e2);
+      _mlir_ciface_etmlir_uk_conv2d_packed_ep(&ym, p2, out, 1, 1, 1, 1, 1, 1, e3);
+    }
     etmlir_cpu_scratch_free(y);
     etmlir_cpu_scratch_free(x);
     return;
@@ -3624,22 +3639,10 @@ ETMLIR_CPU_EXPORT void _mlir_ciface_etmlir_uk_inverted_residual_ep(
   j.d_floats = CEIL_DIV(Cx * j.R * OW, 16) * 16;
   j.pad_floats = j.edges_in_kernel ? 0 : CEIL_DIV(j.cap * ((OW - 1) * stride_w + KW), 16) * 16;
   /* GEMM scratch for the largest band of each product (the expansion's first band has the most rows). */
-  gemm_problem g;
-  memset(&g, 0, sizeof(g));
-  g.M = Cx;
-  g.N = j.cap * W;
-  g.K = Cin;
-  g.a_packed = j.p1;
-  g.b.m = view2(j.in, j.is[1], 1);
-  blocking b1 = choose_blocking(&g);
-  g.M = Cout;
-  g.N = j.R * OW;
-  g.K = Cx;
-  g.a_packed = j.p2;
-  g.b.m = view2(j.in, j.R * OW, 1);
-  blocking b2 = choose_blocking(&g);
   j.slot_floats = j.e_floats + j.d_floats + j.pad_floats +
-                  CEIL_DIV(MAX(b1.a_floats + b1.b_floats, b2.a_floats + b2.b_floats), 16) * 16;
+                  CEIL_DIV(MAX(ir_pointwise_floats(j.p1, Cx, j.cap * W, Cin, j.is[1]),
+                               ir_pointwise_floats(j.p2, Cout, j.R * OW, Cx, j.R * OW)),
+                           16) * 16;
   int64_t tasks = nb * j.runs;
   j.scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(j.slot_floats * etmlir_cpu_task_slots(tasks)));
   etmlir_cpu_parallel_tasks(tasks, ir_body, &j);
