@@ -93,6 +93,25 @@ def test_cpu_delegate_thread_pool_gives_the_same_results(zoo, cpu_zoo, threads):
     assert rt.cpu_heap_fallbacks() == fallbacks  # the compile-time measured arena held every allocation
 
 
+def test_cpu_delegate_with_more_threads_than_cores_gives_one_result(zoo, cpu_zoo):
+    # Four threads on CI's two cores: workers are often not scheduled when a loop starts, and the caller
+    # takes their chunks (each task still runs once, on whichever thread claims it). Every run must give
+    # the same bits (each task computes a fixed slice; the order partial sums are added in is fixed)
+    # and match eager, without heap fallbacks.
+    model, args, _ = zoo["mobilenet_v2"]
+    rt.set_cpu_threads(4)
+    fallbacks = rt.cpu_heap_fallbacks()
+    try:
+        method = rt.load(cpu_zoo["mobilenet_v2"][1]).method("forward")
+        outputs = [method(*args)[0].numpy().copy() for _ in range(8)]
+    finally:
+        rt.set_cpu_threads(1)
+    for output in outputs[1:]:
+        np.testing.assert_array_equal(output, outputs[0])
+    np.testing.assert_allclose(outputs[0], _eager(model, args), atol=2e-3, rtol=1e-3)
+    assert rt.cpu_heap_fallbacks() == fallbacks
+
+
 def test_report_shows_the_hot_ops_delegated(zoo, cpu_zoo):
     mobilenet = delegation_info(cpu_zoo["mobilenet_v2"][0])
     assert mobilenet.num_non_delegated_ops == 0, mobilenet.why_not_delegated()

@@ -70,7 +70,13 @@ using ResetArenaFn = void (*)();
 // cut into many delegates (a LLaMA decoder has 17) keeps one set of warm
 // workers instead of one sleeping set per delegate. parallel_for splits
 // [0, n) into min(num_threads, n) contiguous chunks: the caller runs chunk 0,
-// worker w chunk w + 1. A model is dozens of short parallel loops in a row,
+// then every thread claims the chunks left (one atomic counter, stamped with
+// the loop's generation), so a worker that is late (descheduled: a VM's vCPU
+// taken, another process's thread on its core) has its chunk run by the
+// caller instead of holding the loop until it is scheduled again (the caller
+// waits about 50 us first: kCallerSpin). A prompt worker claims a chunk long
+// before the caller is done with chunk 0, so at two threads each thread keeps
+// the same share of consecutive loops (and their data in its cache). A model is dozens of short parallel loops in a row,
 // and waking a sleeping thread costs tens of microseconds (about 100 us on a
 // VM), more than a small loop's chunk: so between loops a worker polls the
 // loop counter for about a millisecond (kWorkerSpin) before it sleeps on a
@@ -101,13 +107,17 @@ class ThreadPool {
  private:
   struct Worker {
     ThreadPool* pool;
-    int index;
     uint64_t seen;  // the last loop generation before it started: it has no chunk in that one or earlier
   };
   Error start(int num_threads);
   void stop();
   static void* worker_main(void* worker);
-  void run_worker(int index, uint64_t seen);
+  void run_worker(uint64_t seen);
+  // Claims an unclaimed chunk of loop `generation` (chunks in all), or returns -1 when none is left
+  // or a newer loop has started.
+  int claim(uint64_t generation, int chunks);
+  // Runs chunk c of the current loop and counts it done; the last one done wakes a waiting caller.
+  void run_chunk(int c, int64_t n, int chunks, ParallelBody body, void* arg, bool caller);
   void chunk(int c, int64_t n, int chunks, int64_t* begin, int64_t* end) const {
     int64_t base = n / chunks;
     int64_t extra = n % chunks;
@@ -139,7 +149,13 @@ class ThreadPool {
   // One per parallel loop; the loop's fields below are written before it is incremented (under the
   // mutex, release) and read after it is seen (acquire).
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};  // workers with a chunk still running
+  std::atomic<int> pending_{0};  // chunks other than the caller's first not yet done
+  // The loop's next unclaimed chunk in the low kClaimBits bits, its generation above them: a claim is
+  // a compare-and-swap, so a thread still reading an older loop's fields never takes a newer loop's chunk.
+  static constexpr int kClaimBits = 16;
+  static constexpr uint64_t kClaimMask = (uint64_t{1} << kClaimBits) - 1;
+  static_assert(kCpuMaxThreads <= kClaimMask, "chunk indices must fit below the generation");
+  std::atomic<uint64_t> claim_{0};
   int64_t n_ = 0;
   int chunks_ = 0;
   ParallelBody body_ = nullptr;
@@ -164,7 +180,7 @@ void ThreadPool::release() {
 Error ThreadPool::start(int num_threads) {
   stopping_.store(false, std::memory_order_relaxed);
   for (int w = 0; w < num_threads - 1 && w < kCpuMaxThreads - 1; ++w) {
-    workers_[w] = Worker{this, w, generation_.load(std::memory_order_acquire)};
+    workers_[w] = Worker{this, generation_.load(std::memory_order_acquire)};
     int rc = pthread_create(&threads_[w], nullptr, &ThreadPool::worker_main, &workers_[w]);
     if (rc != 0) {
       stop();
@@ -189,11 +205,11 @@ void ThreadPool::stop() {
 
 void* ThreadPool::worker_main(void* worker) {
   Worker* w = static_cast<Worker*>(worker);
-  w->pool->run_worker(w->index, w->seen);
+  w->pool->run_worker(w->seen);
   return nullptr;
 }
 
-void ThreadPool::run_worker(int index, uint64_t seen) {
+void ThreadPool::run_worker(uint64_t seen) {
   for (;;) {
     uint64_t generation = generation_.load(std::memory_order_acquire);
     for (int i = 0; i < kWorkerSpin && generation == seen && !stopping_.load(std::memory_order_relaxed); ++i) {
@@ -216,17 +232,30 @@ void ThreadPool::run_worker(int index, uint64_t seen) {
     // caller waits for every chunk before it starts another loop); read the newer one's instead.
     if (generation_.load(std::memory_order_acquire) != generation) continue;
     seen = generation;
-    int c = index + 1;
-    if (c >= chunks) continue;  // a loop too short for this worker
-    int64_t begin, end;
-    chunk(c, n, chunks, &begin, &end);
-    body(arg, begin, end);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      // The caller may be asleep on done_: it checks pending_ under the mutex before it waits.
-      pthread_mutex_lock(&mutex_);
-      pthread_cond_signal(&done_);
-      pthread_mutex_unlock(&mutex_);
-    }
+    for (int c; (c = claim(generation, chunks)) >= 0;) run_chunk(c, n, chunks, body, arg, false);
+  }
+}
+
+int ThreadPool::claim(uint64_t generation, int chunks) {
+  const uint64_t stamp = generation << kClaimBits;
+  uint64_t v = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    uint64_t c = v & kClaimMask;
+    if ((v & ~kClaimMask) != stamp || c >= static_cast<uint64_t>(chunks)) return -1;
+    if (claim_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+      return static_cast<int>(c);
+  }
+}
+
+void ThreadPool::run_chunk(int c, int64_t n, int chunks, ParallelBody body, void* arg, bool caller) {
+  int64_t begin, end;
+  chunk(c, n, chunks, &begin, &end);
+  body(arg, begin, end);
+  if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1 && !caller) {
+    // The caller may be asleep on done_: it checks pending_ under the mutex before it waits.
+    pthread_mutex_lock(&mutex_);
+    pthread_cond_signal(&done_);
+    pthread_mutex_unlock(&mutex_);
   }
 }
 
@@ -245,12 +274,19 @@ void ThreadPool::parallel_for(void* ctx, int64_t n, ParallelBody body, void* arg
   pool->body_ = body;
   pool->arg_ = arg;
   pool->pending_.store(chunks - 1, std::memory_order_relaxed);
-  pool->generation_.fetch_add(1, std::memory_order_release);
+  uint64_t generation = pool->generation_.load(std::memory_order_relaxed) + 1;
+  pool->claim_.store(generation << kClaimBits | 1, std::memory_order_relaxed);  // chunk 0 is the caller's
+  pool->generation_.store(generation, std::memory_order_release);
   pthread_cond_broadcast(&pool->wake_);
   pthread_mutex_unlock(&pool->mutex_);
   int64_t begin, end;
   pool->chunk(0, n, chunks, &begin, &end);
   body(arg, begin, end);
+  // Chunks no worker has claimed within about kCallerSpin polls (its thread not scheduled since the loop
+  // started) run here. Taking them at once would take a chunk from a worker only a few microseconds late.
+  const uint64_t all_claimed = generation << kClaimBits | static_cast<uint64_t>(chunks);
+  for (int i = 0; i < kCallerSpin && pool->claim_.load(std::memory_order_acquire) != all_claimed; ++i) relax();
+  for (int c; (c = pool->claim(generation, chunks)) >= 0;) pool->run_chunk(c, n, chunks, body, arg, true);
   for (int i = 0; i < kCallerSpin && pool->pending_.load(std::memory_order_acquire) > 0; ++i) relax();
   if (pool->pending_.load(std::memory_order_acquire) > 0) {
     pthread_mutex_lock(&pool->mutex_);
