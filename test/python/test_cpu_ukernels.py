@@ -1028,14 +1028,17 @@ def test_depthwise_epilogue_matches_reference(lib, case, mode, lo, hi):
 # 3x3 kernels read the padding as zeros (no padded copy), every load under its mask: planes of several
 # vectors a row, inner ones clear of both edges, the last partial (56, 112 and 37 wide; 17: two vectors,
 # both at an edge). Planes of rows up to 8 wide and up to 256 outputs (7x7, 8x5, 33x6) run as flat arrays, 16 outputs
-# a vector across rows; 50x7 is past that.
+# a vector across rows; 50x7 is past that. A left padding of 1 takes the sliding passes (each row's vectors
+# loaded once, the taps rotated from them): right paddings of 2 and 3 at both strides, and a row of 530
+# (a second column block, whose carried column is the one left of it).
 @pytest.mark.parametrize("case", [(1, 32, 16, 16, 3, 1, 1), (2, 5, 33, 34, 3, 2, 1), (1, 4, 11, 13, 5, 1, 2),
                                   (1, 3, 7, 5, 3, 2, 1), (1, 8, 9, 9, 3, 1, 0), (1, 8, 9, 9, 3, 1, (0, 1, 0, 1)),
                                   (1, 6, 10, 12, 3, 2, (0, 1, 0, 1)), (1, 4, 8, 9, 3, 1, (0, 2, 1, 0)),
                                   (1, 3, 56, 56, 3, 1, 1), (1, 2, 112, 112, 3, 2, 1), (1, 2, 40, 37, 3, 2, 1),
                                   (1, 3, 20, 37, 3, 1, 1), (1, 2, 9, 17, 3, 1, 1), (1, 2, 6, 35, 3, 2, (1, 0, 1, 0)),
                                   (1, 5, 7, 7, 3, 1, 1), (2, 3, 8, 5, 3, 1, 1), (1, 4, 33, 6, 3, 1, 1),
-                                  (1, 2, 50, 7, 3, 1, 1)])
+                                  (1, 2, 50, 7, 3, 1, 1), (1, 3, 10, 37, 3, 1, (1, 1, 1, 2)),
+                                  (1, 3, 11, 38, 3, 2, (1, 2, 1, 2)), (1, 2, 5, 530, 3, 1, (1, 1, 1, 3))])
 @pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES[:3])
 def test_depthwise_absorbs_padding(lib, case, mode, lo, hi):
     _check_padded_depthwise(lib, case, mode, lo, hi)
