@@ -2078,31 +2078,53 @@ static void wino_in_run(int m, const float* src, int64_t rs, int64_t n, float* d
 /* The tiles [t0, t1) of channels [c0, c1) into V (tile t at lane t - t0 of its block). A run is
  * tiles of one tile row within one B panel; a tile whose patch leaves the input (output sizes that
  * are not a multiple of m) reads zeros there. */
+/* A run of tiles: where its patches start in the input and its tiles in V (both without the channel). */
+typedef struct {
+  int64_t src, dst, run, inner, y0, x0;
+} wino_run;
+
+enum { WINO_RUNS = 16 }; /* runs whose channels are transformed together */
+
 static void wino_input(const wino_job* j, int64_t t0, int64_t t1, int64_t c0, int64_t c1, float* v) {
   const int m = j->m, a = j->a;
   int64_t es = j->ves, per_image = j->TH * j->TW;
+  /* Channel by channel over a group of runs, not run by run over the channels: a channel's tiles of
+   * element e share V's cache lines (a block's tile rows each fill part of them), so they are written
+   * while those lines are in L1 rather than each run sweeping all of V (~300 KB) through L2 again.
+   * (ResNet-18's 56x56 layers, a block of 32 tiles in three runs: 18 -> 13 us a block in a C driver;
+   * with wino_output's same order, the model 1-1.5% faster at 1 thread, about 0.5% at 2.) */
   for (int64_t t = t0; t < t1;) {
-    int64_t n = t / per_image, ty = (t % per_image) / j->TW, tx = t % j->TW, lane = t - t0;
-    int64_t run = MIN(MIN(j->TW - tx, t1 - t), UK_NR - lane % UK_NR);
-    int64_t y0 = m * ty, x0 = m * tx;
-    int full_rows = y0 + a <= j->IH;
-    int64_t room = j->IW - a - x0; /* tiles wholly inside: x0 + m k + a <= IW */
-    int64_t inner = full_rows && room >= 0 ? MIN(run, room / m + 1) : 0;
-    for (int64_t c = c0; c < c1; c++) {
-      const float* src = j->in + n * j->is[0] + c * j->is[1] + y0 * j->is[2] + x0;
-      float* dst = v + (lane / UK_NR) * j->C * UK_NR + c * UK_NR + lane % UK_NR;
-      if (inner) wino_in_run(m, src, j->is[2], inner, dst, es);
-      for (int64_t k = inner; k < run; k++) {
-        float d[WINO_MAX_A * WINO_MAX_A];
-        for (int r = 0; r < a; r++)
-          for (int s = 0; s < a; s++) {
-            int64_t y = y0 + r, x = x0 + m * k + s;
-            d[r * a + s] = y < j->IH && x < j->IW ? src[r * j->is[2] + m * k + s] : 0.0f;
-          }
-        wino_in_run(m, d, a, 1, dst + k, es);
-      }
+    wino_run runs[WINO_RUNS];
+    int nr = 0;
+    for (; nr < WINO_RUNS && t < t1; nr++) {
+      wino_run* r = &runs[nr];
+      int64_t n = t / per_image, ty = (t % per_image) / j->TW, tx = t % j->TW, lane = t - t0;
+      r->run = MIN(MIN(j->TW - tx, t1 - t), UK_NR - lane % UK_NR);
+      r->y0 = m * ty;
+      r->x0 = m * tx;
+      int full_rows = r->y0 + a <= j->IH;
+      int64_t room = j->IW - a - r->x0; /* tiles wholly inside: x0 + m k + a <= IW */
+      r->inner = full_rows && room >= 0 ? MIN(r->run, room / m + 1) : 0;
+      r->src = n * j->is[0] + r->y0 * j->is[2] + r->x0;
+      r->dst = (lane / UK_NR) * j->C * UK_NR + lane % UK_NR;
+      t += r->run;
     }
-    t += run;
+    for (int64_t c = c0; c < c1; c++)
+      for (int i = 0; i < nr; i++) {
+        const wino_run* r = &runs[i];
+        const float* src = j->in + c * j->is[1] + r->src;
+        float* dst = v + c * UK_NR + r->dst;
+        if (r->inner) wino_in_run(m, src, j->is[2], r->inner, dst, es);
+        for (int64_t k = r->inner; k < r->run; k++) {
+          float d[WINO_MAX_A * WINO_MAX_A];
+          for (int q = 0; q < a; q++)
+            for (int s = 0; s < a; s++) {
+              int64_t y = r->y0 + q, x = r->x0 + m * k + s;
+              d[q * a + s] = y < j->IH && x < j->IW ? src[q * j->is[2] + m * k + s] : 0.0f;
+            }
+          wino_in_run(m, d, a, 1, dst + k, es);
+        }
+      }
   }
   /* Lanes past the block's last tile that the GEMM's vectors still load (it stores only the tiles'
    * lanes, but garbage there could be denormals, which are slow): zero. A vector is at most 16 lanes,
@@ -2166,42 +2188,60 @@ static void wino_output(const wino_job* j, int64_t t0, int64_t t1, int64_t f0, i
   const int m = j->m;
   int64_t es = j->mes, per_image = j->TH * j->TW;
   const int64_t* os = j->os;
+  /* As wino_input: channel by channel over a group of runs (each init before and finished after), so a
+   * channel's tiles are read from M's cache lines once while they are in L1. */
   for (int64_t t = t0; t < t1;) {
-    int64_t n = t / per_image, ty = (t % per_image) / j->TW, tx = t % j->TW, lane = t - t0;
-    int64_t run = MIN(MIN(j->TW - tx, t1 - t), UK_NR);
-    int64_t oh = m * ty, ow = m * tx, rows = MIN(m, j->OH - oh), cols = MIN(m * run, j->OW - ow);
-    int64_t full = cols / m, part = cols % m;
-    float* o = j->out + n * os[0] + oh * os[2];
-    for (int64_t r = 0; r < rows; r++) {
-      ep_view e = conv_row_epilogue(j->ep, n, oh + r);
-      ep_init(&e, o + r * os[2], os[1], os[3], f0, f1 - f0, ow, cols);
-    }
-    for (int64_t f = f0; f < f1; f++) {
-      const float* src = mt + f * j->tb + lane;
-      float* of = o + f * os[1] + ow * os[3];
-      if (m == 2 && os[3] == 1) {
-        wino_out_run_m(2, src, es, run, full, part, rows, of, os[2], 1);
-      } else if (m == 2) {
-        wino_out_run_m(2, src, es, run, full, part, rows, of, os[2], os[3]);
-      } else if (os[3] == 1) {
-#if defined(__AVX512F__)
-        for (int64_t k = 0; k < run; k += 16)
-          wino4_out16(src + k, es, MIN(16, run - k), MIN(64, cols - 4 * k), rows, of + 4 * k, os[2]);
-#elif defined(__AVX2__) && defined(__FMA__)
-        for (int64_t k = 0; k < run; k += 8)
-          wino4_out8(src + k, es, MIN(8, run - k), MIN(32, cols - 4 * k), rows, of + 4 * k, os[2]);
-#else
-        wino_out_run_m(4, src, es, run, full, part, rows, of, os[2], 1);
-#endif
-      } else {
-        wino_out_run_m(4, src, es, run, full, part, rows, of, os[2], os[3]);
+    struct {
+      int64_t n, lane, run, oh, ow, rows, cols;
+    } runs[WINO_RUNS];
+    int nr = 0;
+    for (; nr < WINO_RUNS && t < t1; nr++) {
+      int64_t n = t / per_image, ty = (t % per_image) / j->TW, tx = t % j->TW;
+      runs[nr].n = n;
+      runs[nr].lane = t - t0;
+      runs[nr].run = MIN(MIN(j->TW - tx, t1 - t), UK_NR);
+      runs[nr].oh = m * ty;
+      runs[nr].ow = m * tx;
+      runs[nr].rows = MIN(m, j->OH - runs[nr].oh);
+      runs[nr].cols = MIN(m * runs[nr].run, j->OW - runs[nr].ow);
+      for (int64_t r = 0; r < runs[nr].rows; r++) {
+        ep_view e = conv_row_epilogue(j->ep, n, runs[nr].oh + r);
+        ep_init(&e, j->out + n * os[0] + (runs[nr].oh + r) * os[2], os[1], os[3], f0, f1 - f0, runs[nr].ow,
+                runs[nr].cols);
       }
+      t += runs[nr].run;
     }
-    for (int64_t r = 0; r < rows; r++) {
-      ep_view e = conv_row_epilogue(j->ep, n, oh + r);
-      ep_finish(&e, o + r * os[2], os[1], os[3], f0, f1 - f0, ow, cols);
-    }
-    t += run;
+    for (int64_t f = f0; f < f1; f++)
+      for (int i = 0; i < nr; i++) {
+        int64_t lane = runs[i].lane, run = runs[i].run, ow = runs[i].ow, rows = runs[i].rows, cols = runs[i].cols;
+        int64_t full = cols / m, part = cols % m;
+        float* o = j->out + runs[i].n * os[0] + runs[i].oh * os[2];
+        const float* src = mt + f * j->tb + lane;
+        float* of = o + f * os[1] + ow * os[3];
+        if (m == 2 && os[3] == 1) {
+          wino_out_run_m(2, src, es, run, full, part, rows, of, os[2], 1);
+        } else if (m == 2) {
+          wino_out_run_m(2, src, es, run, full, part, rows, of, os[2], os[3]);
+        } else if (os[3] == 1) {
+#if defined(__AVX512F__)
+          for (int64_t k = 0; k < run; k += 16)
+            wino4_out16(src + k, es, MIN(16, run - k), MIN(64, cols - 4 * k), rows, of + 4 * k, os[2]);
+#elif defined(__AVX2__) && defined(__FMA__)
+          for (int64_t k = 0; k < run; k += 8)
+            wino4_out8(src + k, es, MIN(8, run - k), MIN(32, cols - 4 * k), rows, of + 4 * k, os[2]);
+#else
+          wino_out_run_m(4, src, es, run, full, part, rows, of, os[2], 1);
+#endif
+        } else {
+          wino_out_run_m(4, src, es, run, full, part, rows, of, os[2], os[3]);
+        }
+      }
+    for (int i = 0; i < nr; i++)
+      for (int64_t r = 0; r < runs[i].rows; r++) {
+        ep_view e = conv_row_epilogue(j->ep, runs[i].n, runs[i].oh + r);
+        ep_finish(&e, j->out + runs[i].n * os[0] + (runs[i].oh + r) * os[2], os[1], os[3], f0, f1 - f0, runs[i].ow,
+                  runs[i].cols);
+      }
   }
 }
 
