@@ -68,6 +68,7 @@ enum {
   B_BLOCK_FLOATS = 96 << 10, /* packed B block (KC x NC) budget: 384 KiB, in L2 */
   A_BLOCK_FLOATS = 128 << 10, /* packed A block (MC x KC) budget: 512 KiB */
   PAR_MIN_FLOPS = 1 << 21,  /* below this (~20 us on one core) a GEMM runs on one thread: waking a worker costs more */
+  GEMV_FLOP_WEIGHT = 8,     /* a matrix-vector product's flops count this many times (gemm_run) */
   /* Likewise for the window kernels (depthwise convolution, max pooling), counted in window taps
    * (outputs x window size): they run 5-10 G taps/s, not the GEMM's 100 GFLOP/s, so ~20 us is 2^17
    * taps. (At 2^20, MobileNetV2's 14x14 and 7x7 depthwise layers, 0.1 ms each, ran on one thread.) */
@@ -1344,7 +1345,10 @@ static void gemm_run(gemm_problem* probs, int64_t batch) {
   job.bl = choose_blocking(g0);
 
   int nt = etmlir_cpu_num_threads();
-  double flops = 2.0 * (double)M * (double)N * (double)K * (double)batch;
+  /* A matrix-vector product streams B once from wherever it is (a linear layer's weights: L3 or
+   * memory), at about a tenth of a GEMM's speed per flop: its flops count GEMV_FLOP_WEIGHT times
+   * towards splitting. (ResNet-18's 512 x 1000 classifier, 2 MB: 1 MFLOP, 0.13 ms on one thread.) */
+  double flops = 2.0 * (double)M * (double)N * (double)K * (double)batch * (job.gemv ? GEMV_FLOP_WEIGHT : 1);
   job.tasks_b = job.tasks_m = job.tasks_n = 1;
   if (nt > 1 && flops >= PAR_MIN_FLOPS) {
     int64_t nbn = CEIL_DIV(N, job.gemv && !g0->b.packed ? 16 : UK_NR), nbm = CEIL_DIV(M, UK_MR);
