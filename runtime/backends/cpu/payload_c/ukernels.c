@@ -2757,10 +2757,50 @@ static void dw_flat_masks(const dw_job* j, uint16_t* masks) {
   }
 }
 
+/* A 7x7 plane padded by one on every side (MobileNetV2's and EfficientNet's last depthwise layers): the taps
+ * of the vector at p are the plane at p + d, d in {-8, -7, -6, -1, 0, 1, 6, 7, 8}. Rather than nine loads at
+ * those offsets (each spanning two cache lines), the vectors at p - 16, p and p + 16 (one new load per
+ * vector, masked to the plane) are rotated into the nine (valignd), and each tap's FMA leaves the lanes whose
+ * input is outside the plane as they were (its mask): the padding adds nothing, as in eager (an infinite
+ * weight gives no NaN at the edge, where a zero times it would). (C driver, 960 planes: 35.1 us before, 24.8
+ * after; with the masks applied to the taps as zeros instead, 30.) */
+#define DW_ROT(hi, lo, n) _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(hi), _mm512_castps_si512(lo), n))
+#define DW_TAP7(d) ((d) < 0 ? DW_ROT(cur, prev, 16 + (d)) : (d) > 0 ? DW_ROT(next, cur, (d)) : cur)
+
+static void dw_plane_flat7(const dw_job* j, const float* in, const __m512 w[9], float* out, const dw_ep* e) {
+  const int64_t n = 49;
+  __m512 prev = _mm512_setzero_ps(), cur = _mm512_loadu_ps(in), next;
+  for (int64_t p = 0; p < n; p += 16) {
+    __mmask16 m = mask16(n - p);
+    const uint16_t* tm = j->flat + p / 16 * 9;
+    next = _mm512_maskz_loadu_ps(mask16(MAX(0, n - p - 16)), in + p + 16);
+    __m512 acc = dw_start(DW_EP_ANY, e, out + p, m), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps();
+    acc = _mm512_mask3_fmadd_ps(w[0], DW_TAP7(-8), acc, tm[0]);
+    a1 = _mm512_mask3_fmadd_ps(w[3], DW_TAP7(-1), a1, tm[3]);
+    a2 = _mm512_mask3_fmadd_ps(w[6], DW_TAP7(6), a2, tm[6]);
+    acc = _mm512_mask3_fmadd_ps(w[1], DW_TAP7(-7), acc, tm[1]);
+    a1 = _mm512_mask3_fmadd_ps(w[4], DW_TAP7(0), a1, tm[4]);
+    a2 = _mm512_mask3_fmadd_ps(w[7], DW_TAP7(7), a2, tm[7]);
+    acc = _mm512_mask3_fmadd_ps(w[2], DW_TAP7(-6), acc, tm[2]);
+    a1 = _mm512_mask3_fmadd_ps(w[5], DW_TAP7(1), a1, tm[5]);
+    a2 = _mm512_mask3_fmadd_ps(w[8], DW_TAP7(8), a2, tm[8]);
+    acc = dw_finish(DW_EP_ANY, e, _mm512_add_ps(acc, _mm512_add_ps(a1, a2)), 0, p, m);
+    _mm512_mask_storeu_ps(out + p, m, acc);
+    prev = cur;
+    cur = next;
+  }
+}
+#undef DW_TAP7
+#undef DW_ROT
+
 static void dw_plane_flat(const dw_job* j, const float* in, const float* f, float* out, const dw_ep* e) {
   int64_t n = j->OH * j->OW, W = j->OW;
   __m512 w[9];
   for (int t = 0; t < 9; t++) w[t] = _mm512_set1_ps(f[(t / 3) * j->fs[1] + (t % 3) * j->fs[2]]);
+  if (j->OH == 7 && W == 7 && j->pad_t == 1 && j->pad_l == 1) {
+    dw_plane_flat7(j, in, w, out, e);
+    return;
+  }
   for (int64_t p = 0; p < n; p += 16) {
     __mmask16 m = mask16(n - p);
     const uint16_t* tm = j->flat + p / 16 * 9;
