@@ -2757,6 +2757,10 @@ static void dw_flat_masks(const dw_job* j, uint16_t* masks) {
   }
 }
 
+/* The 16 lanes of (hi:lo) from lane n of lo, a vector shifted by n - 16 columns (valignd): the 7x7 planes'
+ * and the sliding passes' taps. */
+#define DW_ROT(hi, lo, n) _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(hi), _mm512_castps_si512(lo), n))
+
 /* A 7x7 plane padded by one on every side (MobileNetV2's and EfficientNet's last depthwise layers): the taps
  * of the vector at p are the plane at p + d, d in {-8, -7, -6, -1, 0, 1, 6, 7, 8}. Rather than nine loads at
  * those offsets (each spanning two cache lines), the vectors at p - 16, p and p + 16 (one new load per
@@ -2764,7 +2768,6 @@ static void dw_flat_masks(const dw_job* j, uint16_t* masks) {
  * input is outside the plane as they were (its mask): the padding adds nothing, as in eager (an infinite
  * weight gives no NaN at the edge, where a zero times it would). (C driver, 960 planes: 35.1 us before, 24.8
  * after; with the masks applied to the taps as zeros instead, 30.) */
-#define DW_ROT(hi, lo, n) _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(hi), _mm512_castps_si512(lo), n))
 #define DW_TAP7(d) ((d) < 0 ? DW_ROT(cur, prev, 16 + (d)) : (d) > 0 ? DW_ROT(next, cur, (d)) : cur)
 
 static void dw_plane_flat7(const dw_job* j, const float* in, const __m512 w[9], float* out, const dw_ep* e) {
@@ -2791,7 +2794,6 @@ static void dw_plane_flat7(const dw_job* j, const float* in, const __m512 w[9], 
   }
 }
 #undef DW_TAP7
-#undef DW_ROT
 
 static void dw_plane_flat(const dw_job* j, const float* in, const float* f, float* out, const dw_ep* e) {
   int64_t n = j->OH * j->OW, W = j->OW;
@@ -2855,6 +2857,17 @@ UK_INLINE dw_col_masks dw_col_masks_of(const int S, int64_t c, int64_t n, int64_
   return k;
 }
 
+/* Input row i of a pass, its taps x0, x1, x2, into the sums acc[r] of the output rows r < R it feeds (a
+ * macro, not a function: passing acc to one changed the register allocation of the passes). */
+#define DW_ROW_INTO(S, R, i, w, x0, x1, x2, acc)                 \
+  _Pragma("GCC unroll 4") for (int r = 0; r < (R); r++) {        \
+    int kh = (i) - (S) * r;                                      \
+    if (kh < 0 || kh > 2) continue;                              \
+    (acc)[r] = _mm512_fmadd_ps((w)[3 * kh], (x0), (acc)[r]);     \
+    (acc)[r] = _mm512_fmadd_ps((w)[3 * kh + 1], (x1), (acc)[r]); \
+    (acc)[r] = _mm512_fmadd_ps((w)[3 * kh + 2], (x2), (acc)[r]); \
+  }
+
 /* R output rows (from the plane's row oh) at one vector: rows[i] is the pass's input row i (zeros outside
  * the input), c the input column of the first tap, out the output at (oh, ow). */
 UK_INLINE void dw3x3_vec(const int S, const int R, const int kind, const float* const* rows, int64_t c,
@@ -2881,14 +2894,7 @@ UK_INLINE void dw3x3_vec(const int S, const int R, const int kind, const float* 
       x1 = _mm512_permutex2var_ps(v0, odd, v1);
       x2 = _mm512_permutex2var_ps(v2, even, v3);
     }
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-      int kh = i - S * r;
-      if (kh < 0 || kh > 2) continue;
-      acc[r] = _mm512_fmadd_ps(w[3 * kh], x0, acc[r]);
-      acc[r] = _mm512_fmadd_ps(w[3 * kh + 1], x1, acc[r]);
-      acc[r] = _mm512_fmadd_ps(w[3 * kh + 2], x2, acc[r]);
-    }
+    DW_ROW_INTO(S, R, i, w, x0, x1, x2, acc);
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++)
@@ -2921,8 +2927,6 @@ UK_INLINE void dw3x3_pass(const int S, const int R, const int kind, const float*
  * the column left of the block (zero at the left edge); loads past the right edge are masked to zeros.
  * (C driver, AVX-512: 16 planes of 56x56, 12.6-12.9 us before, 10.7-11.2 after; 192 planes of 28x28 at
  * stride 2, 24.8-25.5 before, 19.6-19.9 after. A bare pass of this shape over aligned rows: 7.2.) */
-#define DW_ROT(hi, lo, n) _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(hi), _mm512_castps_si512(lo), n))
-
 UK_INLINE void dw3x3_slide_pass(const int S, const int R, const int kind, const float* in, int64_t ish,
                                 const dw_edges* g, int64_t oh, int64_t ow0, int nv, const dw_col_masks* k, float* out,
                                 int64_t osh, const __m512 w[9], const dw_ep* e) {
@@ -2961,14 +2965,7 @@ UK_INLINE void dw3x3_slide_pass(const int S, const int R, const int kind, const 
         x0 = DW_ROT(x2, carry[i], 15);
         carry[i] = x2;
       }
-#pragma GCC unroll 4
-      for (int r = 0; r < R; r++) {
-        int kh = i - S * r;
-        if (kh < 0 || kh > 2) continue;
-        acc[r] = _mm512_fmadd_ps(w[3 * kh], x0, acc[r]);
-        acc[r] = _mm512_fmadd_ps(w[3 * kh + 1], x1, acc[r]);
-        acc[r] = _mm512_fmadd_ps(w[3 * kh + 2], x2, acc[r]);
-      }
+      DW_ROW_INTO(S, R, i, w, x0, x1, x2, acc);
     }
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
@@ -2976,6 +2973,7 @@ UK_INLINE void dw3x3_slide_pass(const int S, const int R, const int kind, const 
   }
 }
 #undef DW_ROT
+#undef DW_ROW_INTO
 
 /* The masks of the vectors [ow0, ow0 + 16 nv) of j's rows at stride S. */
 static void dw_row_masks(const dw_job* j, int S, int64_t ow0, int nv, dw_col_masks* k) {
