@@ -409,7 +409,7 @@ def test_parallel_split_matches_serial(lib, threads, chunks):
         np.testing.assert_allclose(c, expected, **tol(k))
 
     # Filters packed at compile time; a pointwise one of up to 112 filters (8 panels) reads its input in place
-    # (40, 96 and 112 filters: 196 and 49 columns, past a multiple of 32).
+    # (40, 96 and 112 filters here; 120 has it packed), over 900, 196, 49 and 81 columns (past a multiple of 32).
     for f, c, k, hw in [(40, 24, 1, 30), (30, 16, 3, 20), (64, 50, 3, 12), (96, 20, 1, 14), (112, 24, 1, 7),
                         (120, 8, 1, 9)]:
         x, x_base = strided((1, c, hw, hw), "c", rng)
