@@ -432,6 +432,36 @@ def test_activations_run_in_the_kernels_epilogue(monkeypatch, name):
         np.testing.assert_allclose(g, w.numpy(), atol=5e-5, rtol=5e-5)
 
 
+class ChannelsLastMlp(nn.Module):
+    """ConvNeXt's block MLP: linear layers over an image in channels-last order, [N, H, W, C]. The
+    products are [N H W, 4C] and [N H W, C]; the GELU and the residual add see them as [N, H, W, *]."""
+
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.up, self.down = nn.Linear(c, 4 * c), nn.Linear(4 * c, c)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(nn.functional.gelu(self.up(x)))
+
+
+@pytest.mark.parametrize("shape", [(1, 14, 14, 16), (2, 5, 7, 24)])
+def test_linear_layers_over_an_image_take_their_epilogue(monkeypatch, kernel_calls, shape):
+    """The GELU after the first layer and the residual add after the second run in the kernels' epilogues
+    though they see the product's rows split in three dims (no loop over the 4C-wide tensor after the
+    product), and the model matches eager at 1 and 2 threads."""
+    modes = _record_epilogue_modes(monkeypatch)
+    torch.manual_seed(2)
+    model = ChannelsLastMlp(shape[-1]).eval()
+    x = torch.randn(*shape)
+    pte = etmlir.to_edge(etmlir.export(model, (x,))).to_backend(backends.partitioner("cpu")).to_executorch().buffer
+    assert kernel_calls["etmlir_uk_matmul_packed_ep"] == 2, kernel_calls
+    from etmlir.backends.cpu import epilogue
+    assert [(mode >> 8) & 7 for mode in modes] == [1, 0], modes  # GELU, then none
+    assert modes[1] & epilogue.RESIDUAL and all(mode & epilogue.BIAS_AFTER for mode in modes), modes
+    with torch.no_grad():
+        _matches_eager_at_1_and_2_threads(pte, model, x, atol=2e-5)
+
+
 def test_gelu_tanh_matches_eager_closely():
     """GELU's tanh form as PyTorch computes it (et-torch-to-linalg decomposes it itself: torch-mlir's own
     lowering multiplies by 0.797724 for sqrt(2/pi) = 0.7978846, up to 2e-4 off eager)."""

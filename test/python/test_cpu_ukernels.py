@@ -1033,7 +1033,19 @@ def test_depthwise_epilogue_matches_reference(lib, case, mode, lo, hi):
 # both at an edge). Planes of rows up to 8 wide and up to 256 outputs (7x7, 8x5, 33x6) run as flat arrays, 16 outputs
 # a vector across rows; 50x7 is past that. A left padding of 1 takes the sliding passes (each row's vectors
 # loaded once, the taps rotated from them): right paddings of 2 and 3 at both strides, and a row of 530
-# (a second column block, whose carried column is the one left of it).
+# (a second column block, whose carried column is the one left of it). Other windows at stride 1 take bands
+# of output rows in registers (dw_plane_rows): ConvNeXt's 7x7 with padding 3 at 56x56, 14x14 and 7x7 (rows of
+# one vector: bands of 8 rows), a window larger than the plane, 5x5 rows of 70 and 100 (bands of 4 vectors,
+# then 1 and 3 left), 2x4 and 1x9 windows, and a 17x17 window (past the bands' limit: the generic loop).
+@pytest.mark.parametrize("case", [(1, 3, 56, 56, 7, 1, 3), (1, 4, 14, 14, 7, 1, 3), (2, 3, 7, 7, 7, 1, 3),
+                                  (1, 2, 3, 5, 7, 1, 3), (1, 2, 9, 70, 5, 1, 2), (1, 2, 6, 100, 5, 1, (2, 1, 2, 3)),
+                                  (1, 3, 11, 19, (2, 4), 1, (0, 1, 1, 2)), (1, 2, 5, 40, (1, 9), 1, (0, 0, 4, 4)),
+                                  (1, 2, 20, 21, 17, 1, 8)])
+@pytest.mark.parametrize("mode,lo,hi", EPILOGUE_MODES[:3])
+def test_depthwise_rows_absorb_padding(lib, case, mode, lo, hi):
+    _check_padded_depthwise(lib, case, mode, lo, hi)
+
+
 @pytest.mark.parametrize("case", [(1, 32, 16, 16, 3, 1, 1), (2, 5, 33, 34, 3, 2, 1), (1, 4, 11, 13, 5, 1, 2),
                                   (1, 3, 7, 5, 3, 2, 1), (1, 8, 9, 9, 3, 1, 0), (1, 8, 9, 9, 3, 1, (0, 1, 0, 1)),
                                   (1, 6, 10, 12, 3, 2, (0, 1, 0, 1)), (1, 4, 8, 9, 3, 1, (0, 2, 1, 0)),
@@ -1069,13 +1081,14 @@ def test_depthwise_epilogue_kinds(lib, case, mode, lo, hi):
 
 def _check_padded_depthwise(lib, case, mode, lo, hi, nans=False):
     n, c, h, w, k, s, pad = case
+    kh, kw = (k, k) if isinstance(k, int) else k
     top, bottom, left, right = (pad,) * 4 if isinstance(pad, int) else pad
-    rng = np.random.default_rng(h + w + k + c + mode)
+    rng = np.random.default_rng(h + w + kh + kw + c + mode)
     x, x_base = strided((n, c, h, w), "c", rng)
     if nans:
         x[..., rng.integers(0, h, 3), rng.integers(0, w, 3)] = np.nan
-    wt, w_base = strided((c, k, k), "c", rng)
-    oh, ow = conv_out_size(h + top + bottom, k, s, 1), conv_out_size(w + left + right, k, s, 1)
+    wt, w_base = strided((c, kh, kw), "c", rng)
+    oh, ow = conv_out_size(h + top + bottom, kh, s, 1), conv_out_size(w + left + right, kw, s, 1)
     out, out_base = strided((n, c, oh, ow), "c", rng)
     bias = rng.standard_normal(c).astype(np.float32)
     res = rng.standard_normal((n, c, oh, ow)).astype(np.float32)
@@ -1089,7 +1102,7 @@ def _check_padded_depthwise(lib, case, mode, lo, hi, nans=False):
     dx, dw, do = descriptor(x, x_base), descriptor(wt, w_base), descriptor(out, out_base)
     lib._mlir_ciface_etmlir_uk_depthwise_conv2d_nchw_chw_ep(ctypes.byref(dx), ctypes.byref(dw), ctypes.byref(do), s, s,
                                                             1, 1, ctypes.byref(ep))
-    _check(out, want, k * k)
+    _check(out, want, kh * kw)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1098,7 +1111,7 @@ def _check_padded_depthwise(lib, case, mode, lo, hi, nans=False):
 
 # (n, c_in, c_wide, c_out, h, w, k, stride, pad (top, bottom, left, right)). From 1 MiB of wide activations
 # the kernel runs over bands of output rows: stride 1 and 2 (MobileNetV2's 3x3), a batch of two with odd
-# sizes, a 5x5 window (the generic depthwise loop over a padded copy of each band), TF "same" padding at
+# sizes, a 5x5 window (dw_plane_rows over a padded copy of each band), TF "same" padding at
 # stride 2 (none on top, one row below the image), planes narrower than a vector; below 1 MiB the three
 # kernels one after the other.
 INVERTED_RESIDUAL = [(1, 8, 64, 8, 64, 64, 3, 1, (1, 1, 1, 1)), (2, 5, 72, 7, 63, 61, 3, 2, (1, 1, 1, 1)),

@@ -68,8 +68,9 @@ class Fusion:
     erase: list[ir.Operation] = dataclasses.field(default_factory=list)  # the init and epilogue ops
     dead_buffer: ir.Value | None = None     # the contraction's own buffer, unused once the epilogue is fused
     hoist: list[ir.Operation] = dataclasses.field(default_factory=list)  # the output's alloc/views, made later
-    # The epilogue ran on the output seen with this many leading unit dims more (an addmm's [64, 1536]
-    # product as [1, 64, 1536]): `output` and `residual` have them, the kernel's operands drop them.
+    # The epilogue ran on the output seen with its first dim split in `lead + 1` (an addmm's [64, 1536]
+    # product as [1, 64, 1536], a linear layer's over an image, [3136, 384] as [1, 56, 56, 384]):
+    # `output` and `residual` have those dims, the kernel's operands have them merged again.
     lead: int = 0
 
     @property
@@ -377,13 +378,26 @@ def _dead_after(ops: list[ir.Operation], at: int, buffer: ir.Value) -> bool:
     return True
 
 
-def _expanded(value: ir.Value, out: ir.Value, lead: int) -> bool:
-    """`value` is `out` seen whole, with `lead` leading unit dims added (memref.expand_shape)."""
+def _expanded(value: ir.Value, out: ir.Value, lead: int, seen: list[int]) -> bool:
+    """`value` is `out` seen whole as shape `seen`, its first dim split in `lead + 1` (memref.expand_shape)."""
     if lead == 0:
         return _whole(value, out)
     owner = value.owner
-    return (not isinstance(owner, ir.Block) and owner.name == "memref.expand_shape"
-            and _whole(owner.operands[0], out) and _shape(value) == [1] * lead + _shape(out))
+    if isinstance(owner, ir.Block) or owner.name != "memref.expand_shape" or not _whole(owner.operands[0], out):
+        return False
+    groups = [[ir.IntegerAttr(d).value for d in g] for g in ir.ArrayAttr(owner.attributes["reassociation"])]
+    return _shape(value) == seen and groups == [list(range(lead + 1))] + [[d] for d in range(lead + 1, len(seen))]
+
+
+def _splits_first_dim(seen: list[int], shape: list[int], rank: int) -> int | None:
+    """How many dims more `seen` has than a contraction's output `shape`, its first dim split in several
+    (None when it is not that): leading unit dims for any contraction, any split of a matmul's rows."""
+    lead = len(seen) - rank
+    if lead < 0 or seen[lead + 1:] != shape[1:] or ir.ShapedType.get_dynamic_size() in seen[:lead + 1]:
+        return None
+    if seen[:lead] == [1] * lead and seen[lead] == shape[0]:
+        return lead
+    return lead if rank == 2 and math.prod(seen[:lead + 1]) == shape[0] else None
 
 
 def _find_epilogue(ops: list[ir.Operation], at: int, contraction: ir.Operation, bias_dim: int,
@@ -405,11 +419,12 @@ def _find_epilogue(ops: list[ir.Operation], at: int, contraction: ir.Operation, 
         return
     inputs, dest = list(g.operands)[:segments[0]], g.operands[segments[0]]
     maps = _maps(g)
-    # The epilogue may see the product with leading unit dims added (a linear layer's [T, N] product
-    # as the [1, T, N] the model computes with): then every buffer it writes or adds must be plain
-    # (identity layout), so that dropping those dims is a collapse_shape.
-    lead = len(_shape(dest)) - rank
-    if (lead < 0 or _shape(dest) != [1] * lead + shape or maps[-1] != _identity(rank + lead)
+    # The epilogue may see the product with its first dim split: leading unit dims added (a linear
+    # layer's [T, N] product as the [1, T, N] the model computes with), or a matmul's rows as an image's
+    # pixels (a linear layer over [1, H, W, C], as ConvNeXt's). Then every buffer it writes or adds must
+    # be plain (identity layout), so that merging those dims again is a collapse_shape.
+    lead = _splits_first_dim(_shape(dest), shape, rank)
+    if (lead is None or maps[-1] != _identity(rank + lead)
             or (lead and not identity_layout(ir.MemRefType(dest.type)))):
         return
     block = g.regions[0].blocks[0]
@@ -417,7 +432,8 @@ def _find_epilogue(ops: list[ir.Operation], at: int, contraction: ir.Operation, 
         return  # the body reads the old output
     acc = bias = residual = None
     for value, m, arg in zip(inputs, maps, block.arguments):
-        if root(value) == r and _expanded(value, out, lead) and m == _identity(rank + lead) and acc is None:
+        if root(value) == r and _expanded(value, out, lead, _shape(dest)) and m == _identity(rank + lead) \
+                and acc is None:
             acc = arg
         elif m == _along(rank + lead, bias_dim + lead) and len(_shape(value)) == 1 \
                 and _shape(value)[0] == shape[bias_dim] and bias is None and fusion.bias is None:

@@ -29,7 +29,8 @@ kernels; `etmlir.backends.cpu.epilogue` says what fits):
   a clamp (ReLU, ReLU6, hardtanh) or an activation (GELU, SiLU, sigmoid,
   tanh): applied before the store (an activation right after it, while the
   tile is in L1), writing the elementwise op's output directly, also where
-  that op sees the product with leading unit dims ([T, N] as [1, T, N]);
+  that op sees the product with leading unit dims ([T, N] as [1, T, N]) or
+  a matmul's rows split ([H W, N] as [1, H, W, N]: a linear layer over an image);
 - a depthwise convolution's zero padding (a filled buffer with a copy of the
   input inside): the kernel reads the unpadded input.
 
@@ -47,6 +48,8 @@ becomes
 """
 
 from __future__ import annotations
+
+import math
 
 from torch_mlir import ir
 
@@ -121,8 +124,9 @@ def constant(t: ir.Type, attr: ir.Attribute) -> ir.Value:
     return ir.Operation.create("arith.constant", results=[t], attributes={"value": attr}).result
 
 
-def drop_leading_units(value: ir.Value, lead: int) -> ir.Value:
-    """An identity-layout `value` without its first `lead` dims, all of size 1 (memref.collapse_shape)."""
+def merge_leading(value: ir.Value, lead: int) -> ir.Value:
+    """An identity-layout `value` with its first `lead + 1` dims merged into one (memref.collapse_shape):
+    the product's rows again, where an epilogue saw them as [1, T] or [1, H, W]."""
     if lead == 0:
         return value
     t = ir.MemRefType(value.type)
@@ -130,7 +134,8 @@ def drop_leading_units(value: ir.Value, lead: int) -> ir.Value:
     groups = [list(range(lead + 1))] + [[d] for d in range(lead + 1, rank)]
     i64 = ir.IntegerType.get_signless(64)
     reassociation = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
-    return ir.Operation.create("memref.collapse_shape", results=[ir.MemRefType.get(t.shape[lead:], t.element_type)],
+    shape = [math.prod(t.shape[:lead + 1])] + list(t.shape[lead + 1:])
+    return ir.Operation.create("memref.collapse_shape", results=[ir.MemRefType.get(shape, t.element_type)],
                                operands=[value], attributes={"reassociation": reassociation}).result
 
 
@@ -211,7 +216,7 @@ def use_microkernels(module: ir.Module | ir.Operation) -> dict[str, int]:
                     written = ir.Operation.create("memref.alloc", results=[old_output.type], attributes={
                         "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 0]),
                         "alignment": ir.IntegerAttr.get(i64, 64)}).result
-                written = drop_leading_units(written, fusion.lead if fusion.output is not None else 0)
+                written = merge_leading(written, fusion.lead if fusion.output is not None else 0)
                 inputs = list(op.operands)[:-1]
                 if padding is not None:
                     inputs[0] = padding.source
@@ -224,7 +229,7 @@ def use_microkernels(module: ir.Module | ir.Operation) -> dict[str, int]:
                 if fusion.fused or padding is not None:
                     kernel += "_ep"
                     operands.append(cast_dynamic(fusion.bias, 1) if fusion.bias is not None else no_bias())
-                    operands.append(cast_dynamic(drop_leading_units(fusion.residual, fusion.lead), out_rank)
+                    operands.append(cast_dynamic(merge_leading(fusion.residual, fusion.lead), out_rank)
                                     if fusion.residual is not None else output)
                     operands.append(constant(i64, ir.IntegerAttr.get(i64, fusion.mode)))
                     operands.append(constant(f32, ir.FloatAttr.get(f32, fusion.lo)))
