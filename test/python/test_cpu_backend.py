@@ -335,3 +335,18 @@ def test_et_run_runs_a_cpu_delegated_program(zoo, cpu_zoo, tmp_path, threads):
                              threads, "--allow-native"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert f"{threads} per delegate call (backends: " in result.stdout
+
+
+# (kernel, padding, divisor_override): EfficientNet's pooler (transformers: AvgPool2d(1280, ceil_mode=True)
+# over its 7x7 features, one window cut where the plane ends) and a 9x9 window, both rewritten as a mean
+# over the plane (torch-mlir padded the input to the window: 8 GB for the first); with padding or a divisor
+# override the pooling stays as it was.
+@pytest.mark.parametrize("kernel,padding,divisor", [(1280, 0, None), (9, 0, None), (8, 1, None), (9, 0, 10)])
+def test_avg_pool_whose_window_covers_the_plane(kernel, padding, divisor):
+    torch.manual_seed(kernel + padding)
+    model = nn.AvgPool2d(kernel, padding=padding, ceil_mode=True, divisor_override=divisor).eval()
+    x = torch.randn(1, 40, 7, 7)
+    program = etmlir.to_edge(etmlir.export(model, (x,))).to_backend(backends.partitioner("cpu"))
+    assert delegation_info(program).num_non_delegated_ops == 0
+    got = rt.load(program.to_executorch().buffer).method("forward")(x.numpy())[0]
+    np.testing.assert_allclose(np.asarray(got), model(x).numpy(), atol=1e-6, rtol=1e-5)

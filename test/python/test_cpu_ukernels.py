@@ -1203,3 +1203,44 @@ def test_small_inverted_residual_split_over_channels(lib, threads, chunks, modes
     for case in SMALL_BLOCKS:
         _check_inverted_residual(lib, case, modes)
     assert calls and min(calls) >= 2
+
+
+# ---------------------------------------------------------------------------------------------
+# the shim: a failed allocation fails the run
+
+
+ALLOCATION_DRIVER = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include "etmlir_cpu_payload.h"
+int etmlir_cpu_run(void (*entry)(void**), void** args);
+static int reached;
+static void entry(void** args) {
+  (void)args;
+  etmlir_cpu_region_begin(3, 42);
+  float* p = (float*)_mlir_memref_to_llvm_alloc((size_t)1 << 62);
+  p[0] = 1.0f; /* what generated code does next: never reached */
+  reached = 1;
+}
+int main(void) {
+  int rc = etmlir_cpu_run(entry, NULL);
+  void* outside = _mlir_memref_to_llvm_alloc((size_t)1 << 62);
+  printf("rc=%d handle=%d reached=%d outside=%s failure=%s\n", rc, (int)etmlir_cpu_failed_handle(), reached,
+         outside ? "pointer" : "null", etmlir_cpu_failure());
+  return 0;
+}
+"""
+
+
+def test_a_failed_allocation_fails_the_run(builds, tmp_path):
+    """Neither the arena nor the heap has the bytes (EfficientNet's pooler once asked for 8 GB): the run
+    returns a failure naming it, against the edge op of the region it was in, instead of the generated code
+    writing through a null pointer; outside a run the allocation returns NULL, as malloc does."""
+    so = builds["x86-64-v2"]
+    driver, exe = tmp_path / "driver.c", tmp_path / "driver"
+    driver.write_text(ALLOCATION_DRIVER)
+    subprocess.run([link.compiler(), "-O1", "-I", str(SOURCES[0].parent), "-o", str(exe), str(driver), str(so),
+                    f"-Wl,-rpath,{so.parent}"], check=True)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.strip()
+    assert out == (f"rc=1 handle=42 reached=0 outside=null "
+                   f"failure=out of memory: could not allocate {1 << 62} bytes"), out

@@ -5,7 +5,9 @@ torch-mlir's own backend pipelines do the lowering
 `torch-backend-to-linalg-on-tensors-backend-pipeline`). A few Core ATen ops
 have no linalg lowering there, and GELU's tanh form has a wrong one (0.797724
 for sqrt(2/pi) = 0.7978846); PyTorch's reference decompositions (Python
-code, not the eager kernels) rewrite them first. torch-mlir's pipeline keeps
+code, not the eager kernels) rewrite them first. An average pooling whose one
+window covers the whole plane (EfficientNet's pooler: a 1280 window over 7x7)
+becomes a mean, since torch-mlir pads the input to the window's size. torch-mlir's pipeline keeps
 only public functions, so visibility and argument attributes are dropped.
 
     func.func @forward(%x: !torch.vtensor<[2,3],f32>) -> !torch.vtensor<[2,3],f32> {
@@ -99,6 +101,59 @@ def fold_attention_scale(op: ir.Operation) -> bool:
     return True
 
 
+AVG_POOL = "torch.aten.avg_pool2d"
+
+
+def _constant_ints(value: ir.Value) -> list[int] | None:
+    """The ints of a `torch.prim.ListConstruct` of `torch.constant.int`s, else None."""
+    owner = value.owner
+    if isinstance(owner, ir.Block) or owner.name != "torch.prim.ListConstruct":
+        return None
+    ints = []
+    for item in owner.operands:
+        if isinstance(item.owner, ir.Block) or item.owner.name != "torch.constant.int":
+            return None
+        ints.append(ir.IntegerAttr(item.owner.attributes["value"]).value)
+    return ints
+
+
+def whole_plane_avg_pool(op: ir.Operation) -> bool:
+    """avg_pool2d whose one window covers the whole unpadded plane -> mean over H and W (kept as 1x1).
+
+    EfficientNet's pooler (transformers) is AvgPool2d(1280, ceil_mode=True) over a 7x7 plane: one output,
+    its window cut where the input ends, so eager divides by 7 x 7. torch-mlir pads the input to the
+    window's reach, 1280 x 1280 per channel (8 GB): the compile ran out of memory (a crash). Rewritten
+    only with no padding and no divisor override, where the mean is exactly what eager computes. Returns
+    whether it rewrote `op`."""
+    source, result = parse_vtensor_type(op.operands[0].type), parse_vtensor_type(op.results[0].type)
+    if source is None or result is None or len(source.sizes or []) != 4 or len(result.sizes or []) != 4:
+        return False
+    kernel, padding = _constant_ints(op.operands[1]), _constant_ints(op.operands[3])
+    height, width = source.sizes[2], source.sizes[3]
+    if kernel is None or padding is None or len(kernel) == 0 or height is None or width is None:
+        return False
+    kernel = kernel * 2 if len(kernel) == 1 else kernel
+    if list(result.sizes[2:]) != [1, 1] or any(padding) or kernel[0] < height or kernel[1] < width:
+        return False
+    if len(op.operands) > 6 and not isinstance(op.operands[6].owner, ir.Block) \
+            and op.operands[6].owner.name != "torch.constant.none":
+        return False  # a divisor override
+    int_type = ir.Type.parse("!torch.int")
+    with ir.InsertionPoint(op):
+        dims = [ir.Operation.create("torch.constant.int", results=[int_type], attributes={
+            "value": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d)}).result for d in (2, 3)]
+        dim_list = ir.Operation.create("torch.prim.ListConstruct", results=[ir.Type.parse("!torch.list<int>")],
+                                       operands=dims).result
+        keep = ir.Operation.create("torch.constant.bool", results=[ir.Type.parse("!torch.bool")],
+                                   attributes={"value": ir.BoolAttr.get(True)}).result
+        none = ir.Operation.create("torch.constant.none", results=[ir.Type.parse("!torch.none")]).result
+        mean = ir.Operation.create("torch.aten.mean.dim", results=[op.results[0].type],
+                                   operands=[op.operands[0], dim_list, keep, none])
+    op.results[0].replace_all_uses_with(mean.results[0])
+    op.erase()
+    return True
+
+
 @register_pass("et-torch-to-linalg", level="torch", options={
     "attention": Option(bool, False, "lower scaled_dot_product_attention, in every form, to tm_tensor.attention "
                         "(for a backend that runs it as one kernel: the cpu backend's et-cpu-attention)"),
@@ -112,6 +167,8 @@ def torch_to_linalg(module: ir.Operation, *, attention: bool = False) -> None:
                 if name in op.attributes:
                     del op.attributes[name]
     decompose_unlowerable(module)
+    with module.context:
+        rewrite_each(module, AVG_POOL, whole_plane_avg_pool)
     options = ""
     if attention:
         found: list[ir.Operation] = []

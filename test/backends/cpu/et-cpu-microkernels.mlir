@@ -202,6 +202,39 @@ func.func @linear_gelu(%a: memref<?x8xf32>, %b: memref<8x16xf32>, %bias: memref<
 
 // -----
 
+// A linear layer over an image in channels-last order (ConvNeXt's MLP): the product [12, 16] seen as
+// [1, 3, 4, 16], its rows split in three dims, by a bias + residual loop writing the function's output.
+// The loop becomes the epilogue (mode 13 = zero init | bias after | residual), the output and the
+// residual handed over with those dims merged again.
+// CHECK-LABEL: func.func @linear_over_image
+// CHECK-DAG: %[[Y2:.*]] = memref.collapse_shape %arg3 {{\[\[}}0, 1, 2], [3]] : memref<1x3x4x16xf32> into memref<12x16xf32>
+// CHECK-DAG: %[[R2:.*]] = memref.collapse_shape %arg4 {{\[\[}}0, 1, 2], [3]] : memref<1x3x4x16xf32> into memref<12x16xf32>
+// CHECK-DAG: %[[MODE:.*]] = arith.constant 13 : i64
+// CHECK: call @etmlir_uk_matmul_ep({{.*}}, %[[MODE]],
+// CHECK-NOT: linalg.generic
+// CHECK: return
+func.func @linear_over_image(%a: memref<12x8xf32>, %b: memref<8x16xf32>, %bias: memref<16xf32>,
+                             %y: memref<1x3x4x16xf32>, %res: memref<1x3x4x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<12x16xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<12x16xf32>)
+  linalg.matmul ins(%a, %b : memref<12x8xf32>, memref<8x16xf32>) outs(%c : memref<12x16xf32>)
+  %e = memref.expand_shape %c [[0, 1, 2], [3]] output_shape [1, 3, 4, 16] : memref<12x16xf32> into memref<1x3x4x16xf32>
+  linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>,
+                                   affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%bias, %e, %res : memref<16xf32>, memref<1x3x4x16xf32>, memref<1x3x4x16xf32>) outs(%y : memref<1x3x4x16xf32>) {
+  ^bb0(%bv: f32, %v: f32, %r: f32, %o: f32):
+    %s = arith.addf %v, %bv : f32
+    %t = arith.addf %s, %r : f32
+    linalg.yield %t : f32
+  }
+  memref.dealloc %c : memref<12x16xf32>
+  return
+}
+
+// -----
+
 // SiLU after a convolution with a bias broadcast first, written however the body spells it (here
 // x / (1 + exp(-x)), not torch-mlir's x * (1 / (1 + exp(-x)))): mode 770 = bias init | SiLU << 8.
 // CHECK-LABEL: func.func @conv_silu

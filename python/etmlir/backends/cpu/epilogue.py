@@ -393,11 +393,13 @@ def _splits_first_dim(seen: list[int], shape: list[int], rank: int) -> int | Non
     """How many dims more `seen` has than a contraction's output `shape`, its first dim split in several
     (None when it is not that): leading unit dims for any contraction, any split of a matmul's rows."""
     lead = len(seen) - rank
-    if lead < 0 or seen[lead + 1:] != shape[1:] or ir.ShapedType.get_dynamic_size() in seen[:lead + 1]:
+    if lead < 0 or seen[lead + 1:] != shape[1:]:
         return None
     if seen[:lead] == [1] * lead and seen[lead] == shape[0]:
-        return lead
-    return lead if rank == 2 and math.prod(seen[:lead + 1]) == shape[0] else None
+        return lead  # (the rows may be dynamic)
+    dynamic = ir.ShapedType.get_dynamic_size()
+    static = dynamic not in seen[:lead + 1] and shape[0] != dynamic
+    return lead if rank == 2 and static and math.prod(seen[:lead + 1]) == shape[0] else None
 
 
 def _find_epilogue(ops: list[ir.Operation], at: int, contraction: ir.Operation, bias_dim: int,

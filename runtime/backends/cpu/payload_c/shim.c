@@ -161,6 +161,12 @@ static void arena_give_back(block* b) {
   free_list_insert(b);
 }
 
+/* The edge op of the region the calling thread runs (its debug handle; 0 before the first), and whether
+ * this thread runs an entry point under etmlir_cpu_run: a failed allocation there fails the run. */
+static int32_t g_region_handle;
+static __thread int t_in_run;
+static void fail_allocation(size_t size);
+
 static void* allocate(size_t alignment, size_t size) {
   if (alignment < kAlign) alignment = kAlign;
   if ((alignment & (alignment - 1)) != 0) return NULL;
@@ -183,7 +189,10 @@ static void* allocate(size_t alignment, size_t size) {
   g_fallbacks++;
   unlock();
   void* p = NULL;
-  if (posix_memalign(&p, alignment, size ? size : 1) != 0) return NULL;
+  if (posix_memalign(&p, alignment, size ? size : 1) != 0) {
+    fail_allocation(size); /* returns only off the entry point's thread */
+    return NULL;
+  }
   return p;
 }
 
@@ -317,6 +326,7 @@ ETMLIR_CPU_EXPORT void etmlir_cpu_set_tracer(etmlir_region_fn fn, void* ctx) {
 
 /* Called by the generated code around each region: one pointer test when no tracer is set. */
 ETMLIR_CPU_EXPORT void etmlir_cpu_region_begin(int32_t region, int32_t debug_handle) {
+  g_region_handle = debug_handle;
   if (g_region_fn) g_region_fn(g_region_ctx, region, debug_handle, 1);
 }
 
@@ -340,16 +350,32 @@ ETMLIR_CPU_EXPORT void etmlir_cpu_fail(int32_t debug_handle, int64_t message) {
   abort();
 }
 
+/* Neither the arena nor the heap had `size` bytes. On the thread running an entry point under
+ * etmlir_cpu_run, the run fails with that (the generated code would write through the null pointer:
+ * EfficientNet's pooler once asked for 8 GB and crashed the process); elsewhere (a worker thread, or
+ * an entry point called directly) it returns and the caller gets NULL, as from malloc. */
+static void fail_allocation(size_t size) {
+  static char message[96];
+  if (!t_in_run || !g_fail_jump) return;
+  snprintf(message, sizeof(message), "out of memory: could not allocate %llu bytes",
+           (unsigned long long)size);
+  etmlir_cpu_fail(g_region_handle, (int64_t)(intptr_t)message);
+}
+
 ETMLIR_CPU_EXPORT int etmlir_cpu_run(void (*entry)(void**), void** args) {
   jmp_buf jump;
   g_failed_handle = 0;
   g_failure[0] = '\0';
+  g_region_handle = 0;
   if (setjmp(jump) != 0) {
     g_fail_jump = NULL;
+    t_in_run = 0;
     return 1;
   }
   g_fail_jump = &jump;
+  t_in_run = 1;
   entry(args);
+  t_in_run = 0;
   g_fail_jump = NULL;
   return 0;
 }
