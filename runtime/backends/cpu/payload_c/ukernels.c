@@ -2654,48 +2654,48 @@ static void dw_plane_generic(const dw_job* j, const float* restrict in, const fl
 
 #if defined(UK_VEC)
 enum {
-  DW_ROWS_MAX_R = 8,  /* output rows a pass of dw_plane_rows holds in registers, */
-  DW_ROWS_MAX_NV = 4, /* ... up to this many vectors each (R x NV <= 16 accumulators) */
-  DW_ROWS_MAX_K = 16, /* windows up to this size (larger ones take the generic loop) */
+  DW_ROWS_R = 4,      /* output rows a pass of dw_plane_rows holds in registers, */
 #if defined(__AVX512F__)
-  DW_ROWS_WIDE_NV = 4, /* vectors per row of a pass of 4 rows (AVX2's 16 registers: 2) */
+  DW_ROWS_NV = 4,     /* ... up to this many vectors each (AVX2's 16 registers: 2) */
 #else
-  DW_ROWS_WIDE_NV = 2,
+  DW_ROWS_NV = 2,
 #endif
+  DW_ROWS_MAX_K = 16, /* windows up to this size (larger ones take the generic loop) */
 };
 
-/* One pass of dw_plane_rows: output rows [oh0, oh0 + R), columns [ow0, ow0 + NV vectors), in registers.
- * Input row oh0 + i feeds output row oh0 + r with the filter's row i - r: fz is the filter with R - 1 zero
- * rows above and below (rows of KW floats), so every step runs the same multiply-adds without a test, a
- * few of them by zero. Rows past `rows` (the plane's last pass) are computed and not stored. */
-UK_INLINE void dw_rows_pass(const int R, const int NV, const dw_job* j, const float* restrict in,
-                            const float* restrict fz, float* restrict out, int64_t oh0, int rows, int64_t ow0) {
+/* One pass of dw_plane_rows: output rows [oh0, oh0 + DW_ROWS_R), columns [ow0, ow0 + NV vectors), in
+ * registers. Input row oh0 + i feeds output row oh0 + r with the filter's row i - r: fz is the filter with
+ * DW_ROWS_R - 1 zero rows above and below (rows of KW floats), so every step runs the same multiply-adds
+ * without a test, a few of them by zero (tested instead, the branches made it 1.2x slower). Rows past
+ * `rows` (the plane's last pass) are computed and not stored. */
+UK_INLINE void dw_rows_pass(const int NV, const dw_job* j, const float* restrict in, const float* restrict fz,
+                            float* restrict out, int64_t oh0, int rows, int64_t ow0) {
   const int64_t KH = j->KH, KW = j->KW, ish = j->is[2], osh = j->os[2];
-  ukv_lanes keep[DW_ROWS_MAX_NV];
-  ukv acc[DW_ROWS_MAX_R][DW_ROWS_MAX_NV]; /* constant sizes: the arrays live in registers */
+  ukv_lanes keep[DW_ROWS_NV];
+  ukv acc[DW_ROWS_R][DW_ROWS_NV]; /* constant sizes: the arrays live in registers */
 #pragma GCC unroll 4
   for (int v = 0; v < NV; v++) keep[v] = ukv_first(j->OW - ow0 - v * UK_VEC);
-#pragma GCC unroll 8
-  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+  for (int r = 0; r < DW_ROWS_R; r++)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++) acc[r][v] = ukv_zero();
   for (int64_t i = 0; i < rows + KH - 1; i++) {
     const float* row = in + (oh0 + i) * ish + ow0;
-    const float* w = fz + (i + R - 1) * KW; /* filter row i - r at w - r KW */
+    const float* w = fz + (i + DW_ROWS_R - 1) * KW; /* filter row i - r at w - r KW */
     for (int64_t kw = 0; kw < KW; kw++) {
-      ukv x[DW_ROWS_MAX_NV];
+      ukv x[DW_ROWS_NV];
 #pragma GCC unroll 4
       for (int v = 0; v < NV; v++) x[v] = ukv_load_first(row + kw + v * UK_VEC, keep[v]);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; r++) {
+#pragma GCC unroll 4
+      for (int r = 0; r < DW_ROWS_R; r++) {
         const ukv wv = ukv_set1(w[kw - r * KW]);
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) acc[r][v] = ukv_fmadd(x[v], wv, acc[r][v]);
       }
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; r++) {
+#pragma GCC unroll 4
+  for (int r = 0; r < DW_ROWS_R; r++) {
     if (r >= rows) break;
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++) {
@@ -2705,38 +2705,27 @@ UK_INLINE void dw_rows_pass(const int R, const int NV, const dw_job* j, const fl
   }
 }
 
-/* The passes over one band of R output rows at oh0: the row's vectors in passes of NV (the last pass
- * takes what is left). */
-UK_INLINE void dw_rows_band(const int R, const int NV, const dw_job* j, const float* restrict in,
-                            const float* restrict fz, float* restrict out, int64_t oh0) {
-  const int rows = (int)MIN(R, j->OH - oh0);
-  int64_t ow0 = 0;
-  for (; ow0 + (NV - 1) * UK_VEC < j->OW; ow0 += NV * UK_VEC) dw_rows_pass(R, NV, j, in, fz, out, oh0, rows, ow0);
-  int64_t left = CEIL_DIV(j->OW - ow0, UK_VEC);
-  if (NV > 3 && left == 3) dw_rows_pass(R, 3, j, in, fz, out, oh0, rows, ow0);
-  if (NV > 2 && left == 2) dw_rows_pass(R, 2, j, in, fz, out, oh0, rows, ow0);
-  if (NV > 1 && left == 1) dw_rows_pass(R, 1, j, in, fz, out, oh0, rows, ow0);
-}
-
 /* dw_plane_generic for any window up to DW_ROWS_MAX_K at unit strides and dilations, rows of unit column
  * stride (the 3x3 kernels and the flat planes take theirs; this takes the rest: ConvNeXt's 7x7,
- * EfficientNet's 5x5). Bands of output rows held in registers, each input vector loaded once per band for
- * all the rows it feeds (the generic loop loaded and stored the output row per tap: a 7x7 window over 96
- * planes of 56x56 took twice eager's time). Rows of one vector take bands of 8 rows, so that 8 sums are
- * in flight, not 4 (7x7 planes: 1.3x faster). Adds the sums to the output, as dw_plane_generic. */
+ * EfficientNet's 5x5). Passes of DW_ROWS_R output rows by up to DW_ROWS_NV vectors in registers, each input
+ * vector loaded once per pass for all the rows it feeds: the generic loop loaded and stored the output row
+ * per tap (a 7x7 window over 96 planes of 56x56 took twice eager's time). Adds the sums to the output, as
+ * dw_plane_generic. */
 static void dw_plane_rows(const dw_job* j, const float* restrict in, const float* restrict f, float* restrict out) {
-  float fz[(DW_ROWS_MAX_K + 2 * (DW_ROWS_MAX_R - 1)) * DW_ROWS_MAX_K];
+  float fz[(DW_ROWS_MAX_K + 2 * (DW_ROWS_R - 1)) * DW_ROWS_MAX_K];
   const int64_t KH = j->KH, KW = j->KW;
-  const int R = j->OW <= UK_VEC ? 8 : 4;
-  memset(fz, 0, sizeof(float) * (size_t)((KH + 2 * (R - 1)) * KW));
+  memset(fz, 0, sizeof(float) * (size_t)((KH + 2 * (DW_ROWS_R - 1)) * KW));
   for (int64_t kh = 0; kh < KH; kh++)
-    for (int64_t kw = 0; kw < KW; kw++) fz[(kh + R - 1) * KW + kw] = f[kh * j->fs[1] + kw * j->fs[2]];
-  for (int64_t oh0 = 0; oh0 < j->OH; oh0 += R) {
-    if (R == 8) {
-      dw_rows_band(8, 1, j, in, fz, out, oh0);
-    } else {
-      dw_rows_band(4, DW_ROWS_WIDE_NV, j, in, fz, out, oh0);
-    }
+    for (int64_t kw = 0; kw < KW; kw++) fz[(kh + DW_ROWS_R - 1) * KW + kw] = f[kh * j->fs[1] + kw * j->fs[2]];
+  for (int64_t oh0 = 0; oh0 < j->OH; oh0 += DW_ROWS_R) {
+    const int rows = (int)MIN(DW_ROWS_R, j->OH - oh0);
+    int64_t ow0 = 0;
+    for (; ow0 + (DW_ROWS_NV - 1) * UK_VEC < j->OW; ow0 += DW_ROWS_NV * UK_VEC)
+      dw_rows_pass(DW_ROWS_NV, j, in, fz, out, oh0, rows, ow0);
+    const int64_t left = CEIL_DIV(j->OW - ow0, UK_VEC); /* vectors left: fewer than DW_ROWS_NV */
+    if (DW_ROWS_NV > 3 && left == 3) dw_rows_pass(3, j, in, fz, out, oh0, rows, ow0);
+    if (DW_ROWS_NV > 2 && left == 2) dw_rows_pass(2, j, in, fz, out, oh0, rows, ow0);
+    if (left == 1) dw_rows_pass(1, j, in, fz, out, oh0, rows, ow0);
   }
 }
 
