@@ -86,7 +86,7 @@ def pipeline(*, microkernels: bool = True, trace_regions: bool = True, panels: t
     """The pass pipeline from an outlined edge delegate to the LLVM dialect (`panels`: the microkernels'
     (A rows, B columns), `link.panel_shape`; None leaves et-cpu-pack-weights to ask the host's;
     `winograd`: 3x3 convolutions through Winograd where they suit)."""
-    passes = ["et-conv1d-to-conv2d", "et-fold-constants", "et-fold-batch-norm", "et-edge-to-torch", "et-torch-to-linalg{attention=1}", "et-cpu-fuse-elementwise",
+    passes = ["et-conv1d-to-conv2d", "et-fold-constants", "et-fold-batch-norm", "et-edge-to-torch", "et-torch-to-linalg{attention=1}", "et-cpu-split-groups", "et-cpu-fuse-elementwise",
               "et-cpu-shapes-function", "et-cpu-attention", "et-cpu-bufferize"]
     if microkernels:
         options = ([f"panel-rows={panels[0]}", f"panel-width={panels[1]}"] if panels else []) + \
