@@ -123,8 +123,8 @@ def test_the_toy_backend_lowers_and_the_runtime_names_it(toy_backend: str) -> No
 def test_pipeline_text_names_the_steps() -> None:
     from etmlir.backends.cpu.pipeline import pipeline
     text = pipeline()
-    for flag in ("et-edge-to-torch", "et-torch-to-linalg", "et-cpu-fuse-elementwise", "et-cpu-bufferize",
-                 "et-cpu-microkernels", "et-cpu-pack-weights", "et-cpu-fuse-inverted-residual", "et-cpu-trace-regions",
+    for flag in ("et-edge-to-torch", "et-torch-to-linalg", "et-cpu-split-groups", "et-cpu-fuse-elementwise",
+                 "et-cpu-bufferize", "et-cpu-microkernels", "et-cpu-pack-weights", "et-cpu-fuse-inverted-residual", "et-cpu-trace-regions",
                  "et-cpu-report-failures", "et-cpu-to-llvm"):
         assert flag in text and get_pass(flag) is not None
     assert "et-cpu-microkernels" not in pipeline(microkernels=False)

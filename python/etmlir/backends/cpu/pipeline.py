@@ -5,6 +5,7 @@
       --et-fold-constants--> edge (weight transposes and reshapes folded)
       --et-fold-batch-norm--> inference batch norms folded into the convolutions before them
       --et-edge-to-torch--> torch dialect --et-torch-to-linalg--> linalg on tensors
+      --et-cpu-split-groups--> grouped convolutions as one dense convolution per group
       --et-cpu-fuse-elementwise--> fused loop nests, contractions kept
       --et-cpu-shapes-function--> + @forward_shapes when a result is dynamic
       --et-cpu-attention--> attention (kept whole) as calls of the fused attention kernel
