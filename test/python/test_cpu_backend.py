@@ -354,8 +354,8 @@ def test_avg_pool_whose_window_covers_the_plane(kernel, padding, divisor):
 
 # (batch, channels in, out, groups, size, kernel, stride, padding, dilation): RegNet's and ResNeXt's grouped
 # 3x3 layers (et-cpu-split-groups: one dense convolution per group, on the GEMM kernels; they were scalar
-# loops, 80x slower than eager), a strided one with a batch of two, uneven in and out widths per group, a
-# dilated 5x5, and 1x1 grouped convolutions (ShuffleNet's).
+# loops, about 45x slower than eager), a strided one with a batch of two, uneven in and out widths per
+# group, a dilated 5x5, and 1x1 grouped convolutions (ShuffleNet's).
 @pytest.mark.parametrize("case", [(1, 64, 64, 4, 14, 3, 1, 1, 1), (2, 48, 48, 3, 15, 3, 2, 1, 1),
                                   (1, 12, 24, 4, 9, 3, 1, 1, 1), (1, 16, 8, 2, 11, 5, 1, 4, 2),
                                   (1, 32, 32, 8, 7, 1, 1, 0, 1)])

@@ -2,9 +2,9 @@
 
 torch-mlir lowers a convolution with 1 < groups < channels (RegNet's, ResNeXt's) to
 `linalg.conv_2d_ngchw_gfchw` over views that split the channels into groups. No microkernel takes that
-op, so it ran as generated scalar loops: RegNet's first grouped layer (256 channels in 4 groups at 56x56)
-took 250 ms, eager 3. Each group is a dense convolution over its slice of the channels, which
-et-cpu-microkernels gives to the GEMM kernels:
+op, so it ran as generated scalar loops: a layer like RegNet's first grouped one (256 channels in 4 groups
+at 56x56, batch norm and ReLU) took 459 ms against eager's 10 (6.7 ms now). Each group is a dense
+convolution over its slice of the channels, which et-cpu-microkernels gives to the GEMM kernels:
 
     %xe = tensor.expand_shape %x [[0], [1, 2], [3], [4]] : tensor<1x32x10x10xf32> into tensor<1x4x8x10x10xf32>
     %we = tensor.expand_shape %w [[0, 1], [2], [3], [4]] : tensor<32x8x3x3xf32> into tensor<4x8x8x3x3xf32>
