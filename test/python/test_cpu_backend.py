@@ -351,34 +351,3 @@ def test_avg_pool_whose_window_covers_the_plane(kernel, padding, divisor):
     got = rt.load(program.to_executorch().buffer).method("forward")(x.numpy())[0]
     np.testing.assert_allclose(np.asarray(got), model(x).numpy(), atol=1e-6, rtol=1e-5)
 
-
-# (batch, channels in, out, groups, size, kernel, stride, padding, dilation): RegNet's and ResNeXt's grouped
-# 3x3 layers (et-cpu-split-groups: one dense convolution per group, on the GEMM kernels; they were scalar
-# loops, about 45x slower than eager), a strided one with a batch of two, uneven in and out widths per
-# group, a dilated 5x5, and 1x1 grouped convolutions (ShuffleNet's).
-@pytest.mark.parametrize("case", [(1, 64, 64, 4, 14, 3, 1, 1, 1), (2, 48, 48, 3, 15, 3, 2, 1, 1),
-                                  (1, 12, 24, 4, 9, 3, 1, 1, 1), (1, 16, 8, 2, 11, 5, 1, 4, 2),
-                                  (1, 32, 32, 8, 7, 1, 1, 0, 1)])
-def test_grouped_convolutions_run_as_dense_ones_per_group(kernel_calls, case):
-    n, cin, cout, groups, size, k, stride, pad, dil = case
-    torch.manual_seed(sum(case))
-    model = nn.Sequential(nn.Conv2d(cin, cout, k, stride, pad, dil, groups=groups), nn.BatchNorm2d(cout),
-                          nn.ReLU()).eval()
-    model[1].running_mean.uniform_(-1, 1)
-    model[1].running_var.uniform_(0.5, 2)
-    x = torch.randn(n, cin, size, size)
-    program = etmlir.to_edge(etmlir.export(model, (x,))).to_backend(backends.partitioner("cpu"))
-    assert delegation_info(program).num_non_delegated_ops == 0
-    pte = program.to_executorch().buffer
-    convolutions = sum(count for name, count in kernel_calls.items() if "conv2d" in name)
-    assert convolutions == groups, kernel_calls
-    with torch.no_grad():
-        want = model(x).numpy()
-    previous = rt.cpu_threads()
-    try:
-        for threads in (1, 2):
-            rt.set_cpu_threads(threads)
-            got = rt.load(pte).method("forward")(x.numpy())[0]
-            np.testing.assert_allclose(np.asarray(got), want, atol=2e-5, rtol=1e-4)
-    finally:
-        rt.set_cpu_threads(previous)

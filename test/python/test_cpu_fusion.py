@@ -524,6 +524,31 @@ def test_conv1d_runs_on_the_2d_microkernels(kernel_calls):
     """et-conv1d-to-conv2d gives each a unit height, so the conv2d and depthwise kernels take them."""
     torch.manual_seed(7)
     _run(Conv1dStack(), torch.randn(2, 8, 50), atol=1e-5)
-    # a and c on the conv2d kernel, b on the depthwise one, each with its epilogue; d (2 groups) as loops.
+    # a and c on the conv2d kernel, b on the depthwise one, each with its epilogue; d (2 groups) as two
+    # dense convolutions (et-cpu-split-groups), its bias a loop before them.
     assert _convolutions(kernel_calls) == 2 and kernel_calls["etmlir_uk_depthwise_conv2d_nchw_chw_ep"] == 1
-    assert set(kernel_calls) <= CONVOLUTIONS | {"etmlir_uk_depthwise_conv2d_nchw_chw_ep"}
+    assert kernel_calls["etmlir_uk_conv2d_nchw_fchw"] == 2
+    assert set(kernel_calls) <= CONVOLUTIONS | {"etmlir_uk_depthwise_conv2d_nchw_chw_ep", "etmlir_uk_conv2d_nchw_fchw"}
+
+
+# (batch, channels in, out, groups, size, kernel, stride, padding, dilation): RegNet's and ResNeXt's grouped
+# 3x3 layers (et-cpu-split-groups: one dense convolution per group, on the GEMM kernels; they were scalar
+# loops, about 45x slower than eager), a strided one with a batch of two, uneven in and out widths per
+# group, a dilated 5x5, and 1x1 grouped convolutions (ShuffleNet's).
+@pytest.mark.parametrize("case", [(1, 64, 64, 4, 14, 3, 1, 1, 1), (2, 48, 48, 3, 15, 3, 2, 1, 1),
+                                  (1, 12, 24, 4, 9, 3, 1, 1, 1), (1, 16, 8, 2, 11, 5, 1, 4, 2),
+                                  (1, 32, 32, 8, 7, 1, 1, 0, 1)])
+def test_grouped_convolutions_run_as_dense_ones_per_group(kernel_calls, case):
+    n, cin, cout, groups, size, k, stride, pad, dil = case
+    torch.manual_seed(sum(case))
+    model = nn.Sequential(nn.Conv2d(cin, cout, k, stride, pad, dil, groups=groups), nn.BatchNorm2d(cout),
+                          nn.ReLU()).eval()
+    model[1].running_mean.uniform_(-1, 1)
+    model[1].running_var.uniform_(0.5, 2)
+    x = torch.randn(n, cin, size, size)
+    program = etmlir.to_edge(etmlir.export(model, (x,))).to_backend(backends.partitioner("cpu"))
+    assert delegation_info(program).num_non_delegated_ops == 0
+    pte = program.to_executorch().buffer
+    convolutions = sum(count for name, count in kernel_calls.items() if "conv2d" in name)
+    assert convolutions == groups, kernel_calls
+    _matches_eager_at_1_and_2_threads(pte, model, x, atol=2e-5, rtol=1e-4)

@@ -21,8 +21,10 @@ becomes, for each group g (here 4 of 8 channels):
     %r' = tensor.insert_slice %cg into %r[0, 8 g, 0, 0] [1, 8, 8, 8] [1, 1, 1, 1]
 
 Bufferization turns the slices into views, so each group's convolution reads and writes its channels in
-place. An operand folded to a constant in the split shape (the filter, a zero init) is collapsed back
-first. Only static shapes are rewritten, whose one user merges the groups back as above.
+place. An operand in any other form (a filter or zero init folded to a constant in the split shape, a
+1-d convolution's input with its unit height) is collapsed to its 4-d shape first, and the result is
+split back into groups for the op's users (canonicalization folds the pair). Only static shapes are
+rewritten.
 """
 
 from __future__ import annotations
@@ -69,11 +71,7 @@ def _slice(name: str, result: ir.Type, operands: list[ir.Value], offsets: list[i
 def split_groups(op: ir.Operation) -> bool:
     """Rewrite one grouped convolution as per-group dense ones; returns whether it did."""
     channels = [[0], [1, 2], [3], [4]]
-    users = list(op.results[0].uses)
-    if len(users) != 1 or not all(ir.RankedTensorType(v.type).has_static_shape for v in op.operands):
-        return False
-    collapse = users[0].owner
-    if collapse.name != "tensor.collapse_shape" or _reassociation(collapse) != channels:
+    if not all(ir.RankedTensorType(v.type).has_static_shape for v in op.operands):
         return False
     with op.location, ir.InsertionPoint(op):
         x = _unexpanded(op.operands[0], channels)
@@ -95,8 +93,13 @@ def split_groups(op: ir.Operation) -> bool:
             og = _slice("tensor.extract_slice", og_type, [result], [0, i * f, 0, 0], [n, f, oh, ow])
             conv = linalg.conv_2d_nchw_fchw(xg, wg, outs=[og], strides=strides, dilations=dilations)
             result = _slice("tensor.insert_slice", result.type, [conv, result], [0, i * f, 0, 0], [n, f, oh, ow])
-    collapse.results[0].replace_all_uses_with(result)
-    collapse.erase()
+        i64 = ir.IntegerType.get_signless(64)
+        split = ir.Operation.create(  # the groups split again for the op's users (canonicalization folds it)
+            "tensor.expand_shape", results=[op.results[0].type], operands=[result],
+            attributes={"reassociation": ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g])
+                                                           for g in channels]),
+                        "static_output_shape": ir.DenseI64ArrayAttr.get(list(types[3].shape[:1]) + [g, f, oh, ow])})
+    op.results[0].replace_all_uses_with(split.result)
     op.erase()
     return True
 
