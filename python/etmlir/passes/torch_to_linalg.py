@@ -7,8 +7,9 @@ have no linalg lowering there, and GELU's tanh form has a wrong one (0.797724
 for sqrt(2/pi) = 0.7978846); PyTorch's reference decompositions (Python
 code, not the eager kernels) rewrite them first. An average pooling whose one
 window covers the whole plane (EfficientNet's pooler: a 1280 window over 7x7)
-becomes a mean, since torch-mlir pads the input to the window's size. torch-mlir's pipeline keeps
-only public functions, so visibility and argument attributes are dropped.
+becomes a mean, since torch-mlir pads the input to the window's size.
+torch-mlir's pipeline keeps only public functions, so visibility and argument
+attributes are dropped.
 
     func.func @forward(%x: !torch.vtensor<[2,3],f32>) -> !torch.vtensor<[2,3],f32> {
       %0 = torch.aten.relu %x : !torch.vtensor<[2,3],f32> -> !torch.vtensor<[2,3],f32>
@@ -34,7 +35,8 @@ import math
 from torch_mlir import ir
 from torch_mlir.passmanager import PassManager
 
-from etmlir.frontend.aten_ops import lookup_overload, op_overload_name, parse_vtensor_type
+from etmlir.frontend.aten_ops import (
+    UndecodableOperand, decode_arguments, lookup_overload, op_overload_name, parse_vtensor_type)
 from etmlir.lazy import lazy_module
 from etmlir.passes.decompose_to_core_aten import decompose_ops
 from etmlir.passes.registry import Option, PassFailure, emit_error, register_pass
@@ -104,19 +106,6 @@ def fold_attention_scale(op: ir.Operation) -> bool:
 AVG_POOL = "torch.aten.avg_pool2d"
 
 
-def _constant_ints(value: ir.Value) -> list[int] | None:
-    """The ints of a `torch.prim.ListConstruct` of `torch.constant.int`s, else None."""
-    owner = value.owner
-    if isinstance(owner, ir.Block) or owner.name != "torch.prim.ListConstruct":
-        return None
-    ints = []
-    for item in owner.operands:
-        if isinstance(item.owner, ir.Block) or item.owner.name != "torch.constant.int":
-            return None
-        ints.append(ir.IntegerAttr(item.owner.attributes["value"]).value)
-    return ints
-
-
 def whole_plane_avg_pool(op: ir.Operation) -> bool:
     """avg_pool2d whose one window covers the whole unpadded plane -> mean over H and W (kept as 1x1).
 
@@ -125,19 +114,19 @@ def whole_plane_avg_pool(op: ir.Operation) -> bool:
     window's reach, 1280 x 1280 per channel (8 GB): the compile ran out of memory (a crash). Rewritten
     only with no padding and no divisor override, where the mean is exactly what eager computes. Returns
     whether it rewrote `op`."""
-    source, result = parse_vtensor_type(op.operands[0].type), parse_vtensor_type(op.results[0].type)
-    if source is None or result is None or len(source.sizes or []) != 4 or len(result.sizes or []) != 4:
+    try:
+        args = {a.name: v for a, v in decode_arguments(op, lookup_overload("aten.avg_pool2d.default"))}
+    except UndecodableOperand:
         return False
-    kernel, padding = _constant_ints(op.operands[1]), _constant_ints(op.operands[3])
-    height, width = source.sizes[2], source.sizes[3]
-    if kernel is None or padding is None or len(kernel) == 0 or height is None or width is None:
+    source, result = args["self"].tensor, parse_vtensor_type(op.results[0].type)
+    if result is None or len(source.sizes or []) != 4 or len(result.sizes or []) != 4:
         return False
-    kernel = kernel * 2 if len(kernel) == 1 else kernel
-    if list(result.sizes[2:]) != [1, 1] or any(padding) or kernel[0] < height or kernel[1] < width:
+    height, width = source.sizes[2:]
+    kernel = list(args["kernel_size"]) * (2 if len(args["kernel_size"]) == 1 else 1)
+    if (height is None or width is None or not all(isinstance(k, int) for k in kernel)
+            or list(result.sizes[2:]) != [1, 1] or any(args["padding"]) or args["divisor_override"] is not None
+            or kernel[0] < height or kernel[1] < width):
         return False
-    if len(op.operands) > 6 and not isinstance(op.operands[6].owner, ir.Block) \
-            and op.operands[6].owner.name != "torch.constant.none":
-        return False  # a divisor override
     int_type = ir.Type.parse("!torch.int")
     with ir.InsertionPoint(op):
         dims = [ir.Operation.create("torch.constant.int", results=[int_type], attributes={

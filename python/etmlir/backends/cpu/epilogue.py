@@ -38,7 +38,7 @@ from collections.abc import Callable
 import numpy as np
 from torch_mlir import ir
 
-from etmlir.backends.cpu.ir_util import identity_layout, uncast
+from etmlir.backends.cpu.ir_util import identity_layout, reassociation, uncast
 from etmlir.program import find_symbol
 
 # etmlir_cpu_payload.h's ETMLIR_EP_* flags.
@@ -385,8 +385,8 @@ def _expanded(value: ir.Value, out: ir.Value, lead: int, seen: list[int]) -> boo
     owner = value.owner
     if isinstance(owner, ir.Block) or owner.name != "memref.expand_shape" or not _whole(owner.operands[0], out):
         return False
-    groups = [[ir.IntegerAttr(d).value for d in g] for g in ir.ArrayAttr(owner.attributes["reassociation"])]
-    return _shape(value) == seen and groups == [list(range(lead + 1))] + [[d] for d in range(lead + 1, len(seen))]
+    groups = [list(range(lead + 1))] + [[d] for d in range(lead + 1, len(seen))]
+    return _shape(value) == seen and reassociation(owner) == groups
 
 
 def _splits_first_dim(seen: list[int], shape: list[int], rank: int) -> int | None:

@@ -70,6 +70,17 @@ def constant_int(value: ir.Value) -> int | None:
     return ir.IntegerAttr(value.owner.operation.attributes["value"]).value
 
 
+def reassociation(op: ir.Operation) -> list[list[int]]:
+    """The dim groups of an expand_shape or collapse_shape (memref or tensor)."""
+    return [[ir.IntegerAttr(d).value for d in group] for group in ir.ArrayAttr(op.attributes["reassociation"])]
+
+
+def reassociation_attr(groups: list[list[int]]) -> ir.ArrayAttr:
+    """The `reassociation` attribute of an expand_shape or collapse_shape with these dim groups."""
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in group]) for group in groups])
+
+
 def declare_function(module: ir.Module | ir.Operation, name: str, inputs: list[ir.Type]) -> None:
     """Declare `func.func private @name(inputs)` (no results) in `module`, unless a symbol of that name exists:
     the C functions the generated code calls (microkernels, the payload's region and failure hooks)."""

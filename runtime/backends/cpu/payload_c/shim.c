@@ -161,8 +161,9 @@ static void arena_give_back(block* b) {
   free_list_insert(b);
 }
 
-/* The edge op of the region the calling thread runs (its debug handle; 0 before the first), and whether
- * this thread runs an entry point under etmlir_cpu_run: a failed allocation there fails the run. */
+/* The edge op (debug handle) of the region the running entry point began last, 0 before the first (only
+ * the generated code, on the entry point's thread, begins regions); and whether this thread runs an entry
+ * point under etmlir_cpu_run: a failed allocation there fails the run. */
 static int32_t g_region_handle;
 static __thread int t_in_run;
 static void fail_allocation(size_t size);

@@ -54,7 +54,7 @@ import math
 from torch_mlir import ir
 
 from etmlir.backends.cpu import epilogue
-from etmlir.backends.cpu.ir_util import block_ops, declare_function
+from etmlir.backends.cpu.ir_util import block_ops, declare_function, reassociation_attr
 from etmlir.passes.registry import register_pass
 
 # linalg op -> (kernel, operand ranks, names of i64 attribute pairs passed after the operands)
@@ -132,11 +132,9 @@ def merge_leading(value: ir.Value, lead: int) -> ir.Value:
     t = ir.MemRefType(value.type)
     rank = len(t.shape)
     groups = [list(range(lead + 1))] + [[d] for d in range(lead + 1, rank)]
-    i64 = ir.IntegerType.get_signless(64)
-    reassociation = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
     shape = [math.prod(t.shape[:lead + 1])] + list(t.shape[lead + 1:])
     return ir.Operation.create("memref.collapse_shape", results=[ir.MemRefType.get(shape, t.element_type)],
-                               operands=[value], attributes={"reassociation": reassociation}).result
+                               operands=[value], attributes={"reassociation": reassociation_attr(groups)}).result
 
 
 def no_bias() -> ir.Value:

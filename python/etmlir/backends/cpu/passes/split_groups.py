@@ -29,34 +29,28 @@ rewritten.
 
 from __future__ import annotations
 
+import math
+
 from torch_mlir import ir
 from torch_mlir.dialects import linalg
 
+from etmlir.backends.cpu.ir_util import reassociation, reassociation_attr
 from etmlir.passes.rewrite import rewrite_each
 from etmlir.passes.registry import register_pass
 
 GROUPED = "linalg.conv_2d_ngchw_gfchw"
 
 
-def _reassociation(op: ir.Operation) -> list[list[int]]:
-    return [[ir.IntegerAttr(d).value for d in group] for group in ir.ArrayAttr(op.attributes["reassociation"])]
-
-
 def _unexpanded(value: ir.Value, groups: list[list[int]]) -> ir.Value:
     """The 4-d tensor the 5-d `value` splits with these reassociation groups: the source of the
     `tensor.expand_shape` that made it, or else (a constant folded in the split shape) a collapse of it."""
     owner = value.owner
-    if not isinstance(owner, ir.Block) and owner.name == "tensor.expand_shape" and _reassociation(owner) == groups:
+    if not isinstance(owner, ir.Block) and owner.name == "tensor.expand_shape" and reassociation(owner) == groups:
         return owner.operands[0]
     t = ir.RankedTensorType(value.type)
-    shape = [1] * len(groups)
-    for i, group in enumerate(groups):
-        for d in group:
-            shape[i] *= t.shape[d]
-    i64 = ir.IntegerType.get_signless(64)
-    reassociation = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g]) for g in groups])
+    shape = [math.prod(t.shape[d] for d in group) for group in groups]
     return ir.Operation.create("tensor.collapse_shape", results=[ir.RankedTensorType.get(shape, t.element_type)],
-                               operands=[value], attributes={"reassociation": reassociation}).result
+                               operands=[value], attributes={"reassociation": reassociation_attr(groups)}).result
 
 
 def _slice(name: str, result: ir.Type, operands: list[ir.Value], offsets: list[int], sizes: list[int]) -> ir.Value:
@@ -73,17 +67,16 @@ def split_groups(op: ir.Operation) -> bool:
     channels = [[0], [1, 2], [3], [4]]
     if not all(ir.RankedTensorType(v.type).has_static_shape for v in op.operands):
         return False
+    strides, dilations = (list(ir.DenseIntElementsAttr(op.attributes[name])) for name in ("strides", "dilations"))
     with op.location, ir.InsertionPoint(op):
         x = _unexpanded(op.operands[0], channels)
         w = _unexpanded(op.operands[1], [[0, 1], [2], [3], [4]])
         o = _unexpanded(op.operands[2], channels)
-    types = [ir.RankedTensorType(v.type) for v in (x, w, o, op.operands[0])]
-    (n, _, h, wd), (_, c, kh, kw), (_, _, oh, ow), (_, g, _, _, _) = (list(t.shape) for t in types)
-    f = types[1].shape[0] // g
-    element = types[0].element_type
-    strides, dilations = (list(ir.DenseIntElementsAttr(op.attributes[name])) for name in ("strides", "dilations"))
-    result = o
-    with op.location, ir.InsertionPoint(op):
+        types = [ir.RankedTensorType(v.type) for v in (x, w, o, op.operands[0])]
+        (n, _, h, wd), (_, c, kh, kw), (_, _, oh, ow), (_, g, _, _, _) = (list(t.shape) for t in types)
+        f = types[1].shape[0] // g
+        element = types[0].element_type
+        result = o
         for i in range(g):
             xg = _slice("tensor.extract_slice", ir.RankedTensorType.get([n, c, h, wd], element), [x],
                         [0, i * c, 0, 0], [n, c, h, wd])
@@ -93,12 +86,10 @@ def split_groups(op: ir.Operation) -> bool:
             og = _slice("tensor.extract_slice", og_type, [result], [0, i * f, 0, 0], [n, f, oh, ow])
             conv = linalg.conv_2d_nchw_fchw(xg, wg, outs=[og], strides=strides, dilations=dilations)
             result = _slice("tensor.insert_slice", result.type, [conv, result], [0, i * f, 0, 0], [n, f, oh, ow])
-        i64 = ir.IntegerType.get_signless(64)
         split = ir.Operation.create(  # the groups split again for the op's users (canonicalization folds it)
             "tensor.expand_shape", results=[op.results[0].type], operands=[result],
-            attributes={"reassociation": ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in g])
-                                                           for g in channels]),
-                        "static_output_shape": ir.DenseI64ArrayAttr.get(list(types[3].shape[:1]) + [g, f, oh, ow])})
+            attributes={"reassociation": reassociation_attr(channels),
+                        "static_output_shape": ir.DenseI64ArrayAttr.get([n, g, f, oh, ow])})
     op.results[0].replace_all_uses_with(split.result)
     op.erase()
     return True
