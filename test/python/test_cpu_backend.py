@@ -318,6 +318,46 @@ def test_generic_loops_without_microkernels_match_eager():
         np.testing.assert_allclose(actual.numpy(), _eager(model, (x,)), atol=1e-4, rtol=1e-4)
 
 
+def test_compiled_microkernels_are_kept_only_in_a_directory_of_the_users_own(tmp_path, monkeypatch):
+    # The payload's C objects are kept across processes (ukernels.c takes ~30 s to compile); they end up in
+    # every payload, so a cache directory others could write is passed over for a private temporary one.
+    from etmlir.backends.cpu import link
+
+    def chosen(value: str) -> Path:
+        monkeypatch.setenv(link.CACHE_ENV, value)
+        link._cache_dir.cache_clear()
+        try:
+            return link._cache_dir()
+        finally:
+            link._cache_dir.cache_clear()
+
+    own = tmp_path / "own"
+    assert chosen(str(own)) == own / "cpu"
+    assert (own / "cpu").stat().st_mode & 0o777 == 0o700
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    elsewhere = chosen(str(shared))
+    assert shared not in elsewhere.parents and elsewhere.name.startswith("etmlir-cpu-")
+    off = chosen("off")
+    assert tmp_path not in off.parents and off.name.startswith("etmlir-cpu-")
+
+
+def test_a_cached_object_is_written_whole_or_not_at_all(tmp_path):
+    from etmlir.backends.cpu import link
+
+    source = tmp_path / "ok.c"
+    source.write_text("int etmlir_cache_probe(void) { return 7; }\n")
+    target = tmp_path / "ok.o"
+    link._build([link.compiler(), "-c", str(source)], target, "compiling ok.c")
+    assert target.stat().st_size > 0
+    broken = tmp_path / "broken.c"
+    broken.write_text("int etmlir_cache_probe(void) { return }\n")
+    with pytest.raises(backends.BackendError, match="compiling broken.c failed"):
+        link._build([link.compiler(), "-c", str(broken)], tmp_path / "broken.o", "compiling broken.c")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.c", "ok.c", "ok.o"]  # no partial file left
+
+
 def test_unknown_compile_spec_is_an_error_naming_it():
     edge = etmlir.to_edge(etmlir.export(nn.ReLU(), (torch.randn(4),)))
     with pytest.raises(Exception, match="unknown compile spec.*tile_size"):

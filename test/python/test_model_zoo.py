@@ -25,7 +25,8 @@ pytest.importorskip("transformers")
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ALL_PATHS = os.environ.get("ETMLIR_ZOO_ALL_PATHS") == "1"
 # One or two per family through the cpu backend in the default run.
-CPU_SAMPLE = ("llama", "phi3", "gpt2", "bert", "t5", "mobilenet_v2", "vit", "swin", "whisper_encoder", "nn_lstm")
+CPU_SAMPLE = ("llama", "phi3", "gpt2", "bert", "t5", "mobilenet_v2", "vit", "swin", "levit", "whisper_encoder",
+              "nn_lstm")
 FAMILIES = ("decoder LLM", "encoder", "encoder-decoder", "vision CNN", "vision transformer",
             "windowed-attention vision transformer", "audio encoder", "recurrent")
 

@@ -24,6 +24,28 @@ other user, and the batch norm's other two results are unused. The folded
 convolution's location keeps the batch norm's debug handle next to its own,
 so a profile or an error still names both ops. The arithmetic runs in
 float64 and is rounded to the weights' type once.
+
+A batch norm over the last dim of a matrix product (LeViT's linear layers:
+`mm`, views that keep the channels last, `BatchNorm1d` over the flattened
+rows) folds the same way, into the weight's columns and a bias (an `mm`
+becomes an `addmm`). Any other batch norm with constant statistics (after a
+pooling, an add, a transposed convolution) becomes a multiply-add by
+per-channel constants, scale = gamma / sqrt(var + eps) and shift = beta -
+mean * scale, shaped [C, 1, ...] to broadcast over the dims after the
+channel's:
+
+    %n:3 = "edge.native_batch_norm_legit_no_training"(%x, %g, %b, %m, %v) {eps = 1.0e-05 : f64, ...}
+
+becomes
+
+    %s = "edge.constant"() {etmlir.param = "bn.weight.bn_scale", value = dense<...>} : () -> tensor<8x1x1xf32>
+    %t = "edge.constant"() {etmlir.param = "bn.weight.bn_shift", value = dense<...>} : () -> tensor<8x1x1xf32>
+    %0 = "edge.mul_tensor"(%x, %s) : (tensor<1x8x16x16xf32>, tensor<8x1x1xf32>) -> tensor<1x8x16x16xf32>
+    %1 = "edge.add_tensor"(%0, %t, %one) : (...) -> tensor<1x8x16x16xf32>
+
+(torch-mlir's lowering of the batch norm computes the square root and a
+division per element, and asserts on the divisor per element.) Both ops
+carry the batch norm's debug handle.
 """
 
 from __future__ import annotations
@@ -41,6 +63,8 @@ from etmlir.passes.rewrite import rewrite_each
 
 BATCH_NORM = "edge.native_batch_norm_legit_no_training"
 CONVOLUTION = "edge.convolution"
+MATMULS = ("edge.mm", "edge.addmm")
+VIEW = "edge.view_copy"
 
 
 def _constant(value: ir.Value | None) -> np.ndarray | None:
@@ -121,12 +145,147 @@ def _try_fold(norm: ir.Operation) -> bool:
     return True
 
 
+def _statistics(norm: ir.Operation, channels: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(scale, shift) of an inference batch norm whose statistics and affine parameters are constants."""
+    args = named_operands(norm, edge_op_of(norm))
+    gamma_value, beta_value = _one(args["weight"]), _one(args["bias"])
+    mean, var = _constant(args["running_mean"][0]), _constant(args["running_var"][0])
+    gamma, beta = _constant(gamma_value), _constant(beta_value)
+    if mean is None or var is None or (gamma_value is not None and gamma is None) or (
+            beta_value is not None and beta is None):
+        return None
+    if any(a is not None and a.shape != (channels,) for a in (gamma, beta, mean, var)):
+        return None
+    scale = (gamma if gamma is not None else 1.0) / np.sqrt(var + ir.FloatAttr(norm.attributes["eps"]).value)
+    shift = (beta if beta is not None else 0.0) - mean * scale
+    return np.broadcast_to(scale, (channels,)), np.broadcast_to(shift, (channels,))
+
+
+def _erase_with_parameters(norm: ir.Operation, extra: list[ir.Value | None] = ()) -> None:
+    args = named_operands(norm, edge_op_of(norm))
+    dead = [*extra, _one(args["weight"]), _one(args["bias"]), args["running_mean"][0], args["running_var"][0]]
+    norm.erase()
+    erased: list[ir.Value] = []
+    for value in dead:  # the same value may come twice (addmm's alpha and beta): erased once
+        if value is None or any(value == e for e in erased) or any(True for _ in value.uses):
+            continue
+        erased.append(value)
+        value.owner.erase()
+
+
+def _norm_location(op: ir.Operation, norm: ir.Operation) -> ir.Location:
+    location = ir.Location.fused([op.location, norm.location])
+    handle = debug_handle(norm)
+    return with_debug_handle(location, handle) if handle is not None else location
+
+
+def _one_constant(before: ir.Operation) -> ir.Value:
+    i64 = ir.IntegerType.get_signless(64)
+    t = ir.RankedTensorType.get([], i64)
+    return ir.Operation.create("edge.constant", results=[t], attributes={
+        "value": ir.DenseElementsAttr.get(np.array(1, dtype=np.int64), type=i64, shape=[])},
+        loc=before.location, ip=ir.InsertionPoint(before)).result
+
+
+def _is_one(value: ir.Value) -> bool:
+    array = _constant(value)
+    return array is not None and array.size == 1 and float(array.reshape(())) == 1.0
+
+
+def _try_fold_matmul(norm: ir.Operation) -> bool:
+    """mm / addmm -> views keeping the last dim -> batch norm over that dim: fold into the weight's columns."""
+    source = norm.operands[0]
+    norm_type = ir.RankedTensorType(source.type)
+    if norm_type.rank != 2 or norm_type.is_dynamic_dim(1) or any(True for r in list(norm.results)[1:] for _ in r.uses):
+        return False
+    channels = norm_type.shape[1]
+    value = source
+    while True:
+        if isinstance(value.owner, ir.Block) or len(list(value.uses)) != 1:
+            return False
+        t = ir.RankedTensorType(value.type)
+        if t.rank == 0 or t.is_dynamic_dim(t.rank - 1) or t.shape[-1] != channels:
+            return False
+        if value.owner.name != VIEW:
+            break
+        value = value.owner.operands[0]
+    matmul = value.owner
+    if matmul.name not in MATMULS:
+        return False
+    args = named_operands(matmul.operation, edge_op_of(matmul))
+    weight_value = args["mat2"][0]
+    weight_type = ir.RankedTensorType(weight_value.type)
+    weight = _constant(weight_value)
+    if weight is None or str(weight_type.element_type) not in ("f32", "f64") or weight.shape[-1] != channels:
+        return False
+    is_addmm = matmul.name == "edge.addmm"
+    rows = args["mat1"][0] if is_addmm else args["self"][0]  # mm(self, mat2); addmm(self (the bias), mat1, mat2)
+    bias_value = args["self"][0] if is_addmm else None
+    bias = _constant(bias_value) if bias_value is not None else np.zeros(channels)
+    if bias is None or bias.shape not in ((channels,), (1, channels)) or (
+            bias_value is not None and not (_is_one(args["beta"][0]) and _is_one(args["alpha"][0]))):
+        return False
+    statistics = _statistics(norm, channels)
+    if statistics is None:
+        return False
+    scale, shift = statistics
+    name = _param(weight_value)
+    w = _new_constant(weight * scale, weight_type, list(weight_type.shape), f"{name}.bn_folded", matmul)
+    b = _new_constant(bias.reshape(channels) * scale + shift, weight_type, [channels], f"{name}.bn_folded_bias", matmul)
+    one = _one_constant(matmul)
+    attributes = {name: matmul.attributes[name] for name in matmul.attributes}
+    folded = ir.Operation.create("edge.addmm", results=[matmul.results[0].type],
+                                 operands=[b, rows, w, one, one], attributes=attributes,
+                                 loc=_norm_location(matmul, norm), ip=ir.InsertionPoint(matmul))
+    matmul.results[0].replace_all_uses_with(folded.result)
+    norm.results[0].replace_all_uses_with(norm.operands[0])  # re-read: it is `folded` when no view stands between
+    extra = [weight_value, bias_value] + ([args["beta"][0], args["alpha"][0]] if bias_value is not None else [])
+    matmul.operation.erase()
+    _erase_with_parameters(norm, extra)
+    return True
+
+
+def _to_affine(norm: ir.Operation) -> bool:
+    """Any other batch norm with constant statistics: x * scale + shift, per channel (dim 1)."""
+    x = norm.operands[0]
+    t = ir.RankedTensorType(x.type)
+    if t.rank < 2 or t.is_dynamic_dim(1) or str(t.element_type) not in ("f32", "f64") or any(
+            True for r in list(norm.results)[1:] for _ in r.uses):
+        return False
+    channels = t.shape[1]
+    statistics = _statistics(norm, channels)
+    if statistics is None:
+        return False
+    scale, shift = statistics
+    shape = [channels] + [1] * (t.rank - 2)
+    args = named_operands(norm, edge_op_of(norm))
+    name = _param(_one(args["weight"]) or args["running_mean"][0]).removesuffix(".weight").removesuffix(
+        ".running_mean")
+    s = _new_constant(scale.reshape(shape), t, shape, f"{name}.bn_scale", norm)
+    b = _new_constant(shift.reshape(shape), t, shape, f"{name}.bn_shift", norm)
+    one = _one_constant(norm)
+    handle = {attrs.DEBUG_HANDLE: norm.attributes[attrs.DEBUG_HANDLE]} if attrs.DEBUG_HANDLE in norm.attributes else {}
+    mul = ir.Operation.create("edge.mul_tensor", results=[t], operands=[x, s], attributes=dict(handle),
+                              loc=norm.location, ip=ir.InsertionPoint(norm))
+    add = ir.Operation.create("edge.add_tensor", results=[t], operands=[mul.result, b, one], attributes=dict(handle),
+                              loc=norm.location, ip=ir.InsertionPoint(norm))
+    norm.results[0].replace_all_uses_with(add.result)
+    _erase_with_parameters(norm)
+    return True
+
+
+def _fold_one(norm: ir.Operation) -> bool:
+    return _try_fold(norm) or _try_fold_matmul(norm) or _to_affine(norm)
+
+
 def fold_batch_norms(module: ir.Operation) -> int:
-    """Fold every batch norm that can be folded into its convolution; returns how many were."""
-    return rewrite_each(module, BATCH_NORM, _try_fold)
+    """Fold every batch norm that can be folded (into a convolution, a matrix product, or a multiply-add by
+    constants); returns how many were."""
+    return rewrite_each(module, BATCH_NORM, _fold_one)
 
 
 @register_pass("et-fold-batch-norm", level="edge")
 def fold_batch_norm(module: ir.Operation) -> None:
-    """et-fold-batch-norm: fold inference batch norms into the convolutions before them."""
+    """et-fold-batch-norm: fold inference batch norms into the convolutions or matrix products before them,
+    else into a multiply-add by per-channel constants."""
     fold_batch_norms(module)

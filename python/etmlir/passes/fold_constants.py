@@ -11,8 +11,8 @@ becomes
 
 so the runtime no longer transposes every linear layer's weight on every
 execution. An op folds when it is on the allow-list below (copies, views,
-dtype conversions, cat and elementwise arithmetic: pure and deterministic;
-never random or factory ops), every operand is an `edge.constant`, its result
+dtype conversions, cat, elementwise arithmetic and indexing by tensors: pure
+and deterministic; never random or factory ops), every operand is an `edge.constant`, its result
 shape is static, and its result and each operand are at most `max-bytes` (so
 an `expand` does not blow up the `.pte`, nor a slice of a huge table the
 compiler). An op whose result is returned stays, so outputs are never
@@ -50,7 +50,7 @@ _ALWAYS = frozenset({
     "edge.alias_copy", "edge.detach_copy", "edge.slice_copy_tensor", "edge.select_copy_int", "edge.cat",
     "edge.add_tensor", "edge.add_scalar", "edge.sub_tensor", "edge.sub_scalar", "edge.mul_tensor",
     "edge.mul_scalar", "edge.div_tensor", "edge.div_scalar", "edge.div_tensor_mode", "edge.div_scalar_mode",
-    "edge.neg",
+    "edge.neg", "edge.index_tensor",
 })
 # Layout-changing ops fold only when the result is contiguous: a constant in the
 # `.pte` is always stored in the default dim order.

@@ -275,9 +275,45 @@ def _plan_edge(op: ir.Operation, info: EdgeOp, decoded: list[tuple[str, Any]]) -
     variadic = tuple(i for i, (name, kind) in enumerate(info.operand_groups)
                      if kind == "variadic" and name != "sym_values")
     for index in variadic:
-        joined_type([_edge_type(item) for item in groups[index]])  # raises if the list cannot share one type
+        types = [_edge_type(item) for item in groups[index]]
+        if _BROADCAST_LISTS.get(info.name) == index:
+            types = [_lifted_type(t, max(ir.RankedTensorType(u).rank for u in types)) for t in types]
+        joined_type(types)  # raises if the list cannot share one type
     return _Plan(info.name, groups, attributes, result_types, info.needs_segment_sizes, replaces_unpacks,
                  variadic, any(r["kind"] == "tensor[]" for r in info.results))
+
+
+# Operand groups whose tensors broadcast against each other (advanced indexing, `x[rows[:, None], cols]`;
+# F.unfold's decomposition indexes that way): a lower-rank index is the same index with leading unit dims,
+# so it is viewed at the list's highest rank and the list shares one type. Edge op -> the group's index.
+_BROADCAST_LISTS = {"edge.index_tensor": 1, "edge.index_put": 1}
+
+
+def _lifted_type(t: ir.Type, rank: int) -> ir.RankedTensorType:
+    """`t` with leading unit dims up to `rank` (an index of a broadcasting list; static sizes only)."""
+    tensor = ir.RankedTensorType(t)
+    if tensor.rank == rank:
+        return tensor
+    if not tensor.has_static_shape:
+        raise ConversionError(f"an index list mixes ranks and its rank-{tensor.rank} index ({tensor}) has "
+                              "dynamic sizes, which the edge level cannot broadcast yet")
+    return ir.RankedTensorType.get([1] * (rank - tensor.rank) + list(tensor.shape), tensor.element_type)
+
+
+def _lift_ranks(values: list[ir.Value], rewriter: Any, location: ir.Location) -> list[ir.Value]:
+    """Each index of a broadcasting list viewed at the list's highest rank (an `edge.view_copy`)."""
+    rank = max(ir.RankedTensorType(v.type).rank for v in values)
+    lifted = []
+    for value in values:
+        t = _lifted_type(value.type, rank)
+        if t == value.type:
+            lifted.append(value)
+            continue
+        with rewriter.ip, location:
+            view = ir.Operation.create("edge.view_copy", results=[t], operands=[value],
+                                       attributes={"size": ir.DenseI64ArrayAttr.get(list(t.shape))})
+        lifted.append(view.results[0])
+    return lifted
 
 
 def joined_type(types: list[ir.Type]) -> ir.Type:
@@ -631,6 +667,8 @@ def _convert_ops(module: ir.Operation, converter: _EdgeTypeConverter) -> None:
                 else:
                     values.append(materialize(item, None, rewriter, op.location))
             if index in plan.variadic_groups:
+                if _BROADCAST_LISTS.get(plan.name) == index:
+                    values = _lift_ranks(values, rewriter, op.location)
                 values = _cast_all(values, joined_type([v.type for v in values]), rewriter, op.location)
             operands.extend(values)
             sizes.append(len(values))

@@ -1,9 +1,9 @@
 """Object file + microkernels -> the payload's position-independent shared object.
 
 The C sources in `runtime/backends/cpu/payload_c/` (the microkernels, the arena allocator and the
-thread-pool hook the runtime fills in) are compiled once per process and
-target, then linked with each delegate's MLIR object by the system C
-compiler (`gcc`, or $CC):
+thread-pool hook the runtime fills in) are compiled once per target, then
+linked with each delegate's MLIR object by the system C compiler (`gcc`, or
+$CC):
 
     cc -shared -fPIC -o payload.so forward.o shim.o ukernels.o -lm
 
@@ -12,6 +12,18 @@ from memory on any Linux with the same CPU features. It is linked
 `-Bsymbolic`: its code calls its own allocator and microkernels even when
 another library of the process defines the same names (the compiler's own
 microkernel library, which MLIR's JIT loads globally, or another payload).
+
+The compiled objects are kept across processes in a cache directory of the
+user's own (`$ETMLIR_CACHE_DIR`, else `$XDG_CACHE_HOME/etmlir`, else
+`~/.cache/etmlir`; `ETMLIR_CACHE_DIR=off` keeps them for the process only),
+keyed by a digest of the sources, the flags and the compiler's version:
+`ukernels.c` alone takes about 30 s at -O3 on a 2-core machine, which every
+new process compiling a model used to pay. Since those objects end up in
+every payload, a directory another user could write is not used (its owner
+must be this user and its mode deny group and others writing); a per-process
+temporary directory is used instead. Files are written under a temporary
+name and renamed, so two processes filling the cache at once never see half
+an object.
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ import hashlib
 import importlib.util
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -48,6 +61,8 @@ def _sources() -> Path:
 
 
 SOURCES = _sources()
+
+
 def compiler() -> str:
     cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
     if not cc:
@@ -61,9 +76,53 @@ def c_flags(march: str) -> list[str]:
             "-std=gnu11"]
 
 
+CACHE_ENV = "ETMLIR_CACHE_DIR"
+
+
+def _private_directory(path: Path) -> bool:
+    """`path` exists or was made as a directory only this user can write."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = path.stat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
 @functools.cache
 def _cache_dir() -> Path:
+    """Where compiled microkernels are kept: the user's cache (see the module docstring), else a temporary one."""
+    chosen = os.environ.get(CACHE_ENV)
+    if chosen is None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        chosen = os.path.join(base, "etmlir")
+    if chosen.lower() not in ("", "off", "0", "false"):
+        directory = Path(chosen) / "cpu"
+        if _private_directory(Path(chosen)) and _private_directory(directory):
+            return directory
     return Path(tempfile.mkdtemp(prefix="etmlir-cpu-"))
+
+
+@functools.cache
+def _compiler_identity() -> str:
+    """The compiler's path and its `--version` banner: a different compiler builds different objects."""
+    cc = compiler()
+    try:
+        banner = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        banner = ""
+    return f"{shutil.which(cc) or cc}\n{banner}"
+
+
+def _build(cmd_before_output: list[str], target: Path, what: str) -> None:
+    """Run the compiler with `-o` a temporary name beside `target`, then rename it into place."""
+    partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        _run([*cmd_before_output, "-o", str(partial)], what)
+        os.replace(partial, target)
+    finally:
+        if partial.exists():
+            partial.unlink()
 
 
 def _run(cmd: list[str], what: str) -> None:
@@ -73,19 +132,28 @@ def _run(cmd: list[str], what: str) -> None:
 
 
 @functools.cache
-def microkernel_objects(target: Target) -> tuple[str, ...]:
-    """The payload_c sources compiled for `target` (cached per process)."""
+def _object_dir(target: Target) -> Path:
+    """The cache folder of `target`'s objects: named by a digest of everything that goes into them."""
     flags = c_flags(target.march)
-    digest = hashlib.sha256(" ".join(flags).encode())
+    digest = hashlib.sha256("\n".join([_compiler_identity(), *flags]).encode())
     for name in C_SOURCES + C_HEADERS:
+        digest.update(name.encode())
         digest.update((SOURCES / name).read_bytes())
     out_dir = _cache_dir() / digest.hexdigest()[:16]
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return out_dir
+
+
+@functools.cache
+def microkernel_objects(target: Target) -> tuple[str, ...]:
+    """The payload_c sources compiled for `target` (kept in the cache directory)."""
+    flags = c_flags(target.march)
+    out_dir = _object_dir(target)
     objects = []
     for name in C_SOURCES:
         obj = out_dir / (Path(name).stem + ".o")
         if not obj.exists():
-            _run([compiler(), *flags, "-c", str(SOURCES / name), "-o", str(obj)], f"compiling {name}")
+            _build([compiler(), *flags, "-c", str(SOURCES / name)], obj, f"compiling {name}")
         objects.append(str(obj))
     return tuple(objects)
 
@@ -109,10 +177,10 @@ def link_shared_object(object_file: str, target: Target, extra: list[str] = ()) 
 @functools.cache
 def microkernel_library(target: Target) -> str:
     """The microkernels as a shared library of their own: MLIR's JIT resolves the calls against it."""
-    path = _cache_dir() / f"microkernels-{target.march}.so"
+    path = _object_dir(target) / "microkernels.so"
     if not path.exists():
-        _run([compiler(), "-shared", "-fPIC", "-o", str(path), *microkernel_objects(target), "-lm"],
-             "linking the microkernel library")
+        _build([compiler(), "-shared", "-fPIC", *microkernel_objects(target), "-lm"], path,
+               "linking the microkernel library")
     return str(path)
 
 

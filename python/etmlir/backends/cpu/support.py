@@ -5,7 +5,7 @@ matrix products, normalizations, activations, pooling) plus the copy and
 view ops between them and the ops that build masks, positions and padding,
 so that a delegate spans a whole model instead of stopping at every
 reshape or mask. What is left (gathers, scatters, cumsum, indexing by
-tensors, and each refusal a predicate below states) stays on the portable
+computed tensors, and each refusal a predicate below states) stays on the portable
 kernels, which the delegation report says op by op. The predicates come
 from PyTorch's OpInfo samples (test_cpu_opinfo.py): each names what
 torch-mlir's lowering gets wrong or cannot compile.
@@ -32,6 +32,8 @@ from __future__ import annotations
 from torch_mlir import ir
 
 from etmlir.delegation.operator_support import OperatorSupport, OpPredicate
+from etmlir.executable.dtypes import nbytes
+from etmlir.passes import fold_constants
 
 
 def _not_transposed(op: ir.Operation) -> str | None:
@@ -172,6 +174,20 @@ def _static_arange(op: ir.Operation) -> str | None:
     return _static_result(op) or _ARANGE_DTYPES(op)
 
 
+def _constant_gather(op: ir.Operation) -> str | None:
+    """Indexing by tensors whose table and indices are all constants (LeViT's and Swin's relative position
+    biases: a learned table gathered through a fixed index map): et-fold-constants, the delegate's first
+    step, computes it at compile time, so no gather is compiled and the model is not cut in two there."""
+    for v in op.operands:
+        if isinstance(v.owner, ir.Block) or v.owner.name != "edge.constant":
+            return "indexing by tensors is compiled only when the table and the indices are constants " \
+                   "(folded at compile time); this one reads a computed tensor"
+    t = ir.RankedTensorType(op.results[0].type)
+    if not t.has_static_shape or nbytes(list(t.shape), t.element_type) > fold_constants.DEFAULT_MAX_BYTES:
+        return "indexing by constants whose result is too large to fold is left to the portable kernels"
+    return None
+
+
 def _non_negative_padding(op: ir.Operation) -> str | None:
     pads = list(ir.DenseI64ArrayAttr(op.attributes["pad"])) if "pad" in op.attributes else []
     if any(p < 0 for p in pads):
@@ -241,6 +257,7 @@ CPU_ONLY_OPS: dict[str, OpPredicate | None] = {
     # Padding (TF-style "same" convolutions pad explicitly) and indexing by a constant.
     "edge.constant_pad_nd": _non_negative_padding,
     "edge.select_copy_int": None,
+    "edge.index_tensor": _constant_gather,
     # Token and position lookups (an index out of range is an error naming the op, as in eager).
     "edge.embedding": _static_result,
     "edge.to_dim_order_copy": _contiguous_dim_order,
@@ -253,7 +270,7 @@ ANY_DTYPE_OPS = frozenset((
     "edge.logical_and", "edge.logical_or", "edge.bitwise_not", "edge.bitwise_and_tensor", "edge.bitwise_or_tensor",
     "edge.any_dim", "edge.full_like", "edge.full", "edge.scalar_tensor", "edge.arange_start_step",
     "edge.to_dim_order_copy", "edge.where_self", "edge.constant_pad_nd", "edge.select_copy_int",
-    "edge.maximum", "edge.minimum", "edge.abs", "edge.neg", "edge.embedding",
+    "edge.maximum", "edge.minimum", "edge.abs", "edge.neg", "edge.embedding", "edge.index_tensor",
     "edge.add_tensor", "edge.add_scalar", "edge.sub_tensor", "edge.sub_scalar", "edge.mul_tensor", "edge.mul_scalar",
     *COPIES_AND_VIEWS,
 ))

@@ -8,6 +8,12 @@ code writes straight into the delegate's output tensors; the entry points get
     func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32>
 becomes
     func.func @forward(%x: memref<4xf32>, %out: memref<4xf32>) attributes {llvm.emit_c_interface}
+
+A value returned twice (CSE merges identical computations: Swin computes
+the same attention mask for each block of a stage, and those masks leave
+the delegate as separate results) is copied for each repeat first
+(`linalg.copy` into a `tensor.empty`): each result needs a buffer of its
+own, and MLIR's bufferization crashes (a segfault) on a repeated one.
 """
 
 from __future__ import annotations
@@ -26,6 +32,41 @@ BUFFERIZE = (
 )
 
 
+def _copy_repeated_results(func: ir.Operation) -> int:
+    """Give each repeat of a returned value a copy of its own; returns how many copies were made."""
+    ret = list(func.regions[0].blocks[0].operations)[-1]
+    seen: list[ir.Value] = []
+    copies = 0
+    for i, value in enumerate(list(ret.operands)):
+        if not any(value == s for s in seen):
+            seen.append(value)
+            continue
+        t = ir.RankedTensorType(value.type)
+        with ir.InsertionPoint(ret), ret.location:
+            index = ir.IndexType.get()
+            sizes = []
+            for d in range(t.rank):
+                if t.is_dynamic_dim(d):
+                    position = ir.Operation.create("arith.constant", results=[index],
+                                                   attributes={"value": ir.IntegerAttr.get(index, d)})
+                    sizes.append(ir.Operation.create("tensor.dim", results=[index],
+                                                     operands=[value, position.result]).result)
+            empty = ir.Operation.create("tensor.empty", results=[t], operands=sizes)
+            copy = ir.Operation.create("linalg.copy", results=[t], operands=[value, empty.result],
+                                       attributes={"operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1])},
+                                       regions=1)
+            _copy_body(copy, t.element_type)
+        ret.operands[i] = copy.result
+        copies += 1
+    return copies
+
+
+def _copy_body(copy: ir.Operation, element: ir.Type) -> None:
+    block = copy.regions[0].blocks.append(element, element)
+    with ir.InsertionPoint(block), copy.location:
+        ir.Operation.create("linalg.yield", operands=[block.arguments[0]])
+
+
 @register_pass("et-cpu-bufferize")
 def bufferize(module: ir.Operation) -> None:
     """et-cpu-bufferize: bufferize into destination-passing style; entry points get a C interface."""
@@ -33,4 +74,5 @@ def bufferize(module: ir.Operation) -> None:
         func = find_function(module, name)
         if func is not None:
             func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+            _copy_repeated_results(func)
     run(module, BUFFERIZE)
