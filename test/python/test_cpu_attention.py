@@ -79,6 +79,10 @@ CASES = {
     "scale_and_mask": ({"scale": 0.3}, (1, 4, 24, 24, 16, 16, None), "float", "etmlir_uk_attention_mask"),
     "grouped_query_causal": ({"is_causal": True, "enable_gqa": True}, (1, 8, 48, 48, 32, 32, 2), None,
                              "etmlir_uk_attention"),
+    # One head of 200 rows: at 2 threads split into units of 56 rows (the last one short), each packing
+    # the keys it reads; and a longer unmasked one (an audio encoder's), one unit per head at 1 thread.
+    "long_causal_one_head": ({"is_causal": True}, (1, 1, 200, 200, 32, 32, None), None, "etmlir_uk_attention"),
+    "long_two_heads_bool_mask": ({}, (1, 2, 300, 300, 64, 64, None), "bool", "etmlir_uk_attention_bmask"),
 }
 
 

@@ -1244,3 +1244,57 @@ def test_a_failed_allocation_fails_the_run(builds, tmp_path):
     out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.strip()
     assert out == (f"rc=1 handle=42 reached=0 outside=null "
                    f"failure=out of memory: could not allocate {1 << 62} bytes"), out
+
+
+# ---------------------------------------------------------------------------------------------
+# fused attention (attention.c), at every ISA level: its row blocks are 8 query rows on AVX-512 and 4
+# elsewhere, and each row's max is a vector max that watches for NaN
+
+
+def _attention_reference(q, k, v, causal: bool) -> np.ndarray:
+    with torch.no_grad():
+        out = torch.nn.functional.scaled_dot_product_attention(
+            *(torch.from_numpy(t.copy()).double() for t in (q, k, v)), is_causal=causal)
+    return out.numpy()
+
+
+@pytest.mark.parametrize("threads,chunks", [(1, 1), (2, 2), (3, 2)])
+@pytest.mark.parametrize("batches,rows,keys,depth,causal", [
+    (4, 150, 150, 64, False),  # an audio encoder's long unmasked rows: one unit per batch at 1 thread
+    (1, 201, 201, 24, True),   # one head split into units, the last one short
+    (3, 13, 37, 20, False),    # fewer rows than a block; keys not a multiple of the vector
+])
+def test_attention_matches_torch(lib, threads, chunks, batches, rows, keys, depth, causal):
+    lib._mlir_ciface_etmlir_uk_attention.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_float]
+    calls: list[int] = []
+    pool = reversed_pool(chunks, calls)
+    lib.etmlir_cpu_set_parallel(ctypes.cast(pool, ctypes.c_void_p), None, threads)
+    rng = np.random.default_rng(rows + keys)
+    q, q_base = strided((batches, rows, depth), "c", rng)
+    k, k_base = strided((batches, keys, depth), "t" if causal else "c", rng)  # keys transposed too
+    v, v_base = strided((batches, keys, depth), "c", rng)
+    out, out_base = strided((batches, rows, depth), "c", rng, fill=np.nan)
+    descriptors = [descriptor(*pair) for pair in ((q, q_base), (k, k_base), (v, v_base), (out, out_base))]
+    lib._mlir_ciface_etmlir_uk_attention(*map(ctypes.byref, descriptors), int(causal), 1.0 / math.sqrt(depth))
+    np.testing.assert_allclose(out, _attention_reference(q, k, v, causal), rtol=1e-4, atol=1e-5)
+    large = 2 * batches * rows * keys * 2 * depth >= 1 << 21  # attention.c's ATT_PAR_MIN_FLOPS
+    assert bool(calls) == (threads > 1 and large)
+
+
+def test_attention_row_with_a_nan_is_nan_and_others_are_not(lib):
+    lib._mlir_ciface_etmlir_uk_attention.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_float]
+    rng = np.random.default_rng(5)
+    q, q_base = strided((1, 40, 16), "c", rng)
+    k, k_base = strided((1, 70, 16), "c", rng)
+    v, v_base = strided((1, 70, 16), "c", rng)
+    out, out_base = strided((1, 40, 16), "c", rng, fill=0.0)
+    q[0, 9, 3] = np.nan  # row 9's every score is NaN
+    k[0, 66, 0] = np.nan  # key 66 (in the scalar tail past the last full vector): every row's score is NaN
+    descriptors = [descriptor(*pair) for pair in ((q, q_base), (k, k_base), (v, v_base), (out, out_base))]
+    lib._mlir_ciface_etmlir_uk_attention(*map(ctypes.byref, descriptors), 1, 0.25)
+    # Causal: rows before 66 never read key 66, so only row 9 is NaN among them; rows 66.. see it.
+    assert np.isnan(out[0, 9]).all()
+    assert not np.isnan(np.delete(out[0, :40], 9, axis=0)).any()
+    q[0, 9, 3] = 0.0
+    lib._mlir_ciface_etmlir_uk_attention(*map(ctypes.byref, descriptors), 0, 0.25)
+    assert np.isnan(out).all()  # unmasked: key 66's NaN reaches every row, as in eager

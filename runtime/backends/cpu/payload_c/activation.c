@@ -187,6 +187,43 @@ ETMLIR_CPU_INTERNAL void etmlir_ep_activate(float* x, int64_t step, int64_t n, i
   }
 }
 
+/* The largest of x[0..n), or NaN when one is NaN (as eager's softmax: a NaN spreads to its row). The
+ * vector max drops a NaN lane (ukv_max returns its second operand then), so NaNs are looked for
+ * alongside, in a mask the loop ORs together. */
+ETMLIR_CPU_INTERNAL float etmlir_row_max(const float* x, int64_t n) {
+  ukv m = C(-__builtin_inff());
+#if defined(__AVX512F__)
+  ukv_mask nan = 0;
+#elif defined(__AVX2__) && defined(__FMA__)
+  ukv_mask nan = _mm256_setzero_ps();
+#else
+  ukv_mask nan = 0;
+#endif
+  int64_t j = 0;
+  for (; j + ACT_LANES <= n; j += ACT_LANES) {
+    ukv v = ukv_loadu(x + j);
+    m = ukv_max(v, m);
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+    nan = _mm256_or_ps(nan, ukv_isnan(v));
+#else
+    nan |= ukv_isnan(v);
+#endif
+  }
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+  int any_nan = _mm256_movemask_ps(nan) != 0;
+#else
+  int any_nan = nan != 0;
+#endif
+  float lanes[ACT_LANES], top = -__builtin_inff();
+  ukv_storeu(lanes, m);
+  for (int i = 0; i < ACT_LANES; i++) top = lanes[i] > top ? lanes[i] : top;
+  for (; j < n; j++) {
+    any_nan |= x[j] != x[j];
+    top = x[j] > top ? x[j] : top;
+  }
+  return any_nan ? __builtin_nanf("") : top;
+}
+
 ETMLIR_CPU_INTERNAL float etmlir_exp_shifted_sum(float* x, int64_t n, float shift) {
   ukv s = C(shift), sum = C(0.0f);
   int64_t j = 0;

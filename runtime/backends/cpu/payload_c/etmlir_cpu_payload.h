@@ -244,5 +244,7 @@ ETMLIR_CPU_INTERNAL void etmlir_cpu_parallel_tasks(int64_t tasks, etmlir_task_bo
 ETMLIR_CPU_INTERNAL void etmlir_ep_activate(float* x, int64_t step, int64_t n, int act);
 /* x[j] = exp(x[j] - shift) for j < n (et-cpu-approximate-math's exp); returns their sum (activation.c). */
 ETMLIR_CPU_INTERNAL float etmlir_exp_shifted_sum(float* x, int64_t n, float shift);
+/* max(x[0..n)), NaN when one is NaN, -inf when n == 0 (activation.c). */
+ETMLIR_CPU_INTERNAL float etmlir_row_max(const float* x, int64_t n);
 
 #endif /* ETMLIR_CPU_PAYLOAD_H */
