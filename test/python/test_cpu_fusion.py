@@ -50,11 +50,12 @@ def _run(model: nn.Module, *inputs: torch.Tensor, atol: float) -> None:
 def _randomize_norms(model: nn.Module) -> None:
     torch.manual_seed(0)
     for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
             m.running_mean.normal_(0, 0.5)
             m.running_var.uniform_(0.5, 2.0)
-            m.weight.data.normal_(1, 0.3)
-            m.bias.data.normal_(0, 0.3)
+            if m.affine:
+                m.weight.data.normal_(1, 0.3)
+                m.bias.data.normal_(0, 0.3)
 
 
 def _matches_eager_at_1_and_2_threads(pte: bytes, model: nn.Module, x: torch.Tensor, atol: float,
@@ -552,3 +553,51 @@ def test_grouped_convolutions_run_as_dense_ones_per_group(kernel_calls, case):
     convolutions = sum(count for name, count in kernel_calls.items() if "conv2d" in name)
     assert convolutions == groups, kernel_calls
     _matches_eager_at_1_and_2_threads(pte, model, x, atol=2e-5, rtol=1e-4)
+
+
+class _LinearViewsNorm(nn.Module):
+    """LeViT's linear layer: no bias, the rows flattened for a BatchNorm1d over the channels, viewed back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(16, 32, bias=False)
+        self.norm = nn.BatchNorm1d(32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x)
+        return self.norm(y.flatten(0, 1)).reshape_as(y)
+
+
+class _PoolThenNorm(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.pool = nn.AvgPool2d(2)
+        self.norm = nn.BatchNorm2d(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.norm(self.pool(self.conv(x))))
+
+
+BATCH_NORMS = {  # name -> (model, input, matrix products the folded model runs)
+    "linear_then_bn1d": (lambda: nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16)), (4, 8), 1),
+    "linear_views_bn1d": (_LinearViewsNorm, (2, 10, 16), 1),
+    "pool_then_bn2d": (_PoolThenNorm, (2, 3, 12, 12), 0),
+    "bn2d_on_the_input": (lambda: nn.Sequential(nn.BatchNorm2d(3), nn.Conv2d(3, 4, 1)), (1, 3, 8, 8), 0),
+    "bn1d_over_a_sequence_without_affine": (
+        lambda: nn.Sequential(nn.Conv1d(4, 6, 3), nn.ReLU(), nn.BatchNorm1d(6, affine=False)), (2, 4, 20), 0),
+    "bn3d": (lambda: nn.BatchNorm3d(3), (1, 3, 4, 5, 6), 0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BATCH_NORMS))
+def test_batch_norms_without_a_convolution_before_them_fold_too(kernel_calls, name):
+    # After a linear layer (through views that keep its channels last) the batch norm folds into the weight
+    # and a bias, so the product runs with a bias epilogue and nothing after it; elsewhere it becomes a
+    # multiply-add by per-channel constants. Either way no square root per element is left.
+    build, shape, products = BATCH_NORMS[name]
+    model = build()
+    _randomize_norms(model)
+    torch.manual_seed(1)
+    _run(model, torch.randn(*shape), atol=1e-4)
+    assert kernel_calls["etmlir_uk_matmul_packed_ep"] + kernel_calls["etmlir_uk_matmul_ep"] == products

@@ -38,8 +38,8 @@ channel's:
 
 becomes
 
-    %s = "edge.constant"() {etmlir.param = "bn.weight.bn_scale", value = dense<...>} : () -> tensor<8x1x1xf32>
-    %t = "edge.constant"() {etmlir.param = "bn.weight.bn_shift", value = dense<...>} : () -> tensor<8x1x1xf32>
+    %s = "edge.constant"() {etmlir.param = "bn.bn_scale", value = dense<...>} : () -> tensor<8x1x1xf32>
+    %t = "edge.constant"() {etmlir.param = "bn.bn_shift", value = dense<...>} : () -> tensor<8x1x1xf32>
     %0 = "edge.mul_tensor"(%x, %s) : (tensor<1x8x16x16xf32>, tensor<8x1x1xf32>) -> tensor<1x8x16x16xf32>
     %1 = "edge.add_tensor"(%0, %t, %one) : (...) -> tensor<1x8x16x16xf32>
 
@@ -259,8 +259,9 @@ def _to_affine(norm: ir.Operation) -> bool:
     scale, shift = statistics
     shape = [channels] + [1] * (t.rank - 2)
     args = named_operands(norm, edge_op_of(norm))
-    name = _param(_one(args["weight"]) or args["running_mean"][0]).removesuffix(".weight").removesuffix(
-        ".running_mean")
+    named = _one(args["weight"]) or args["running_mean"][0]
+    name = _param(named).removesuffix(".weight").removesuffix(".running_mean") if (
+        attrs.PARAM in named.owner.attributes) else "batch_norm"
     s = _new_constant(scale.reshape(shape), t, shape, f"{name}.bn_scale", norm)
     b = _new_constant(shift.reshape(shape), t, shape, f"{name}.bn_shift", norm)
     one = _one_constant(norm)
