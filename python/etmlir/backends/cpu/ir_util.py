@@ -17,16 +17,21 @@ def run(module: ir.Module | ir.Operation, pipeline: str) -> None:
         PassManager.parse(pipeline).run(operation)
 
 
-def count_ops(module: ir.Module | ir.Operation, names: tuple[str, ...]) -> int:
-    found = 0
+def ops_named(module: ir.Module | ir.Operation, names: tuple[str, ...]) -> list[ir.Operation]:
+    """Every op in `module` (nested ones too) whose name is in `names`, in walk order."""
+    found: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        nonlocal found
-        found += op.name in names
+        if op.name in names:
+            found.append(op)
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
     return found
+
+
+def count_ops(module: ir.Module | ir.Operation, names: tuple[str, ...]) -> int:
+    return len(ops_named(module, names))
 
 
 def function_types(func: ir.Operation) -> ir.FunctionType:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
-from etmlir.backends.cpu.ir_util import declare_function
+from etmlir.backends.cpu.ir_util import declare_function, ops_named
 from etmlir.frontend.locations import location_debug_handles
 from etmlir.passes.registry import register_pass
 
@@ -49,14 +49,7 @@ def _symbol_names(module: ir.Operation) -> set[str]:
 
 def report_failures(module: ir.Operation) -> int:
     """Replace every `cf.assert` by a call of the failure hook; returns how many."""
-    asserts: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "cf.assert":
-            asserts.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.walk(visit)
+    asserts = ops_named(module, ("cf.assert",))
     if not asserts:
         return 0
     taken = _symbol_names(module)

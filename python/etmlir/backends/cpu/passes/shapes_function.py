@@ -29,7 +29,7 @@ from __future__ import annotations
 from torch_mlir import ir
 
 from etmlir.backends.cpu.passes import attention
-from etmlir.backends.cpu.ir_util import ENTRY, SHAPES_ENTRY, argument_types, result_types, run
+from etmlir.backends.cpu.ir_util import ENTRY, SHAPES_ENTRY, argument_types, ops_named, result_types, run
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
 from etmlir.passes.rewrite import rewrite_each
 from etmlir.program import find_function
@@ -38,15 +38,7 @@ SHAPES_LEVEL = "builtin.module(resolve-ranked-shaped-type-result-dims,canonicali
 
 
 def _drop_asserts(func: ir.Operation) -> None:
-    asserts: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "cf.assert":
-            asserts.append(op)
-        return ir.WalkResult.ADVANCE
-
-    func.walk(visit)
-    for op in asserts:
+    for op in ops_named(func, ("cf.assert",)):
         op.erase()
 
 
