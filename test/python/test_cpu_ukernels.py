@@ -72,6 +72,7 @@ def load_fresh(so: Path, tmp_path: Path) -> ctypes.CDLL:
     lib._mlir_ciface_etmlir_uk_max_pool2d.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 8
     lib._mlir_ciface_etmlir_uk_inverted_residual_ep.argtypes = (
         [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 4)
+    lib._mlir_ciface_etmlir_uk_attention.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_float]
     lib.etmlir_uk_panel_width.restype = ctypes.c_int64
     lib.etmlir_uk_panel_rows.restype = ctypes.c_int64
     return lib
@@ -1265,7 +1266,6 @@ def _attention_reference(q, k, v, causal: bool) -> np.ndarray:
     (3, 13, 37, 20, False),    # fewer rows than a block; keys not a multiple of the vector
 ])
 def test_attention_matches_torch(lib, threads, chunks, batches, rows, keys, depth, causal):
-    lib._mlir_ciface_etmlir_uk_attention.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_float]
     calls: list[int] = []
     pool = reversed_pool(chunks, calls)
     lib.etmlir_cpu_set_parallel(ctypes.cast(pool, ctypes.c_void_p), None, threads)
@@ -1282,7 +1282,6 @@ def test_attention_matches_torch(lib, threads, chunks, batches, rows, keys, dept
 
 
 def test_attention_row_with_a_nan_is_nan_and_others_are_not(lib):
-    lib._mlir_ciface_etmlir_uk_attention.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_float]
     rng = np.random.default_rng(5)
     q, q_base = strided((1, 40, 16), "c", rng)
     k, k_base = strided((1, 70, 16), "c", rng)

@@ -100,8 +100,7 @@ def _try_fold(norm: ir.Operation) -> bool:
         return False
     if any(True for r in list(norm.results)[1:] for _ in r.uses) or len(list(source.uses)) != 1:
         return False
-    conv_info, norm_info = edge_op_of(conv), edge_op_of(norm)
-    conv_args, norm_args = named_operands(conv.operation, conv_info), named_operands(norm, norm_info)
+    conv_args = named_operands(conv.operation, edge_op_of(conv))
     if conv_args.get("sym_values") or ir.BoolAttr(conv.attributes["transposed"]).value:
         return False
     out_type = ir.RankedTensorType(source.type)
@@ -109,39 +108,27 @@ def _try_fold(norm: ir.Operation) -> bool:
     if not out_type.has_static_shape or str(weight_type.element_type) not in ("f32", "f64"):
         return False
     weight = _constant(conv_args["weight"][0])
-    bias_value, gamma_value, beta_value = _one(conv_args["bias"]), _one(norm_args["weight"]), _one(norm_args["bias"])
-    mean, var = _constant(norm_args["running_mean"][0]), _constant(norm_args["running_var"][0])
-    bias, gamma, beta = map(_constant, (bias_value, gamma_value, beta_value))
-    if weight is None or mean is None or var is None or any(
-            v is not None and c is None for v, c in ((bias_value, bias), (gamma_value, gamma), (beta_value, beta))):
+    bias_value = _one(conv_args["bias"])
+    bias = _constant(bias_value)
+    if weight is None or (bias_value is not None and bias is None):
         return False
     channels = weight.shape[0]
-    if any(a is not None and a.shape != (channels,) for a in (bias, gamma, beta, mean, var)):
+    statistics = _statistics(norm, channels)
+    if statistics is None or (bias is not None and bias.shape != (channels,)):
         return False
-    eps = ir.FloatAttr(norm.attributes["eps"]).value
-    scale = (gamma if gamma is not None else 1.0) / np.sqrt(var + eps)
+    scale, shift = statistics
     new_weight = weight * scale.reshape((channels,) + (1,) * (weight.ndim - 1))
-    new_bias = ((bias if bias is not None else 0.0) - mean) * scale + (beta if beta is not None else 0.0)
+    new_bias = (bias if bias is not None else 0.0) * scale + shift
 
     name = _param(conv_args["weight"][0])
     w = _new_constant(new_weight, weight_type, list(weight_type.shape), f"{name}.bn_folded", conv)
-    b = _new_constant(np.broadcast_to(new_bias, (channels,)), weight_type, [channels], f"{name}.bn_folded_bias", conv)
+    b = _new_constant(new_bias, weight_type, [channels], f"{name}.bn_folded_bias", conv)
     attributes = {name: conv.attributes[name] for name in conv.attributes}
     attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([1, 1, 1, 0])
-    location = ir.Location.fused([conv.location, norm.location])
-    handle = debug_handle(norm)
-    if handle is not None:
-        location = with_debug_handle(location, handle)
     folded = ir.Operation.create(CONVOLUTION, results=[out_type], operands=[conv_args["input"][0], w, b],
-                                 attributes=attributes, loc=location, ip=ir.InsertionPoint(norm))
+                                 attributes=attributes, loc=_norm_location(conv, norm), ip=ir.InsertionPoint(norm))
     norm.results[0].replace_all_uses_with(folded.result)
-    dead = [conv_args["weight"][0], bias_value, gamma_value, beta_value, norm_args["running_mean"][0],
-            norm_args["running_var"][0]]
-    norm.erase()
-    conv.operation.erase()
-    for value in dict.fromkeys(v for v in dead if v is not None):
-        if not any(True for _ in value.uses):
-            value.owner.erase()
+    _erase_with_parameters(norm, conv, [conv_args["weight"][0], bias_value])
     return True
 
 
@@ -161,10 +148,14 @@ def _statistics(norm: ir.Operation, channels: int) -> tuple[np.ndarray, np.ndarr
     return np.broadcast_to(scale, (channels,)), np.broadcast_to(shift, (channels,))
 
 
-def _erase_with_parameters(norm: ir.Operation, extra: list[ir.Value | None] = ()) -> None:
+def _erase_with_parameters(norm: ir.Operation, producer: ir.Operation | None = None,
+                           extra: list[ir.Value | None] = ()) -> None:
+    """Erase the folded batch norm, then the op it was folded into, then the constants left unused."""
     args = named_operands(norm, edge_op_of(norm))
     dead = [*extra, _one(args["weight"]), _one(args["bias"]), args["running_mean"][0], args["running_var"][0]]
     norm.erase()
+    if producer is not None:
+        producer.operation.erase()
     erased: list[ir.Value] = []
     for value in dead:  # the same value may come twice (addmm's alpha and beta): erased once
         if value is None or any(value == e for e in erased) or any(True for _ in value.uses):
@@ -240,8 +231,7 @@ def _try_fold_matmul(norm: ir.Operation) -> bool:
     matmul.results[0].replace_all_uses_with(folded.result)
     norm.results[0].replace_all_uses_with(norm.operands[0])  # re-read: it is `folded` when no view stands between
     extra = [weight_value, bias_value] + ([args["beta"][0], args["alpha"][0]] if bias_value is not None else [])
-    matmul.operation.erase()
-    _erase_with_parameters(norm, extra)
+    _erase_with_parameters(norm, matmul, extra)
     return True
 
 

@@ -119,6 +119,24 @@ def _dense_attr(value: torch.Tensor, t: ir.RankedTensorType) -> ir.Attribute:
     return ir.DenseElementsAttr.get(array, type=t.element_type, shape=list(t.shape))
 
 
+def _fits(t: ir.Type, max_bytes: int) -> bool:
+    """A static tensor type of an element type a constant can hold, of at most `max_bytes`."""
+    if not _foldable_type(t):
+        return False
+    tensor = ir.RankedTensorType(t)
+    return nbytes(list(tensor.shape), tensor.element_type) <= max_bytes
+
+
+def is_candidate(op: ir.Operation, max_bytes: int = DEFAULT_MAX_BYTES) -> bool:
+    """Whether `op` is what et-fold-constants folds, short of reading its operands' data and running it:
+    on the allow-list, one result and every operand an `edge.constant`, each within `max_bytes` (a
+    backend that takes an op only when it will fold asks this)."""
+    if len(op.results) != 1 or not op.operands or not _on_allow_list(op) or not _fits(op.results[0].type, max_bytes):
+        return False
+    return all(not isinstance(v.owner, ir.Block) and v.owner.name == "edge.constant" and _fits(v.type, max_bytes)
+               for v in op.operands)
+
+
 class _Folder:
     def __init__(self, module: ir.Operation, max_bytes: int) -> None:
         self.max_bytes = max_bytes
@@ -144,33 +162,21 @@ class _Folder:
         self.params.add(candidate)
         return candidate
 
-    def _too_large(self, t: ir.Type) -> bool:
-        tensor = ir.RankedTensorType(t)
-        return nbytes(list(tensor.shape), tensor.element_type) > self.max_bytes
-
     def _operands_known(self, op: ir.Operation) -> bool:
+        """Read every operand's data (is_candidate held: each is an edge.constant that fits)."""
         for v in op.operands:
             if v in self.values:
                 continue
-            owner = v.owner
-            if not isinstance(owner, (ir.Operation, ir.OpView)) or owner.name != "edge.constant":
-                return False
-            if not _foldable_type(v.type) or self._too_large(v.type):
-                return False
-            tensor = constant_tensor(owner.operation)
+            tensor = constant_tensor(v.owner.operation)
             if tensor is None:
                 return False
             self.values[v] = tensor
         return True
 
     def try_fold(self, op: ir.Operation) -> bool:
-        if len(op.results) != 1 or not op.operands or not _on_allow_list(op):
+        if not is_candidate(op, self.max_bytes):
             return False
         result = op.results[0]
-        if not _foldable_type(result.type):
-            return False
-        if self._too_large(result.type):
-            return False
         if any(use.owner.name == "func.return" for use in result.uses):
             return False
         if not self._operands_known(op):

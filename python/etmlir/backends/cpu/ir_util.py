@@ -34,6 +34,14 @@ def count_ops(module: ir.Module | ir.Operation, names: tuple[str, ...]) -> int:
     return len(ops_named(module, names))
 
 
+def tensor_dim(value: ir.Value, d: int) -> ir.Value:
+    """`tensor.dim` of `value`'s dim `d` (an index), at the current insertion point and location."""
+    index = ir.IndexType.get()
+    position = ir.Operation.create("arith.constant", results=[index],
+                                   attributes={"value": ir.IntegerAttr.get(index, d)})
+    return ir.Operation.create("tensor.dim", results=[index], operands=[value, position.result]).result
+
+
 def function_types(func: ir.Operation) -> ir.FunctionType:
     return ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
 

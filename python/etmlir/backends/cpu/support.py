@@ -32,7 +32,6 @@ from __future__ import annotations
 from torch_mlir import ir
 
 from etmlir.delegation.operator_support import OperatorSupport, OpPredicate
-from etmlir.executable.dtypes import nbytes
 from etmlir.passes import fold_constants
 
 
@@ -178,13 +177,9 @@ def _constant_gather(op: ir.Operation) -> str | None:
     """Indexing by tensors whose table and indices are all constants (LeViT's and Swin's relative position
     biases: a learned table gathered through a fixed index map): et-fold-constants, the delegate's first
     step, computes it at compile time, so no gather is compiled and the model is not cut in two there."""
-    for v in op.operands:
-        if isinstance(v.owner, ir.Block) or v.owner.name != "edge.constant":
-            return "indexing by tensors is compiled only when the table and the indices are constants " \
-                   "(folded at compile time); this one reads a computed tensor"
-    t = ir.RankedTensorType(op.results[0].type)
-    if not t.has_static_shape or nbytes(list(t.shape), t.element_type) > fold_constants.DEFAULT_MAX_BYTES:
-        return "indexing by constants whose result is too large to fold is left to the portable kernels"
+    if not fold_constants.is_candidate(op):
+        return "indexing by tensors is compiled only when the table and the indices are constants that " \
+               "et-fold-constants folds at compile time (this one reads a computed or too large tensor)"
     return None
 
 

@@ -35,7 +35,7 @@ import math
 
 from torch_mlir import ir
 
-from etmlir.backends.cpu.ir_util import declare_function
+from etmlir.backends.cpu.ir_util import declare_function, tensor_dim
 from etmlir.backends.cpu.passes.microkernels import cast_dynamic, dynamic_memref
 from etmlir.passes.registry import register_pass
 from etmlir.passes.rewrite import rewrite_each
@@ -90,14 +90,9 @@ def _erase_if_dead(op: ir.Operation) -> None:
 def _result_sizes(op: ir.Operation) -> list[ir.Value]:
     """The dynamic sizes of the op's result [batch, rows, value depth], read from the query and value
     (at the current insertion point)."""
-    index = ir.IndexType.get()
     result_type = ir.RankedTensorType(op.results[0].type)
-    sizes = []
-    for source, d in ((op.operands[0], 0), (op.operands[0], 1), (op.operands[2], 2)):
-        if result_type.is_dynamic_dim(d):
-            c = ir.Operation.create("arith.constant", results=[index], attributes={"value": ir.IntegerAttr.get(index, d)})
-            sizes.append(ir.Operation.create("tensor.dim", results=[index], operands=[source, c.result]).result)
-    return sizes
+    return [tensor_dim(source, d) for source, d in ((op.operands[0], 0), (op.operands[0], 1), (op.operands[2], 2))
+            if result_type.is_dynamic_dim(d)]
 
 
 def _as_buffer(value: ir.Value) -> ir.Value:

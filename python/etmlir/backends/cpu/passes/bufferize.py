@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
-from etmlir.backends.cpu.ir_util import ENTRY, SHAPES_ENTRY, run
+from etmlir.backends.cpu.ir_util import ENTRY, SHAPES_ENTRY, run, tensor_dim
 from etmlir.passes.registry import register_pass
 from etmlir.program import find_function
 
@@ -32,33 +32,23 @@ BUFFERIZE = (
 )
 
 
-def _copy_repeated_results(func: ir.Operation) -> int:
-    """Give each repeat of a returned value a copy of its own; returns how many copies were made."""
+def _copy_repeated_results(func: ir.Operation) -> None:
+    """Give each repeat of a returned value a copy of its own."""
     ret = list(func.regions[0].blocks[0].operations)[-1]
     seen: list[ir.Value] = []
-    copies = 0
     for i, value in enumerate(list(ret.operands)):
         if not any(value == s for s in seen):
             seen.append(value)
             continue
         t = ir.RankedTensorType(value.type)
         with ir.InsertionPoint(ret), ret.location:
-            index = ir.IndexType.get()
-            sizes = []
-            for d in range(t.rank):
-                if t.is_dynamic_dim(d):
-                    position = ir.Operation.create("arith.constant", results=[index],
-                                                   attributes={"value": ir.IntegerAttr.get(index, d)})
-                    sizes.append(ir.Operation.create("tensor.dim", results=[index],
-                                                     operands=[value, position.result]).result)
+            sizes = [tensor_dim(value, d) for d in range(t.rank) if t.is_dynamic_dim(d)]
             empty = ir.Operation.create("tensor.empty", results=[t], operands=sizes)
             copy = ir.Operation.create("linalg.copy", results=[t], operands=[value, empty.result],
                                        attributes={"operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1])},
                                        regions=1)
             _copy_body(copy, t.element_type)
         ret.operands[i] = copy.result
-        copies += 1
-    return copies
 
 
 def _copy_body(copy: ir.Operation, element: ir.Type) -> None:

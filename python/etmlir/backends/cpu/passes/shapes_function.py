@@ -29,7 +29,8 @@ from __future__ import annotations
 from torch_mlir import ir
 
 from etmlir.backends.cpu.passes import attention
-from etmlir.backends.cpu.ir_util import ENTRY, SHAPES_ENTRY, argument_types, ops_named, result_types, run
+from etmlir.backends.cpu.ir_util import (ENTRY, SHAPES_ENTRY, argument_types, ops_named, result_types, run,
+                                         tensor_dim)
 from etmlir.passes.registry import PassFailure, emit_error, register_pass
 from etmlir.passes.rewrite import rewrite_each
 from etmlir.program import find_function
@@ -64,11 +65,7 @@ def shapes_function(module: ir.Operation) -> None:
             for value, t in zip(ret.operands, results):
                 for d in range(t.rank):
                     if t.is_dynamic_dim(d):
-                        index = ir.Operation.create("arith.constant", results=[ir.IndexType.get()],
-                                                    attributes={"value": ir.IntegerAttr.get(ir.IndexType.get(), d)})
-                        dim = ir.Operation.create("tensor.dim", results=[ir.IndexType.get()],
-                                                  operands=[value, index.result])
-                        size = ir.Operation.create("arith.index_cast", results=[i64], operands=[dim.result])
+                        size = ir.Operation.create("arith.index_cast", results=[i64], operands=[tensor_dim(value, d)])
                     else:
                         size = ir.Operation.create("arith.constant", results=[i64],
                                                    attributes={"value": ir.IntegerAttr.get(i64, t.shape[d])})
