@@ -1297,3 +1297,62 @@ def test_attention_row_with_a_nan_is_nan_and_others_are_not(lib):
     q[0, 9, 3] = 0.0
     lib._mlir_ciface_etmlir_uk_attention(*map(ctypes.byref, descriptors), 0, 0.25)
     assert np.isnan(out).all()  # unmasked: key 66's NaN reaches every row, as in eager
+
+
+def _u8_descriptor(array: np.ndarray):
+    """MLIR memref descriptor of a contiguous uint8 array (a boolean mask), strides in elements."""
+    assert array.dtype == np.uint8 and array.flags.c_contiguous
+
+    class Desc(ctypes.Structure):
+        _fields_ = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_int64),
+                    ("sizes", ctypes.c_int64 * array.ndim), ("strides", ctypes.c_int64 * array.ndim)]
+
+    d = Desc()
+    d.allocated = d.aligned = array.ctypes.data
+    d.offset = 0
+    for i in range(array.ndim):
+        d.sizes[i] = array.shape[i]
+        d.strides[i] = array.strides[i]
+    return d
+
+
+@pytest.mark.parametrize("threads,chunks", [(1, 1), (2, 2), (3, 2)])
+def test_attention_bool_mask_reads_no_key_past_a_rows_last_true(lib, threads, chunks):
+    """A boolean mask's trailing false keys are never computed (a causal mask built in the graph, as
+    transformers' LLaMA does; a batch's padding): rows of one block that end at different keys, holes
+    before a row's end, a row that sees no key (zeros, as eager's safe softmax), and NaN in k and v past
+    every row's end, which no row may read."""
+    calls: list[int] = []
+    pool = reversed_pool(chunks, calls)
+    lib.etmlir_cpu_set_parallel(ctypes.cast(pool, ctypes.c_void_p), None, threads)
+    lib._mlir_ciface_etmlir_uk_attention_bmask.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64, ctypes.c_float]
+    rng = np.random.default_rng(11)
+    batches, rows, keys, depth = 3, 37, 70, 20
+    q, q_base = strided((batches, rows, depth), "c", rng)
+    k, k_base = strided((batches, keys, depth), "c", rng)
+    v, v_base = strided((batches, keys, depth), "c", rng)
+    out, out_base = strided((batches, rows, depth), "c", rng, fill=np.nan)
+    ends = rng.integers(1, 60, size=(batches, rows))
+    ends[1] = np.arange(rows) + 1  # causal
+    ends[2, 5] = 0  # sees nothing
+    mask = np.zeros((batches, rows, keys), np.uint8)
+    for b in range(batches):
+        for i in range(rows):
+            mask[b, i, :ends[b, i]] = rng.random(ends[b, i]) > 0.3
+            mask[b, i, max(ends[b, i] - 1, 0)] = ends[b, i] > 0
+    k[:, 62:] = np.nan  # past every row's end
+    v[:, 62:] = np.nan
+    scale = 1.0 / math.sqrt(depth)
+    descriptors = [descriptor(*pair) for pair in ((q, q_base), (k, k_base), (v, v_base))]
+    lib._mlir_ciface_etmlir_uk_attention_bmask(*map(ctypes.byref, descriptors), ctypes.byref(_u8_descriptor(mask)),
+                                               ctypes.byref(descriptor(out, out_base)), 0, scale)
+    want = np.zeros((batches, rows, depth))
+    for b in range(batches):
+        for i in range(rows):
+            seen = mask[b, i].astype(bool)
+            if seen.any():
+                s = scale * (k[b][seen].astype(np.float64) @ q[b, i].astype(np.float64))
+                w = np.exp(s - s.max())
+                want[b, i] = (w / w.sum()) @ v[b][seen].astype(np.float64)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+    assert (out[2, 5] == 0).all()

@@ -5,8 +5,8 @@
  * Each function is written once over ukv (etmlir_cpu_vec.h): 16 lanes on AVX-512, 8 on AVX2 + FMA,
  * one float on the portable build. Both sides of every choice are computed and one picked (no
  * branch, no libm call). gcc does not vectorize these loops written in plain C (it reports control
- * flow in the loop), hence the intrinsics. Strided rows and the last partial vector of a row go
- * through a small buffer on the stack. The formulas and constants are those of
+ * flow in the loop), hence the intrinsics. Strided rows go through a small buffer on the stack; the
+ * last partial vector of a row is a masked load and store. The formulas and constants are those of
  * et-cpu-approximate-math (python/etmlir/backends/math_approximations.py):
  *   exp:  Cody-Waite range reduction, Cephes' degree-6 polynomial, 2^k from the exponent bits;
  *         0 below EXP_MIN, +inf above EXP_MAX, NaN kept;
@@ -73,6 +73,31 @@ static inline ukv ukv_pow2m1(ukv k) {
   float f;
   memcpy(&f, &bits, sizeof(f));
   return f;
+}
+#endif
+
+/* The first cnt lanes of x (0 < cnt < ACT_LANES), the others `fill`; and the store of the first cnt lanes:
+ * a row's last partial vector, without reading or writing past its end. */
+#if defined(__AVX512F__)
+static inline ukv act_load_first(const float* x, int64_t cnt, float fill) {
+  return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), (__mmask16)((1u << cnt) - 1), x);
+}
+static inline void act_store_first(float* x, int64_t cnt, ukv v) {
+  _mm512_mask_storeu_ps(x, (__mmask16)((1u << cnt) - 1), v);
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+static inline __m256i act_first_lanes(int64_t cnt) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)cnt), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+static inline ukv act_load_first(const float* x, int64_t cnt, float fill) {
+  __m256i m = act_first_lanes(cnt);
+  return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(x, m), _mm256_castsi256_ps(m));
+}
+static inline void act_store_first(float* x, int64_t cnt, ukv v) { _mm256_maskstore_ps(x, act_first_lanes(cnt), v); }
+#else /* one lane: no partial vector */
+static inline ukv act_load_first(const float* x, int64_t cnt, float fill) { return cnt > 0 ? *x : fill; }
+static inline void act_store_first(float* x, int64_t cnt, ukv v) {
+  if (cnt > 0) *x = v;
 }
 #endif
 
@@ -165,12 +190,8 @@ static void act_contiguous(float* x, int64_t n, int act) {
     default: break;
   }
   int64_t done = n - n % ACT_LANES;
-  if (done < n) { /* the last partial vector, through a zero-padded copy */
-    float tail[ACT_LANES] = {0};
-    memcpy(tail, x + done, sizeof(float) * (size_t)(n - done));
-    ukv_storeu(tail, act_apply(ukv_loadu(tail), act));
-    memcpy(x + done, tail, sizeof(float) * (size_t)(n - done));
-  }
+  if (done < n) /* the last partial vector, zero padded */
+    act_store_first(x + done, n - done, act_apply(act_load_first(x + done, n - done, 0.0f), act));
 }
 
 ETMLIR_CPU_INTERNAL void etmlir_ep_activate(float* x, int64_t step, int64_t n, int act) {
@@ -199,9 +220,8 @@ ETMLIR_CPU_INTERNAL float etmlir_row_max(const float* x, int64_t n) {
 #else
   ukv_mask nan = 0;
 #endif
-  int64_t j = 0;
-  for (; j + ACT_LANES <= n; j += ACT_LANES) {
-    ukv v = ukv_loadu(x + j);
+  for (int64_t j = 0; j < n; j += ACT_LANES) {
+    ukv v = j + ACT_LANES <= n ? ukv_loadu(x + j) : act_load_first(x + j, n - j, -__builtin_inff());
     m = ukv_max(v, m);
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
     nan = _mm256_or_ps(nan, ukv_isnan(v));
@@ -217,10 +237,6 @@ ETMLIR_CPU_INTERNAL float etmlir_row_max(const float* x, int64_t n) {
   float lanes[ACT_LANES], top = -__builtin_inff();
   ukv_storeu(lanes, m);
   for (int i = 0; i < ACT_LANES; i++) top = lanes[i] > top ? lanes[i] : top;
-  for (; j < n; j++) {
-    any_nan |= x[j] != x[j];
-    top = x[j] > top ? x[j] : top;
-  }
   return any_nan ? __builtin_nanf("") : top;
 }
 
@@ -232,17 +248,13 @@ ETMLIR_CPU_INTERNAL float etmlir_exp_shifted_sum(float* x, int64_t n, float shif
     ukv_storeu(x + j, e);
     sum = ukv_add(sum, e);
   }
+  if (j < n) { /* the last partial vector, padded with -inf (exp: 0) */
+    ukv e = act_exp(ukv_sub(act_load_first(x + j, n - j, -__builtin_inff()), s));
+    act_store_first(x + j, n - j, e);
+    sum = ukv_add(sum, e);
+  }
   float lanes[ACT_LANES], total = 0.0f;
   ukv_storeu(lanes, sum);
   for (int i = 0; i < ACT_LANES; i++) total += lanes[i];
-  if (j < n) { /* the last partial vector, padded with -inf (exp: 0) */
-    float tail[ACT_LANES];
-    for (int i = 0; i < ACT_LANES; i++) tail[i] = j + i < n ? x[j + i] : -__builtin_inff();
-    ukv_storeu(tail, act_exp(ukv_sub(ukv_loadu(tail), s)));
-    for (int64_t i = 0; j + i < n; i++) {
-      x[j + i] = tail[i];
-      total += tail[i];
-    }
-  }
   return total;
 }

@@ -32,6 +32,9 @@
 #define ATT_PAR_MIN_FLOPS (1 << 21)
 #define ATT_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define ATT_PAD(n) (((n) + ATT_COLS - 1) / ATT_COLS * ATT_COLS)
+/* A unit's keys per row (int64_t) at the start of its scratch, in floats: a multiple of 16, so the rest
+ * stays 64-byte aligned. */
+#define ATT_ROW_KEYS_FLOATS(rows) (((rows) * 2 + 15) / 16 * 16)
 
 typedef struct {
   const float *q, *k, *v;
@@ -78,11 +81,47 @@ static void att_values(const float* restrict p, int64_t pw, const float* restric
   }
 }
 
+/* The keys row i of batch b attends to lie below this: past the diagonal when causal, and with a boolean
+ * mask, past the row's last true element (a causal mask built in the graph, as transformers' LLaMA does;
+ * the padding of a batch). The keys beyond are never read: as past is_causal's diagonal, a non-finite
+ * value in their k or v does not reach the row. */
+static int64_t att_row_keys(const att_job* j, int64_t b, int64_t i) {
+  int64_t n = j->causal ? ATT_MIN(j->keys, i + 1) : j->keys;
+  if (j->maskb) {
+    const uint8_t* m = j->maskb + b * j->ms[0] + i * j->ms[1];
+    int64_t step = j->ms[2];
+    if (step == 1) { /* eight keys at a time (a causal row's scan is most of its keys) */
+      uint64_t word;
+      for (; n >= 8; n -= 8) {
+        memcpy(&word, m + n - 8, sizeof word);
+        if (word) break;
+      }
+    }
+    while (n > 0 && !m[(n - 1) * step]) n--;
+  }
+  return n;
+}
+
+/* row[s] = -inf where the boolean mask is false, s < n (a select gcc vectorizes: its own pointers). */
+static void att_mask_row(float* restrict row, const uint8_t* restrict m, int64_t step, int64_t n) {
+  if (step == 1) {
+    for (int64_t s = 0; s < n; s++) row[s] = m[s] ? row[s] : -INFINITY;
+  } else {
+    for (int64_t s = 0; s < n; s++) row[s] = m[s * step] ? row[s] : -INFINITY;
+  }
+}
+
 static void att_unit(const att_job* j, int64_t unit, float* scratch) {
   int64_t b = unit / j->units_per_batch, r0 = unit % j->units_per_batch * j->unit_rows;
   int64_t r1 = ATT_MIN(j->rows, r0 + j->unit_rows), D = j->depth, DV = j->vdepth;
-  /* Keys past the last row's diagonal are never read when causal. */
-  int64_t keys = j->causal ? ATT_MIN(j->keys, r1) : j->keys;
+  /* The keys the unit's rows read (att_row_keys; a row's keys row_keys[i - r0]). */
+  int64_t* row_keys = (int64_t*)scratch;
+  int64_t keys = 0;
+  for (int64_t i = r0; i < r1; i++) {
+    row_keys[i - r0] = att_row_keys(j, b, i);
+    keys = row_keys[i - r0] > keys ? row_keys[i - r0] : keys;
+  }
+  scratch += ATT_ROW_KEYS_FLOATS(j->unit_rows);
   int64_t kw = ATT_PAD(j->keys), vw = ATT_PAD(DV);
   float* kt = scratch;                      /* [D, kw] */
   float* vp = kt + D * kw;                  /* [keys, vw] */
@@ -107,19 +146,18 @@ static void att_unit(const att_job* j, int64_t unit, float* scratch) {
       const float* qrow = j->q + b * j->qs[0] + (i0 + (r < nr ? r : 0)) * j->qs[1];
       for (int64_t d = 0; d < D; d++) qb[r * D + d] = qrow[d * j->qs[2]] * j->scale;
     }
-    int64_t block_keys = j->causal ? ATT_MIN(j->keys, i0 + nr) : j->keys;
+    int64_t block_keys = 0;
+    for (int r = 0; r < nr; r++) block_keys = row_keys[i0 - r0 + r] > block_keys ? row_keys[i0 - r0 + r] : block_keys;
     att_scores(qb, kt, kw, D, ATT_PAD(block_keys), p, kw);
     float inv[ATT_ROWS];
     for (int r = 0; r < ATT_ROWS; r++) {
       float* row = p + r * kw;
-      int64_t i = i0 + r, n = r < nr ? (j->causal ? ATT_MIN(j->keys, i + 1) : j->keys) : 0;
+      int64_t i = i0 + r, n = r < nr ? row_keys[i - r0] : 0;
       if (j->maskf) {
         const float* m = j->maskf + b * j->ms[0] + i * j->ms[1];
         for (int64_t s = 0; s < n; s++) row[s] += m[s * j->ms[2]];
       } else if (j->maskb) {
-        const uint8_t* m = j->maskb + b * j->ms[0] + i * j->ms[1];
-        for (int64_t s = 0; s < n; s++)
-          if (!m[s * j->ms[2]]) row[s] = -INFINITY;
+        att_mask_row(row, j->maskb + b * j->ms[0] + i * j->ms[1], j->ms[2], n);
       }
       float top = etmlir_row_max(row, n); /* a NaN wins, and spreads to the row as in eager */
       if (top == -INFINITY) { /* no key to attend to: zeros */
@@ -199,7 +237,8 @@ static void attention(etmlir_memref3d_f32* q, etmlir_memref3d_f32* k, etmlir_mem
   j.units_per_batch = (j.rows + j.unit_rows - 1) / j.unit_rows;
   j.units = j.batches * j.units_per_batch;
   int64_t kw = ATT_PAD(j.keys), vw = ATT_PAD(j.vdepth);
-  j.scratch_floats = (j.depth * kw + j.keys * vw + ATT_ROWS * j.depth + ATT_ROWS * kw + ATT_ROWS * vw + 15) / 16 * 16;
+  j.scratch_floats = (ATT_ROW_KEYS_FLOATS(j.unit_rows) + j.depth * kw + j.keys * vw + ATT_ROWS * j.depth +
+                      ATT_ROWS * kw + ATT_ROWS * vw + 15) / 16 * 16;
   int64_t slots = parallel ? etmlir_cpu_task_slots(j.units) : 1;
   j.scratch = (float*)etmlir_cpu_scratch_alloc(sizeof(float) * (size_t)(j.scratch_floats * slots));
   if (slots > 1) {
