@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
 import struct
 import subprocess
 import sys
@@ -341,6 +342,38 @@ def test_compiled_microkernels_are_kept_only_in_a_directory_of_the_users_own(tmp
     assert shared not in elsewhere.parents and elsewhere.name.startswith("etmlir-cpu-")
     off = chosen("off")
     assert tmp_path not in off.parents and off.name.startswith("etmlir-cpu-")
+
+
+def test_the_cache_keeps_the_most_recently_used_object_folders(tmp_path, monkeypatch):
+    # Every edit of payload_c or compiler upgrade makes a new folder: a new one removes all but the
+    # CACHE_KEEP most recently used (a use touches its folder); nothing else in the directory is touched.
+    from etmlir.backends.cpu import link, target
+
+    monkeypatch.setenv(link.CACHE_ENV, str(tmp_path / "cache"))
+    link._cache_dir.cache_clear()
+    link._object_dir.cache_clear()
+    try:
+        cache = link._cache_dir()
+        old = []
+        for i in range(link.CACHE_KEEP):
+            folder = cache / f"{i:016x}"
+            folder.mkdir()
+            (folder / "ukernels.o").write_bytes(b"x")
+            os.utime(folder, (1000 + i, 1000 + i))
+            old.append(folder)
+        (cache / "notes").mkdir()  # not an object folder: kept
+        os.utime(old[0], None)  # used just now: kept
+        made = link._object_dir(target.host())
+        assert made.is_dir() and made.parent == cache
+        kept = sorted(p.name for p in cache.iterdir())
+        assert len(kept) == link.CACHE_KEEP + 1, kept  # CACHE_KEEP object folders (the new one among them), the notes
+        assert not old[1].exists() and old[0].exists() and old[2].exists()
+        link._object_dir.cache_clear()
+        assert link._object_dir(target.host()) == made  # found again: nothing more removed
+        assert len(list(cache.iterdir())) == len(kept)
+    finally:
+        link._cache_dir.cache_clear()
+        link._object_dir.cache_clear()
 
 
 def test_a_cached_object_is_written_whole_or_not_at_all(tmp_path):

@@ -23,7 +23,9 @@ every payload, a directory another user could write is not used (its owner
 must be this user and its mode deny group and others writing); a per-process
 temporary directory is used instead. Files are written under a temporary
 name and renamed, so two processes filling the cache at once never see half
-an object.
+an object. Each use of a folder touches it; when a new one is made, all but the
+CACHE_KEEP most recently used are removed (every edit of the sources, every
+compiler upgrade leaves a folder of about 1.2 MB behind).
 """
 
 from __future__ import annotations
@@ -77,6 +79,9 @@ def c_flags(march: str) -> list[str]:
 
 
 CACHE_ENV = "ETMLIR_CACHE_DIR"
+# Object folders kept (the most recently used): the three x86-64 levels the tests build, for a few
+# source versions or compilers side by side.
+CACHE_KEEP = 12
 
 
 def _private_directory(path: Path) -> bool:
@@ -140,8 +145,29 @@ def _object_dir(target: Target) -> Path:
         digest.update(name.encode())
         digest.update((SOURCES / name).read_bytes())
     out_dir = _cache_dir() / digest.hexdigest()[:16]
-    out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if out_dir.is_dir():
+        os.utime(out_dir)  # used now: the most recent for _prune
+    else:
+        out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _prune(out_dir.parent, keep=CACHE_KEEP)
     return out_dir
+
+
+def _prune(cache: Path, keep: int) -> None:
+    """Remove all but the `keep` most recently used object folders of `cache` (best effort: a folder another
+    process removes first, or cannot be removed, is passed over). A process whose folder was removed under
+    it builds the objects again (_current_objects)."""
+    folders = []
+    for entry in cache.iterdir():
+        try:
+            if (entry.is_dir() and not entry.is_symlink() and len(entry.name) == 16
+                    and all(c in "0123456789abcdef" for c in entry.name)):
+                folders.append((entry.stat().st_mtime, entry))
+        except OSError:
+            continue
+    folders.sort(reverse=True)
+    for _, stale in folders[keep:]:
+        shutil.rmtree(stale, ignore_errors=True)
 
 
 @functools.cache
@@ -158,6 +184,16 @@ def microkernel_objects(target: Target) -> tuple[str, ...]:
     return tuple(objects)
 
 
+def _current_objects(target: Target) -> tuple[str, ...]:
+    """microkernel_objects, built again if another process pruned their folder since this one built them."""
+    objects = microkernel_objects(target)
+    if not all(os.path.exists(path) for path in objects):
+        _object_dir.cache_clear()
+        microkernel_objects.cache_clear()
+        objects = microkernel_objects(target)
+    return objects
+
+
 def weights_library(assembly: str, directory: str) -> str:
     """The weights alone as a shared library, for MLIR's JIT to resolve their symbols against."""
     path = os.path.join(directory, "weights.so")
@@ -169,7 +205,7 @@ def link_shared_object(object_file: str, target: Target, extra: list[str] = ()) 
     """Link one delegate's object (and `extra` sources, e.g. its weights) with the microkernels: the .so bytes."""
     with tempfile.TemporaryDirectory(prefix="etmlir-cpu-link-") as tmp:
         so = os.path.join(tmp, "payload.so")
-        _run([compiler(), "-shared", "-fPIC", "-o", so, object_file, *extra, *microkernel_objects(target), "-lm", "-s",
+        _run([compiler(), "-shared", "-fPIC", "-o", so, object_file, *extra, *_current_objects(target), "-lm", "-s",
               "-Wl,-z,noexecstack", "-Wl,--no-undefined", "-Wl,-Bsymbolic"], "linking the payload")
         return Path(so).read_bytes()
 
@@ -179,7 +215,7 @@ def microkernel_library(target: Target) -> str:
     """The microkernels as a shared library of their own: MLIR's JIT resolves the calls against it."""
     path = _object_dir(target) / "microkernels.so"
     if not path.exists():
-        _build([compiler(), "-shared", "-fPIC", *microkernel_objects(target), "-lm"], path,
+        _build([compiler(), "-shared", "-fPIC", *_current_objects(target), "-lm"], path,
                "linking the microkernel library")
     return str(path)
 
