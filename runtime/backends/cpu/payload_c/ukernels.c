@@ -66,10 +66,11 @@ enum {
    * 7x7 outputs) took 2.82 ms with its filter evicted first against 2.35 ms cached; 2.56 ms with this
    * (AVX2 build: 4.64 -> 4.13 ms). */
   A_PREFETCH_FLOATS = 448,
-  /* Likewise packed B, this many panel rows ahead (2 KB): a linear layer's weight, packed at compile time,
-   * streamed from memory by few rows of A. ConvNeXt's 768 -> 3072 layer over 49 pixels (9.4 MB of weight),
-   * caches flushed before each run: 2.23 -> 1.75 ms (1.28 -> 1.20 warm). B packed at run time is in L1 or
-   * L2, where the prefetches cost no measurable time (MobileNetV2, ResNet-18: unchanged). */
+  /* Likewise packed B, this many panel rows ahead (2 KB), where its panels are not outer in gemm_range (there
+   * each tile prefetches the next panel instead, which measured faster). First for a linear layer's weight,
+   * packed at compile time and streamed from memory by few rows of A: ConvNeXt's 768 -> 3072 layer over 49
+   * pixels (9.4 MB of weight), caches flushed before each run: 2.23 -> 1.75 ms (1.28 -> 1.20 warm). B packed
+   * at run time is in L1 or L2, where the prefetches cost no measurable time (MobileNetV2, ResNet-18). */
   B_PREFETCH_ROWS = 16,
   B_BLOCK_FLOATS = 96 << 10, /* packed B block (KC x NC) budget: 384 KiB, in L2 */
   A_BLOCK_FLOATS = 128 << 10, /* packed A block (MC x KC) budget: 512 KiB */
@@ -457,23 +458,23 @@ UK_INLINE void kern512(const int mr, const int nv, const int packed, const int x
   }
 }
 
-#define KERN512_CASE(R)                                                   \
-  case R:                                                                 \
-    if (x16) {                                                            \
-      kern512(R, 1, 1, 1, kc, ap, bp, ldb, c, ldc, m0, m1, te, next_panel);           \
-    } else if (nv == 2) {                                                 \
-      if (packed) {                                                       \
-        kern512(R, 2, 1, 0, kc, ap, bp, ldb, c, ldc, m0, m1, te, next_panel);         \
-      } else {                                                            \
-        kern512(R, 2, 0, 0, kc, ap, bp, ldb, c, ldc, m0, m1, te, next_panel);         \
-      }                                                                   \
-    } else {                                                              \
-      if (packed) {                                                       \
-        kern512(R, 1, 1, 0, kc, ap, bp, ldb, c, ldc, m0, m1, te, next_panel);         \
-      } else {                                                            \
-        kern512(R, 1, 0, 0, kc, ap, bp, ldb, c, ldc, m0, m1, te, next_panel);         \
-      }                                                                   \
-    }                                                                     \
+#define KERN512_CASE(R)                                                           \
+  case R:                                                                         \
+    if (x16) {                                                                    \
+      kern512(R, 1, 1, 1, kc, ap, bp, ldb, c, ldc, m0, m1, te, next_panel);       \
+    } else if (nv == 2) {                                                         \
+      if (packed) {                                                               \
+        kern512(R, 2, 1, 0, kc, ap, bp, ldb, c, ldc, m0, m1, te, next_panel);     \
+      } else {                                                                    \
+        kern512(R, 2, 0, 0, kc, ap, bp, ldb, c, ldc, m0, m1, te, next_panel);     \
+      }                                                                           \
+    } else {                                                                      \
+      if (packed) {                                                               \
+        kern512(R, 1, 1, 0, kc, ap, bp, ldb, c, ldc, m0, m1, te, next_panel);     \
+      } else {                                                                    \
+        kern512(R, 1, 0, 0, kc, ap, bp, ldb, c, ldc, m0, m1, te, next_panel);     \
+      }                                                                           \
+    }                                                                             \
     break;
 
 static void kern512_dispatch(int mr, int nr, int64_t kc, const float* ap, const float* bp, int packed, int64_t ldb,
@@ -503,7 +504,8 @@ static void kern512_dispatch(int mr, int nr, int64_t kc, const float* ap, const 
 }
 
 /* B: a packed panel (ldb < 0), else read in place with row stride ldb and unit column stride.
- * te (may be NULL): the tile's epilogue. */
+ * te (may be NULL): the tile's epilogue. next_panel (packed B; 0: none): how far (floats) from B the
+ * same row of the next panel is, which the kernel prefetches into L2 as it goes (gemm_range). */
 static void micro_kernel(int mr, int nr, int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c,
                          int64_t rsc, int64_t csc, const tile_ep* te, int64_t next_panel) {
   int packed = ldb < 0;
