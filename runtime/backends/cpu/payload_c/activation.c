@@ -76,28 +76,12 @@ static inline ukv ukv_pow2m1(ukv k) {
 }
 #endif
 
-/* The first cnt lanes of x (0 < cnt < ACT_LANES), the others `fill`; and the store of the first cnt lanes:
- * a row's last partial vector, without reading or writing past its end. */
-#if defined(__AVX512F__)
-static inline ukv act_load_first(const float* x, int64_t cnt, float fill) {
-  return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), (__mmask16)((1u << cnt) - 1), x);
-}
-static inline void act_store_first(float* x, int64_t cnt, ukv v) {
-  _mm512_mask_storeu_ps(x, (__mmask16)((1u << cnt) - 1), v);
-}
-#elif defined(__AVX2__) && defined(__FMA__)
-static inline __m256i act_first_lanes(int64_t cnt) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)cnt), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-static inline ukv act_load_first(const float* x, int64_t cnt, float fill) {
-  __m256i m = act_first_lanes(cnt);
-  return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(x, m), _mm256_castsi256_ps(m));
-}
-static inline void act_store_first(float* x, int64_t cnt, ukv v) { _mm256_maskstore_ps(x, act_first_lanes(cnt), v); }
-#else /* one lane: no partial vector */
-static inline ukv act_load_first(const float* x, int64_t cnt, float fill) { return cnt > 0 ? *x : fill; }
-static inline void act_store_first(float* x, int64_t cnt, ukv v) {
-  if (cnt > 0) *x = v;
+#if !defined(UK_VEC) /* one lane: a row never ends in a partial vector (etmlir_cpu_vec.h's masks for it) */
+typedef int ukv_lanes;
+static inline ukv_lanes ukv_first(int64_t n) { return n > 0; }
+static inline ukv ukv_load_first_or(const float* p, ukv_lanes m, float fill) { return m ? *p : fill; }
+static inline void ukv_store_first(float* p, ukv_lanes m, ukv v) {
+  if (m) *p = v;
 }
 #endif
 
@@ -190,8 +174,10 @@ static void act_contiguous(float* x, int64_t n, int act) {
     default: break;
   }
   int64_t done = n - n % ACT_LANES;
-  if (done < n) /* the last partial vector, zero padded */
-    act_store_first(x + done, n - done, act_apply(act_load_first(x + done, n - done, 0.0f), act));
+  if (done < n) { /* the last partial vector, zero padded */
+    ukv_lanes keep = ukv_first(n - done);
+    ukv_store_first(x + done, keep, act_apply(ukv_load_first_or(x + done, keep, 0.0f), act));
+  }
 }
 
 ETMLIR_CPU_INTERNAL void etmlir_ep_activate(float* x, int64_t step, int64_t n, int act) {
@@ -221,7 +207,7 @@ ETMLIR_CPU_INTERNAL float etmlir_row_max(const float* x, int64_t n) {
   ukv_mask nan = 0;
 #endif
   for (int64_t j = 0; j < n; j += ACT_LANES) {
-    ukv v = j + ACT_LANES <= n ? ukv_loadu(x + j) : act_load_first(x + j, n - j, -__builtin_inff());
+    ukv v = j + ACT_LANES <= n ? ukv_loadu(x + j) : ukv_load_first_or(x + j, ukv_first(n - j), -__builtin_inff());
     m = ukv_max(v, m);
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
     nan = _mm256_or_ps(nan, ukv_isnan(v));
@@ -249,8 +235,9 @@ ETMLIR_CPU_INTERNAL float etmlir_exp_shifted_sum(float* x, int64_t n, float shif
     sum = ukv_add(sum, e);
   }
   if (j < n) { /* the last partial vector, padded with -inf (exp: 0) */
-    ukv e = act_exp(ukv_sub(act_load_first(x + j, n - j, -__builtin_inff()), s));
-    act_store_first(x + j, n - j, e);
+    ukv_lanes keep = ukv_first(n - j);
+    ukv e = act_exp(ukv_sub(ukv_load_first_or(x + j, keep, -__builtin_inff()), s));
+    ukv_store_first(x + j, keep, e);
     sum = ukv_add(sum, e);
   }
   float lanes[ACT_LANES], total = 0.0f;

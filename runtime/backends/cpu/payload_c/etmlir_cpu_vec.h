@@ -4,6 +4,8 @@
 #ifndef ETMLIR_CPU_VEC_H
 #define ETMLIR_CPU_VEC_H
 
+#include <stdint.h>
+
 #if defined(__AVX512F__)
 #define UK_VEC 16
 typedef __m512 ukv;
@@ -36,6 +38,29 @@ typedef __m256 ukv;
 #define ukv_div _mm256_div_ps
 #define ukv_max _mm256_max_ps
 #define ukv_min _mm256_min_ps
+#endif
+
+/* The first n lanes of a vector (n clamped to [0, UK_VEC]): a mask for ukv_load_first (the other lanes 0),
+ * ukv_load_first_or (the other lanes `fill`) and ukv_store_first (the other lanes not written). A row's
+ * last partial vector, neither read nor written past its end. */
+#if defined(__AVX512F__)
+typedef __mmask16 ukv_lanes;
+static inline ukv_lanes ukv_first(int64_t n) {
+  return n >= 16 ? (ukv_lanes)0xFFFF : n <= 0 ? (ukv_lanes)0 : (ukv_lanes)((1u << n) - 1);
+}
+#define ukv_load_first(p, m) _mm512_maskz_loadu_ps((m), (p))
+#define ukv_load_first_or(p, m, fill) _mm512_mask_loadu_ps(_mm512_set1_ps(fill), (m), (p))
+#define ukv_store_first(p, m, v) _mm512_mask_storeu_ps((p), (m), (v))
+#elif defined(__AVX2__) && defined(__FMA__)
+typedef __m256i ukv_lanes;
+static inline ukv_lanes ukv_first(int64_t n) {
+  int c = n <= 0 ? 0 : n >= 8 ? 8 : (int)n;
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+#define ukv_load_first(p, m) _mm256_maskload_ps((p), (m))
+#define ukv_load_first_or(p, m, fill) \
+  _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps((p), (m)), _mm256_castsi256_ps(m))
+#define ukv_store_first(p, m, v) _mm256_maskstore_ps((p), (m), (v))
 #endif
 
 #endif /* ETMLIR_CPU_VEC_H */

@@ -1940,19 +1940,6 @@ UK_INLINE void wino4_at(const ukv* x, ukv* y) {
   y[3] = ukv_add(ukv_fmadd(eight, d34, d12), x[5]);
 }
 
-/* The first n lanes of a vector: a mask for ukv_load_first / ukv_store_first. */
-#if defined(__AVX512F__)
-typedef __mmask16 ukv_lanes;
-#define ukv_first(n) mask16(MAX(0, MIN(16, (n))))
-#define ukv_load_first(p, m) _mm512_maskz_loadu_ps((m), (p))
-#define ukv_store_first(p, m, v) _mm512_mask_storeu_ps((p), (m), (v))
-#else
-typedef __m256i ukv_lanes;
-#define ukv_first(n) _mm256_cmpgt_epi32(_mm256_set1_epi32((int)MAX(0, MIN(8, (n)))), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
-#define ukv_load_first(p, m) _mm256_maskload_ps((p), (m))
-#define ukv_store_first(p, m, v) _mm256_maskstore_ps((p), (m), (v))
-#endif
-
 /* B^T d B of a vector of tiles' patches d[row][column]; element (i, j) stored to dst + (6i + j) es,
  * the first `keep` lanes. */
 UK_INLINE void wino4_patch_store(ukv d[6][6], float* dst, int64_t es, ukv_lanes keep) {
