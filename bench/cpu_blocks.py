@@ -65,10 +65,9 @@ def blocks() -> list[tuple[str, torch.nn.Module, torch.Tensor, float]]:
             taps = module.kernel_size[0] * module.kernel_size[1] * module.in_channels // module.groups
             flops[0] += 2.0 * taps * out.numel()
         elif isinstance(module, torch.nn.Linear):
-            flops[0] += 2.0 * module.in_features * module.out_features * out.numel() / module.out_features
+            flops[0] += 2.0 * module.in_features * out.numel()
 
-    for module in model.modules():
-        module.register_forward_hook(count)
+    hooks = [module.register_forward_hook(count) for module in model.modules()]
     found = []
     x = args[0]
     with torch.no_grad():
@@ -77,6 +76,8 @@ def blocks() -> list[tuple[str, torch.nn.Module, torch.Tensor, float]]:
             y = block(x)
             found.append((f"features.{i}" if i < len(model.features) else "head", block, x, flops[0] / 1e6))
             x = y
+    for hook in hooks:
+        hook.remove()
     return found
 
 
@@ -129,10 +130,8 @@ def time_xnnpack(found: list, threads: int, iterations: int, warmup: int) -> dic
 
 
 def bench_python(requested: str | None) -> Path | None:
-    for candidate in ([Path(requested)] if requested else [REPO / ".venv-bench/bin/python"]):
-        if candidate.exists():
-            return candidate
-    return None
+    path = Path(requested) if requested else REPO / ".venv-bench/bin/python"
+    return path if path.exists() else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,18 +171,15 @@ def main(argv: list[str] | None = None) -> int:
           "(XNNPACK's times include its NCHW <-> NHWC conversions at each block's edges: see the docstring)")
     print("| block | input | MFLOP | ours ms | XNNPACK ms | ours / XNNPACK | ours GFLOP/s | max|diff| |")
     print("|---|---|---|---|---|---|---|---|")
-    total_ours = total_theirs = 0.0
+    def row(name: str, shape: str, mflop: float, ours_s: float, theirs_s: float | None, err: str) -> None:
+        their = f"{theirs_s * 1e3:.3f} | {ours_s / theirs_s:.2f}" if theirs_s else "n/a | n/a"
+        print(f"| {name} | {shape} | {mflop:.1f} | {ours_s * 1e3:.3f} | {their} | {mflop / 1e3 / ours_s:.1f} | {err} |")
+
     for name, _, x, mflop in found:
-        seconds, err = ours[name]
-        other = theirs.get(name)
-        total_ours += seconds
-        total_theirs += other or 0.0
-        print(f"| {name} | {'x'.join(map(str, x.shape[1:]))} | {mflop:.1f} | {seconds * 1e3:.3f} | "
-              f"{other * 1e3 if other else float('nan'):.3f} | {seconds / other if other else float('nan'):.2f} | "
-              f"{mflop / 1e3 / seconds:.1f} | {err:.1e} |")
-    total_flop = sum(mflop for *_, mflop in found)
-    print(f"| sum | | {total_flop:.1f} | {total_ours * 1e3:.3f} | {total_theirs * 1e3:.3f} | "
-          f"{total_ours / total_theirs if total_theirs else float('nan'):.2f} | {total_flop / 1e3 / total_ours:.1f} | |")
+        row(name, "x".join(map(str, x.shape[1:])), mflop, ours[name][0], theirs.get(name), f"{ours[name][1]:.1e}")
+    complete = all(name in theirs for name, *_ in found)
+    row("sum", "", sum(mflop for *_, mflop in found), sum(seconds for seconds, _ in ours.values()),
+        sum(theirs.values()) if complete else None, "")
     return 0
 
 
