@@ -20,8 +20,8 @@ ours / XNNPACK, our GFLOP/s and max|diff| of ours from eager.
 Caveat, read before the table: XNNPACK computes channels-last, so a block compiled alone converts its
 input from NCHW and its output back inside the delegate, where the whole model converts once at each
 end. Its per-block times include those two conversions (large at 112x112 and 56x56, small from 28x28
-down), and their sum is more than its model's time; ours keep NCHW throughout and pay no conversion.
-Prints numbers; never asserts.
+down); ours keep NCHW throughout and pay none. Neither side's sum is its model's time: a block timed alone
+runs with its weights and activations in cache. Prints numbers; never asserts.
 """
 
 from __future__ import annotations
