@@ -129,18 +129,13 @@ def time_xnnpack(found: list, threads: int, iterations: int, warmup: int) -> dic
     return result
 
 
-def bench_python(requested: str | None) -> Path | None:
-    path = Path(requested) if requested else REPO / ".venv-bench/bin/python"
-    return path if path.exists() else None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1, help="threads on both sides (default 1)")
     parser.add_argument("--iterations", type=int, default=300, help="timed runs per block and side (default 300)")
     parser.add_argument("--warmup", type=int, default=30, help="untimed runs first (default 30)")
     parser.add_argument("--executorch-python", default=None,
-                        help="python of the bench environment (default .venv-bench/bin/python)")
+                        help="python of the bench environment (default .venv-bench/bin/python, as bench-cpu)")
     parser.add_argument("--side", choices=("all", "xnnpack"), default="all", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.threads < 1 or args.iterations < 1 or args.warmup < 0:
@@ -150,11 +145,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(time_xnnpack(found, args.threads, args.iterations, args.warmup)))
         return 0
 
+    from _latency_common import executorch_python  # the other benches' lookup (ours side only)
+
     theirs: dict[str, float] = {}
-    python = bench_python(args.executorch_python)
-    if python is None:
-        print("[blocks] no bench environment (.venv-bench; scripts/setup_bench.sh makes one): ours only",
-              file=sys.stderr)
+    python = executorch_python(args.executorch_python)
+    if python is None or not python.exists():
+        print(f"[blocks] no bench environment ({python or '.venv-bench/bin/python'}; scripts/setup_bench.sh makes "
+              "one): ours only", file=sys.stderr)
     else:
         env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
         proc = subprocess.run([str(python), __file__, "--side", "xnnpack", "--threads", str(args.threads),
